@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# bench.sh - the one benchmark command.
+#
+# Builds `build` (Release, -O2 -g), then runs build/pcbench on files in
+# build/benchdata (on the build tree's file system, which supports O_DIRECT),
+# then build/edgebench if it exists.  Extra arguments go to pcbench:
+#   bash scripts/bench.sh --help
+# Environment: PC_EDGEBENCH_TOTAL overrides edgebench's --total (default 2G).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+
+bash scripts/setup.sh
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_C_FLAGS_RELEASE="-O2 -g -DNDEBUG" -DPC_SANITIZE=
+cmake --build "$ROOT/build" -j "$JOBS"
+
+BENCHDIR=$ROOT/build/benchdata
+mkdir -p "$BENCHDIR"
+
+if [ ! -x "$ROOT/build/pcbench" ]; then
+	echo "bench.sh: build/pcbench was not built (tools/pcbench.c missing?)" >&2
+	exit 1
+fi
+
+status=0
+echo "==== pcbench --dir build/benchdata $* ===="
+"$ROOT/build/pcbench" --dir "$BENCHDIR" "$@" || status=$?
+
+if [ -x "$ROOT/build/edgebench" ]; then
+	total=${PC_EDGEBENCH_TOTAL:-2G}
+	echo "==== edgebench --dir build/benchdata --total $total ===="
+	"$ROOT/build/edgebench" --dir "$BENCHDIR" --total "$total" || status=$?
+fi
+
+if [ "$status" -ne 0 ]; then
+	echo "bench.sh: a benchmark failed (exit $status)" >&2
+fi
+exit "$status"

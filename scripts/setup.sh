@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# setup.sh - make sure the packages pagecache builds and tests with are here.
+#
+# As root: installs what is missing (one apt-get update, then apt-get install).
+# Otherwise: prints the apt-get command to run and exits 1 when something
+# required is missing.  Prints nothing when everything is present.
+#
+# Required: build-essential (gcc with its ASan/UBSan/TSan runtimes, make,
+# binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch).
+# Optional: xfsprogs (tests that make a small XFS image; skipped without it).
+set -euo pipefail
+
+REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux)
+OPTIONAL=(xfsprogs)
+
+have_pkg() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	# Not Debian-like: check for the tools themselves and hope for the best.
+	missing=()
+	for cmd in cc cmake pkg-config nm; do
+		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+	done
+	if ((${#missing[@]})); then
+		echo "setup.sh: not a Debian system and missing: ${missing[*]}" >&2
+		echo "setup.sh: install a C compiler, cmake, pkg-config, binutils and liburing's headers" >&2
+		exit 1
+	fi
+	if ! pkg-config --exists liburing 2>/dev/null; then
+		echo "setup.sh: note: liburing not found; building with the synchronous I/O fallback" >&2
+	fi
+	exit 0
+fi
+
+missing_req=()
+missing_opt=()
+for p in "${REQUIRED[@]}"; do have_pkg "$p" || missing_req+=("$p"); done
+for p in "${OPTIONAL[@]}"; do have_pkg "$p" || missing_opt+=("$p"); done
+
+if ((${#missing_req[@]} + ${#missing_opt[@]} == 0)); then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	if ((${#missing_req[@]})); then
+		echo "setup.sh: missing required packages: ${missing_req[*]}" >&2
+		all_missing=("${missing_req[@]}" "${missing_opt[@]}")
+		echo "setup.sh: run: sudo apt-get install -y ${all_missing[*]}" >&2
+		exit 1
+	fi
+	echo "setup.sh: optional package missing: ${missing_opt[*]} (sudo apt-get install -y ${missing_opt[*]})" >&2
+	exit 0
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+all_missing=("${missing_req[@]}" "${missing_opt[@]}")
+echo "setup.sh: installing ${all_missing[*]}"
+apt-get update -qq
+if ! apt-get install -y -qq "${all_missing[@]}"; then
+	if ((${#missing_opt[@]})) && ((${#missing_req[@]})); then
+		# Try again without the optional ones.
+		apt-get install -y -qq "${missing_req[@]}"
+	elif ((${#missing_req[@]})); then
+		exit 1
+	else
+		echo "setup.sh: could not install optional ${missing_opt[*]}; going on without" >&2
+	fi
+fi
+
+still=()
+for p in "${REQUIRED[@]}"; do have_pkg "$p" || still+=("$p"); done
+if ((${#still[@]})); then
+	echo "setup.sh: still missing: ${still[*]}" >&2
+	exit 1
+fi

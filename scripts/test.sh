@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# test.sh - the one test command: build and run every test three ways.
+#
+#   build       Release (-O2 -g), all tests
+#   build-asan  Debug (-O1 -g) with ASan + UBSan, all tests
+#   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*)
+#
+# Every build is configured, built and tested even if an earlier one failed;
+# a summary follows and the exit status is non-zero if anything failed.
+#
+# Environment:
+#   PC_BUILDS="build build-asan build-tsan"  which builds to do (default all)
+#   PC_TEST_QUICK=1   shorter random tests (read by the tests themselves)
+#   PC_SEED=N         replay a random test with the seed it printed
+# Extra arguments go to ctest, e.g.  bash scripts/test.sh -R test_write
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+
+bash scripts/setup.sh
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+BUILDS=${PC_BUILDS:-build build-asan build-tsan}
+CTEST_ARGS=("$@")
+
+# Sanitizer runtimes can trip over high-entropy address-space randomisation;
+# run sanitized tests with it off when the kernel lets us.
+SAN_PREFIX=()
+if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+	SAN_PREFIX=(setarch "$(uname -m)" -R)
+fi
+
+summary=()
+total_pass=0
+total_fail=0
+status=0
+
+# run_build NAME NO_TESTS_POLICY PREFIX_FLAG -- CMAKE_ARGS...
+run_build() {
+	local name=$1 no_tests=$2 use_prefix=$3
+	shift 4
+	local dir=$ROOT/$name log rc line passed failed total failed_names
+	log=$dir/ctest.log
+
+	echo
+	echo "==== $name: configure ===="
+	if ! cmake -S "$ROOT" -B "$dir" "$@"; then
+		summary+=("$(printf '%-11s CONFIGURE FAILED' "$name")")
+		total_fail=$((total_fail + 1))
+		return 1
+	fi
+	echo "==== $name: build ===="
+	if ! cmake --build "$dir" -j "$JOBS"; then
+		summary+=("$(printf '%-11s BUILD FAILED' "$name")")
+		total_fail=$((total_fail + 1))
+		return 1
+	fi
+
+	echo "==== $name: ctest ===="
+	local prefix=()
+	if [ "$use_prefix" = 1 ]; then
+		prefix=("${SAN_PREFIX[@]}")
+	fi
+	set +e
+	(cd "$dir" && "${prefix[@]}" ctest --output-on-failure -j2 --no-tests="$no_tests" \
+		"${CTEST_ARGS[@]}") 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+
+	line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+	if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+		failed=${BASH_REMATCH[1]}
+		total=${BASH_REMATCH[2]}
+	else
+		failed=0
+		total=0
+	fi
+	passed=$((total - failed))
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		failed=1 # ctest itself failed (no tests, bad arguments, ...)
+	fi
+	total_pass=$((total_pass + passed))
+	total_fail=$((total_fail + failed))
+	failed_names=$(sed -n '/The following tests FAILED:/,$p' "$log" |
+		       sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\).*/\1/p' | tr '\n' ' ')
+	if [ "$rc" -eq 0 ]; then
+		if [ "$total" -eq 0 ]; then
+			summary+=("$(printf '%-11s ok (no tests registered)' "$name")")
+		else
+			summary+=("$(printf '%-11s ok     %d/%d tests passed' "$name" "$passed" "$total")")
+		fi
+		return 0
+	fi
+	summary+=("$(printf '%-11s FAILED %d/%d tests passed%s' "$name" "$passed" "$total" \
+		     "${failed_names:+ (failed: ${failed_names% })}")")
+	return 1
+}
+
+for b in $BUILDS; do
+	case $b in
+	build)
+		run_build build error 0 -- -DCMAKE_BUILD_TYPE=Release \
+			-DCMAKE_C_FLAGS_RELEASE="-O2 -g -DNDEBUG" -DPC_SANITIZE= || status=1
+		;;
+	build-asan)
+		run_build build-asan error 1 -- -DCMAKE_BUILD_TYPE=Debug \
+			-DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DPC_SANITIZE=address || status=1
+		;;
+	build-tsan)
+		# Only concurrency tests are registered here; none yet is not an error.
+		run_build build-tsan ignore 1 -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DPC_SANITIZE=thread || status=1
+		;;
+	*)
+		echo "test.sh: unknown build '$b' in PC_BUILDS" >&2
+		summary+=("$(printf '%-11s UNKNOWN BUILD' "$b")")
+		total_fail=$((total_fail + 1))
+		status=1
+		;;
+	esac
+done
+
+echo
+echo "==== test.sh summary ===="
+for s in "${summary[@]}"; do
+	echo "$s"
+done
+echo "summary: $total_pass passed, $total_fail failed"
+exit "$status"

@@ -1,0 +1,84 @@
+#!/bin/sh
+# xfs-bench.sh - run edgebench (the tables of issue 3) on a fresh XFS file
+# system with 4 KiB blocks, on a loop device over a sparse image file with
+# direct I/O, so that the loop device's read counters are those of the disk
+# under it (nothing is served from the image file's own page cache).
+#
+#   scripts/xfs-bench.sh [--size BYTES] [--image PATH] [--] [edgebench options]
+#
+#   --size BYTES   size of the sparse image (default 8G; any size truncate(1)
+#                  accepts)
+#   --image PATH   image file (default build/xfs-bench.img, removed at exit)
+#
+# Everything after the script's own options (or after --) goes to
+# build/edgebench, e.g.  scripts/xfs-bench.sh --total 256M --skip-seq
+# Needs root, losetup, mkfs.xfs and mount.  Builds build/edgebench first if
+# it is missing.  Cleans up (unmount, detach, remove the image) on any exit.
+set -eu
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+size=8G
+image="$here/build/xfs-bench.img"
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--size) [ $# -ge 2 ] || { echo "--size needs a value" >&2; exit 2; }
+		size=$2; shift 2 ;;
+	--size=*) size=${1#--size=}; shift ;;
+	--image) [ $# -ge 2 ] || { echo "--image needs a value" >&2; exit 2; }
+		image=$2; shift 2 ;;
+	--image=*) image=${1#--image=}; shift ;;
+	--) shift; break ;;
+	*) break ;;
+	esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "xfs-bench.sh: must run as root (losetup, mkfs.xfs, mount)" >&2
+	exit 1
+fi
+for tool in losetup mkfs.xfs mount umount truncate; do
+	command -v "$tool" >/dev/null 2>&1 || {
+		echo "xfs-bench.sh: $tool not found (apt-get install xfsprogs util-linux)" >&2
+		exit 1
+	}
+done
+
+if [ ! -x "$here/build/edgebench" ]; then
+	echo "xfs-bench.sh: building (build/edgebench is missing)"
+	cmake -S "$here" -B "$here/build" -DCMAKE_BUILD_TYPE=Release
+	cmake --build "$here/build" -j2
+fi
+
+loopdev=
+mnt=
+cleanup() {
+	rc=$?
+	set +e
+	if [ -n "$mnt" ]; then
+		mountpoint -q "$mnt" && umount "$mnt"
+		rmdir "$mnt"
+	fi
+	[ -n "$loopdev" ] && losetup -d "$loopdev"
+	rm -f "$image"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$(dirname "$image")"
+rm -f "$image"
+truncate -s "$size" "$image"
+loopdev=$(losetup --find --show --direct-io=on "$image")
+# the loop device must really do direct I/O, or its reads come from the
+# image file's page cache and the read counts mean nothing
+dio=$(cat "/sys/block/$(basename "$loopdev")/loop/dio" 2>/dev/null || echo "?")
+echo "xfs-bench.sh: $image ($size, sparse) on $loopdev, direct-io $dio"
+[ "$dio" = 1 ] || echo "xfs-bench.sh: WARNING: direct I/O is not on for $loopdev" >&2
+mkfs.xfs -f -q -b size=4096 "$loopdev"
+mnt=$(mktemp -d /tmp/xfs-bench.XXXXXX)
+mount "$loopdev" "$mnt"
+echo "xfs-bench.sh: mounted on $mnt"
+
+"$here/build/edgebench" --dir "$mnt" "$@"

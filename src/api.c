@@ -1,0 +1,341 @@
+/*
+ * api.c - the public calls: argument checks, handles, and flags turned into
+ * the read, write, direct and truncate paths.  Internal calls return a
+ * negative errno; only this file sets errno.
+ *
+ * Handles: a closed handle is kept in a quarantine (the last
+ * HANDLE_QUARANTINE closed ones) with its magic number cleared, so that a
+ * call on a handle that was just closed fails with EBADF instead of using
+ * freed memory.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HANDLE_QUARANTINE 1024
+#define PC_MAX_FILE_OFFSET ((uint64_t)INT64_MAX)
+
+static ssize_t fail(int err)
+{
+	errno = -err;
+	return -1;
+}
+
+static bool handle_ok(struct pc_file *h)
+{
+	return h && h->magic == PC_FILE_MAGIC;
+}
+
+struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t mode)
+{
+	const int allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_DSYNC | O_SYNC | O_DIRECT | O_CLOEXEC |
+			    O_NOATIME | O_LARGEFILE;
+	if (!c || !path || (flags & ~allowed) || (flags & O_ACCMODE) == O_ACCMODE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct pc_file *h = calloc(1, sizeof(*h));
+	if (!h) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct pc_mapping *m;
+	int err = file_open(c, path, flags, mode, &m);
+	if (err) {
+		free(h);
+		errno = -err;
+		return NULL;
+	}
+	h->magic = PC_FILE_MAGIC;
+	h->accmode = flags & O_ACCMODE;
+	h->oflags = flags & (O_DSYNC | O_SYNC | O_DIRECT);
+	h->c = c;
+	h->m = m;
+	h->wb_err_seen = errseq_sample(&m->wb_err);
+	pthread_mutex_init(&h->ra_lock, NULL);
+	h->ra_prev_end = -1;
+	pthread_mutex_lock(&c->files_lock);
+	h->open_next = c->open_head;
+	if (c->open_head)
+		c->open_head->open_prev = h;
+	c->open_head = h;
+	pthread_mutex_unlock(&c->files_lock);
+	if ((flags & O_TRUNC) && h->accmode != O_RDONLY) {
+		err = truncate_mapping(m, 0);
+		if (err) {
+			pc_close(h);
+			errno = -err;
+			return NULL;
+		}
+	}
+	return h;
+}
+
+/* Unlink from the open list and park in the quarantine (files_lock held). */
+static void handle_retire(struct pc_cache *c, struct pc_file *h)
+{
+	if (h->open_prev)
+		h->open_prev->open_next = h->open_next;
+	else
+		c->open_head = h->open_next;
+	if (h->open_next)
+		h->open_next->open_prev = h->open_prev;
+	h->magic = PC_FILE_CLOSED;
+	h->m = NULL;
+	pthread_mutex_destroy(&h->ra_lock);
+	h->next_closed = NULL;
+	if (c->closed_tail)
+		c->closed_tail->next_closed = h;
+	else
+		c->closed_head = h;
+	c->closed_tail = h;
+	if (++c->nr_closed > HANDLE_QUARANTINE) {
+		struct pc_file *old = c->closed_head;
+		c->closed_head = old->next_closed;
+		if (!c->closed_head)
+			c->closed_tail = NULL;
+		c->nr_closed--;
+		free(old);
+	}
+}
+
+void handles_free_all(struct pc_cache *c)
+{
+	while (c->open_head) {
+		struct pc_file *h = c->open_head;
+		c->open_head = h->open_next;
+		pthread_mutex_destroy(&h->ra_lock);
+		free(h);
+	}
+	while (c->closed_head) {
+		struct pc_file *h = c->closed_head;
+		c->closed_head = h->next_closed;
+		free(h);
+	}
+	c->closed_tail = NULL;
+}
+
+/* Write back, wait, flush the device, report an unseen error once. */
+static int sync_handle(struct pc_file *h, bool datasync)
+{
+	struct pc_mapping *m = h->m;
+	int err = 0;
+	if (m->writable) {
+		err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
+		int e2 = mapping_sync_size(m);
+		if (!err)
+			err = e2;
+		if ((datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
+			err = -errno;
+	}
+	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
+	return seen ? seen : err;
+}
+
+int pc_close(struct pc_file *h)
+{
+	if (!handle_ok(h))
+		return (int)fail(-EBADF);
+	struct pc_mapping *m = h->m;
+	struct pc_cache *c = h->c;
+	int err = 0;
+	if (m->writable) {
+		err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
+		int e2 = mapping_sync_size(m);
+		if (!err)
+			err = e2;
+	}
+	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
+	if (seen)
+		err = seen;
+	/* Lone edges of uncached writes go with the file's last close. */
+	drop_edges(m, 0);
+	pthread_mutex_lock(&c->files_lock);
+	handle_retire(c, h);
+	pthread_mutex_unlock(&c->files_lock);
+	file_release(m);
+	return err ? (int)fail(err) : 0;
+}
+
+/* Common checks of the read/write calls; sets *len to the total. */
+static int check_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags, bool write,
+		    size_t *len)
+{
+	if (!handle_ok(h))
+		return -EBADF;
+	if (write ? h->accmode == O_RDONLY : h->accmode == O_WRONLY)
+		return -EBADF;
+	if (flags & ~(PC_DSYNC | PC_NOWAIT | PC_DONTCACHE | PC_DIRECT))
+		return -EINVAL;
+	if (off < 0 || iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return -EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	if (write && total && (uint64_t)off + total > PC_MAX_FILE_OFFSET)
+		return -EFBIG;
+	if (!write && (uint64_t)off + total > PC_MAX_FILE_OFFSET)
+		total = PC_MAX_FILE_OFFSET - (uint64_t)off;
+	*len = total;
+	return 0;
+}
+
+/* Apply the handle's open flags and the NOREUSE advice to a call. */
+static int effective_flags(struct pc_file *h, uint64_t off, size_t len, int flags)
+{
+	if (h->oflags & (O_DSYNC | O_SYNC))
+		flags |= PC_DSYNC;
+	if (h->oflags & O_DIRECT)
+		flags |= PC_DIRECT;
+	struct pc_mapping *m = h->m;
+	if (!(flags & PC_DONTCACHE) && __atomic_load_n(&m->noreuse, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&m->advice_lock);
+		uint64_t s = (uint64_t)m->noreuse_off;
+		uint64_t e = m->noreuse_len ? s + (uint64_t)m->noreuse_len : UINT64_MAX;
+		if (m->noreuse && off < e && off + len > s)
+			flags |= PC_DONTCACHE;
+		pthread_mutex_unlock(&m->advice_lock);
+	}
+	return flags;
+}
+
+ssize_t pc_preadv(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	size_t len;
+	int err = check_io(h, iov, iovcnt, off, flags, false, &len);
+	if (err)
+		return fail(err);
+	if (!len)
+		return 0;
+	flags = effective_flags(h, (uint64_t)off, len, flags);
+	ssize_t r = (flags & PC_DIRECT) ? direct_read(h, iov, iovcnt, (uint64_t)off, len)
+					: pc_read_iter(h, iov, iovcnt, (uint64_t)off, len, flags);
+	return r < 0 ? fail((int)r) : r;
+}
+
+ssize_t pc_pwritev(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	size_t len;
+	int err = check_io(h, iov, iovcnt, off, flags, true, &len);
+	if (err)
+		return fail(err);
+	if (!len)
+		return 0;
+	flags = effective_flags(h, (uint64_t)off, len, flags);
+	ssize_t r = (flags & PC_DIRECT) ? direct_write(h, iov, iovcnt, (uint64_t)off, len, flags)
+					: pc_write_iter(h, iov, iovcnt, (uint64_t)off, len, flags);
+	return r < 0 ? fail((int)r) : r;
+}
+
+ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
+{
+	struct iovec v = { buf, len };
+	return pc_preadv(h, &v, 1, off, flags);
+}
+
+ssize_t pc_pwrite(struct pc_file *h, const void *buf, size_t len, off_t off, int flags)
+{
+	struct iovec v = { (void *)buf, len };
+	return pc_pwritev(h, &v, 1, off, flags);
+}
+
+int pc_fsync(struct pc_file *h)
+{
+	if (!handle_ok(h))
+		return (int)fail(-EBADF);
+	int err = sync_handle(h, false);
+	return err ? (int)fail(err) : 0;
+}
+
+int pc_fdatasync(struct pc_file *h)
+{
+	if (!handle_ok(h))
+		return (int)fail(-EBADF);
+	int err = sync_handle(h, true);
+	return err ? (int)fail(err) : 0;
+}
+
+int pc_ftruncate(struct pc_file *h, off_t len)
+{
+	if (!handle_ok(h) || h->accmode == O_RDONLY)
+		return (int)fail(-EBADF);
+	if (len < 0)
+		return (int)fail(-EINVAL);
+	int err = truncate_mapping(h->m, (uint64_t)len);
+	return err ? (int)fail(err) : 0;
+}
+
+int pc_fallocate(struct pc_file *h, int mode, off_t off, off_t len)
+{
+	if (!handle_ok(h) || h->accmode == O_RDONLY)
+		return (int)fail(-EBADF);
+	if (off < 0 || len <= 0)
+		return (int)fail(-EINVAL);
+	if ((uint64_t)off + (uint64_t)len > PC_MAX_FILE_OFFSET)
+		return (int)fail(-EFBIG);
+	const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&
+	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
+		return (int)fail(-EOPNOTSUPP);
+	int err = punch_range(h->m, (uint64_t)off, (uint64_t)len, mode);
+	return err ? (int)fail(err) : 0;
+}
+
+off_t pc_size(struct pc_file *h)
+{
+	if (!handle_ok(h))
+		return (off_t)fail(-EBADF);
+	return (off_t)atomic_load(&h->m->i_size);
+}
+
+int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
+{
+	if (!handle_ok(h))
+		return (int)fail(-EBADF);
+	if (off < 0 || len < 0)
+		return (int)fail(-EINVAL);
+	struct pc_mapping *m = h->m;
+	uint64_t start = (uint64_t)off;
+	uint64_t end = len ? (uint64_t)off + (uint64_t)len : UINT64_MAX;
+	if (end < start)
+		end = UINT64_MAX;
+	switch (advice) {
+	case POSIX_FADV_DONTNEED:
+		fadvise_dontneed(m, start, end);
+		return 0;
+	case POSIX_FADV_WILLNEED: {
+		uint64_t size = (uint64_t)atomic_load(&m->i_size);
+		if (start < size)
+			readahead_range(m, start, end < size ? end : size, false, NULL);
+		return 0;
+	}
+	case POSIX_FADV_NOREUSE:
+		pthread_mutex_lock(&m->advice_lock);
+		m->noreuse_off = off;
+		m->noreuse_len = len;
+		__atomic_store_n(&m->noreuse, true, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&m->advice_lock);
+		return 0;
+	case POSIX_FADV_NORMAL:
+		pthread_mutex_lock(&m->advice_lock);
+		__atomic_store_n(&m->noreuse, false, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&m->advice_lock);
+		return 0;
+	case POSIX_FADV_SEQUENTIAL:
+	case POSIX_FADV_RANDOM:
+		return 0;
+	default:
+		return (int)fail(-EINVAL);
+	}
+}

@@ -1,0 +1,347 @@
+/*
+ * file.c - backing files: opening them with O_DIRECT, one shared mapping
+ * per file in a cache, the OFD lock that keeps other processes out, and
+ * what happens when the last handle goes.
+ *
+ * A mapping outlives its handles while it holds cached data, so reopening a
+ * file finds its clean data.  Its descriptor stays open (the inode cannot be
+ * reused meanwhile), but its OFD lock is released at last close: another
+ * process may then use the file, so a reopen compares size, mtime and ctime
+ * with what they were at last close and drops the cached data if they
+ * changed.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static unsigned hash_of(struct pc_cache *c, dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)ino * 0xC2B2AE3D27D4EB4Full);
+	return (unsigned)(h >> 32) % c->file_hash_size;
+}
+
+static struct pc_mapping *hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
+{
+	for (struct pc_mapping *m = c->file_hash[hash_of(c, dev, ino)]; m; m = m->hash_next)
+		if (m->dev == dev && m->ino == ino)
+			return m;
+	return NULL;
+}
+
+static void hash_remove(struct pc_cache *c, struct pc_mapping *m)
+{
+	struct pc_mapping **pp = &c->file_hash[hash_of(c, m->dev, m->ino)];
+	while (*pp && *pp != m)
+		pp = &(*pp)->hash_next;
+	if (*pp)
+		*pp = m->hash_next;
+	m->hash_next = NULL;
+}
+
+static int ofd_lock(int fd, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return (errno == EAGAIN || errno == EACCES) ? -EBUSY : -errno;
+}
+
+/* Open the backing descriptor: O_DIRECT, or buffered if allowed. */
+static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t mode, bool *direct)
+{
+	int oflags = (flags & (O_ACCMODE | O_CREAT | O_EXCL | O_NOATIME)) | O_CLOEXEC;
+	int fd = open(path, oflags | O_DIRECT, mode);
+	*direct = true;
+	struct stat st;
+	if (fd < 0 && errno == EINVAL && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR; /* some file systems refuse O_DIRECT on directories first */
+	if (fd < 0 && errno == EINVAL && (c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND)) {
+		/* O_CREAT may have created it already: don't insist on O_EXCL. */
+		fd = open(path, oflags & ~O_EXCL, mode);
+		*direct = false;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const struct stat *st)
+{
+	unsigned off_align = 0, mem_align = 0;
+	if (m->direct && backend_dio_align(m->fd, &off_align, &mem_align) == 0 && off_align)
+		m->mem_align = mem_align ? mem_align : off_align;
+	else
+		m->mem_align = 1;
+	size_t bs = c->cfg.block_size;
+	if (!bs)
+		bs = off_align ? off_align : (st->st_blksize >= 512 && st->st_blksize <= 65536 ? (size_t)st->st_blksize : 4096);
+	if (bs < 512 || bs > 65536 || (bs & (bs - 1)) || (off_align && bs % off_align) ||
+	    bs > c->cfg.max_folio_size)
+		return -EINVAL;
+	m->block_size = (unsigned)bs;
+	m->block_shift = (unsigned)__builtin_ctz((unsigned)bs);
+	m->min_order = bs > PC_PAGE_SIZE ? (unsigned)__builtin_ctz((unsigned)(bs >> PC_PAGE_SHIFT)) : 0;
+	return 0;
+}
+
+static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool writable, const struct stat *st,
+				      int *err)
+{
+	struct pc_mapping *m = calloc(1, sizeof(*m));
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	m->c = c;
+	m->fd = fd;
+	m->old_fd = -1;
+	m->direct = direct;
+	m->writable = writable;
+	m->dev = st->st_dev;
+	m->ino = st->st_ino;
+	atomic_store(&m->i_size, st->st_size);
+	atomic_store(&m->disk_size, st->st_size);
+	*err = choose_block_size(c, m, st);
+	if (!*err)
+		*err = domain_get(c, st->st_dev, &m->dom);
+	if (*err) {
+		free(m);
+		return NULL;
+	}
+	pthread_mutex_init(&m->size_lock, NULL);
+	pthread_rwlock_init(&m->inval_lock, NULL);
+	pthread_rwlock_init(&m->tree_lock, NULL);
+	pthread_mutex_init(&m->advice_lock, NULL);
+	rt_init(&m->tree);
+	atomic_store(&m->refs, 1); /* the hash table's */
+	return m;
+}
+
+/* Remove every folio, dirty or not (the caller wrote back what it could). */
+static void mapping_discard_all(struct pc_mapping *m)
+{
+	uint64_t idx = 0;
+	struct pc_folio *batch[32];
+	unsigned n;
+	while ((n = mapping_gather(m, &idx, UINT64_MAX, -1, batch, 32))) {
+		for (unsigned i = 0; i < n; i++) {
+			struct pc_folio *f = batch[i];
+			folio_lock(f);
+			folio_wait_clear(f, PF_WRITEBACK);
+			if (folio_test(f, PF_INDEXED)) {
+				size_t d = folio_invalidate_blocks(m, f, 0, folio_size(f), false);
+				account_dirty(m, f, -(int64_t)d);
+				mapping_remove_folio(m, f);
+			}
+			folio_unlock(f);
+			folio_put(m->c, f);
+		}
+		idx = 0;
+	}
+}
+
+void mapping_put(struct pc_mapping *m)
+{
+	if (atomic_fetch_sub(&m->refs, 1) != 1)
+		return;
+	mapping_discard_all(m);
+	rt_destroy(&m->tree);
+	close(m->fd);
+	if (m->old_fd >= 0)
+		close(m->old_fd);
+	pthread_mutex_destroy(&m->size_lock);
+	pthread_rwlock_destroy(&m->inval_lock);
+	pthread_rwlock_destroy(&m->tree_lock);
+	pthread_mutex_destroy(&m->advice_lock);
+	free(m);
+}
+
+/* Reopened after its last close: drop the cache if the file changed. */
+static void revalidate(struct pc_mapping *m, const struct stat *st)
+{
+	if (st->st_size == m->saved_size && st->st_mtim.tv_sec == m->saved_mtime.tv_sec &&
+	    st->st_mtim.tv_nsec == m->saved_mtime.tv_nsec && st->st_ctim.tv_sec == m->saved_ctime.tv_sec &&
+	    st->st_ctim.tv_nsec == m->saved_ctime.tv_nsec)
+		return;
+	if (atomic_load(&m->nr_dirty) > 0)
+		return; /* our unwritten data wins; it is written over the change */
+	mapping_discard_all(m);
+	atomic_store(&m->i_size, st->st_size);
+	atomic_store(&m->disk_size, st->st_size);
+}
+
+/* Give a read-only mapping the writable descriptor fd and a write lock. */
+static int upgrade_to_writable(struct pc_mapping *m, int fd)
+{
+	ofd_lock(m->fd, F_UNLCK);
+	int err = ofd_lock(fd, F_WRLCK);
+	if (err) {
+		ofd_lock(m->fd, F_RDLCK);
+		return err;
+	}
+	if (m->old_fd >= 0)
+		close(m->old_fd);
+	m->old_fd = m->fd; /* I/O may still be in flight on it */
+	m->fd = fd;
+	m->writable = true;
+	m->wrlocked = true;
+	return 0;
+}
+
+int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+{
+	int acc = flags & O_ACCMODE;
+	bool want_write = acc != O_RDONLY;
+	bool direct;
+	int fd = open_backing(c, path, flags, mode, &direct);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	int err = 0;
+	pthread_mutex_lock(&c->files_lock);
+	struct pc_mapping *m = hash_find(c, st.st_dev, st.st_ino);
+	if (m) {
+		if (m->nhandles == 0) {
+			/* Reopened: lock only as much as this handle needs. */
+			m->wrlocked = want_write && m->writable;
+			err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
+			if (!err)
+				revalidate(m, &st);
+		}
+		if (!err && want_write && !m->writable) {
+			err = upgrade_to_writable(m, fd);
+			if (!err)
+				fd = -1;
+		} else if (!err && want_write && !m->wrlocked) {
+			/* Converts this description's read lock in place. */
+			err = ofd_lock(m->fd, F_WRLCK);
+			m->wrlocked = !err;
+		}
+		if (fd >= 0)
+			close(fd);
+	} else {
+		m = mapping_new(c, fd, direct, want_write, &st, &err);
+		if (m) {
+			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
+			m->wrlocked = want_write;
+			if (err) {
+				m->fd = -1;
+				mapping_put(m);
+				m = NULL;
+			} else {
+				unsigned h = hash_of(c, m->dev, m->ino);
+				m->hash_next = c->file_hash[h];
+				c->file_hash[h] = m;
+			}
+		}
+		if (!m)
+			close(fd);
+	}
+	if (!err) {
+		m->nhandles++;
+		atomic_fetch_add(&m->refs, 1);
+	}
+	pthread_mutex_unlock(&c->files_lock);
+	if (err)
+		return err;
+	*out = m;
+	return 0;
+}
+
+/* The last handle of a mapping went: release the lock, maybe the mapping. */
+static void last_close(struct pc_cache *c, struct pc_mapping *m)
+{
+	struct stat st;
+	bool gone = fstat(m->fd, &st) != 0 || st.st_nlink == 0;
+	if (!gone) {
+		m->saved_size = st.st_size;
+		m->saved_mtime = st.st_mtim;
+		m->saved_ctime = st.st_ctim;
+	}
+	ofd_lock(m->fd, F_UNLCK);
+	bool empty;
+	pthread_rwlock_rdlock(&m->tree_lock);
+	empty = m->tree.nr_heads == 0;
+	pthread_rwlock_unlock(&m->tree_lock);
+	if ((gone || empty) && atomic_load(&m->nr_dirty) <= 0) {
+		hash_remove(c, m);
+		mapping_put(m); /* the hash table's reference */
+	}
+}
+
+void file_release(struct pc_mapping *m)
+{
+	struct pc_cache *c = m->c;
+	pthread_mutex_lock(&c->files_lock);
+	if (--m->nhandles == 0)
+		last_close(c, m);
+	pthread_mutex_unlock(&c->files_lock);
+	mapping_put(m); /* the handle's reference */
+}
+
+/* Snapshot every mapping of the cache with a reference. */
+static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
+{
+	unsigned n = 0, cap = 0;
+	struct pc_mapping **v = NULL;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size; i++)
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
+				if (!nv)
+					break;
+				v = nv;
+			}
+			atomic_fetch_add(&m->refs, 1);
+			v[n++] = m;
+		}
+	pthread_mutex_unlock(&c->files_lock);
+	*out = v;
+	return n;
+}
+
+int files_writeback_all(struct pc_cache *c)
+{
+	struct pc_mapping **v;
+	unsigned n = all_mappings(c, &v);
+	int first_err = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int err = writeback_and_wait(v[i], 0, UINT64_MAX, WB_ALL);
+		if (!err)
+			err = mapping_sync_size(v[i]);
+		if (err && !first_err)
+			first_err = err;
+		mapping_put(v[i]);
+	}
+	free(v);
+	return first_err;
+}
+
+void files_free_all(struct pc_cache *c)
+{
+	for (unsigned i = 0; i < c->file_hash_size; i++) {
+		while (c->file_hash[i]) {
+			struct pc_mapping *m = c->file_hash[i];
+			c->file_hash[i] = m->hash_next;
+			ofd_lock(m->fd, F_UNLCK);
+			/* No I/O is in flight (the queues are gone): whatever
+			 * references handles still hold die with the cache. */
+			atomic_store(&m->refs, 1);
+			mapping_put(m);
+		}
+	}
+}

@@ -1,0 +1,606 @@
+/*
+ * internal.h - structures and internal calls shared by the layers of
+ * pagecache.  Internal calls return 0 or a negative errno; only api.c turns
+ * that into -1/errno.
+ *
+ * Layering (data flows downward, see DESIGN.md):
+ *   api.c -> read.c / write.c / direct.c / truncate.c
+ *         -> mapping.c (index) / folio.c (flags, lock, refs) / block_state.c
+ *         -> writeback.c / reclaim.c -> arena.c / backend.c
+ *
+ * Lock order (outer first):
+ *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
+ *                        truncate/punch/direct invalidation: exclusive)
+ *   folio lock (PF_LOCKED bit, sleeps on a futex)
+ *   mapping->tree_lock (rwlock; index and tags, never held across I/O)
+ *   folio block-state spinlock
+ *   cache->lru_lock, cache->arena_lock, domain->lock, cache->files_lock
+ * Nothing waits for I/O, memory or the throttle while holding tree_lock or
+ * any lock after it.  Completion callbacks only trylock folios.
+ */
+#ifndef PC_INTERNAL_H
+#define PC_INTERNAL_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "pagecache.h"
+
+#define PC_PAGE_SHIFT 12
+#define PC_PAGE_SIZE (1u << PC_PAGE_SHIFT)
+#define PC_MAX_ORDER 9 /* 2 MiB folios */
+#define PC_NONE UINT32_MAX
+
+#define HIDDEN __attribute__((visibility("hidden")))
+
+static inline uint64_t pc_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
+static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* ------------------------------------------------------------------ folio */
+
+/* Folio flags (folio->flags, atomic). */
+enum {
+	PF_LOCKED = 1u << 0,     /* folio lock held */
+	PF_WAITERS = 1u << 1,    /* someone sleeps on this flags word */
+	PF_UPTODATE = 1u << 2,   /* every block uptodate */
+	PF_DIRTY = 1u << 3,      /* some block dirty */
+	PF_WRITEBACK = 1u << 4,  /* some block under device write */
+	PF_DROPBEHIND = 1u << 5, /* drop once clean and unused (uncached I/O) */
+	PF_REFERENCED = 1u << 6, /* accessed since it was last scanned */
+	PF_EDGE = 1u << 7,       /* kept for a neighbouring uncached write */
+	PF_INDEXED = 1u << 8,    /* in its mapping's index */
+	PF_LRU = 1u << 9,        /* on an LRU queue */
+	PF_MAINQ = 1u << 10,     /* on the main queue (else the small one) */
+	PF_BUDDY = 1u << 11,     /* free block in the arena's buddy lists */
+	PF_READ_ERROR = 1u << 12, /* last device read of it failed */
+	PF_STATELOCK = 1u << 13,  /* block-state spinlock */
+	PF_DROP_PENDING = 1u << 14 /* written back while drop-behind, but busy */
+};
+
+/* Bytes written into a block that is not uptodate (deferred read-modify-
+ * write); end == 0: none. */
+struct pc_valid {
+	uint32_t start, end;
+};
+
+/*
+ * Out-of-line block state: the bitmaps of folios with more than 64 blocks,
+ * and the valid ranges of blocks holding deferred partial writes.  Folios
+ * with up to 64 blocks keep their bitmaps inline (ubits/dbits) and need
+ * none of this unless a partial write is deferred.
+ */
+struct pc_blockx {
+	struct pc_valid *valid;  /* nblocks entries, or NULL */
+	uint32_t nr_partial;     /* entries in use */
+	uint32_t words;          /* bitmap words per map (0: inline) */
+	uint64_t bits[];         /* uptodate words, then dirty words */
+};
+
+struct pc_mapping;
+
+/*
+ * A folio: a naturally aligned run of 2^order pages of one file.  The
+ * descriptor lives in cache->folios[], indexed by the page number of its
+ * memory in the arena, so it is never freed: a stale pointer can be
+ * detected by its flags, never crash.  64 bytes per folio plus about 8.5
+ * per page in the index keeps the metadata of a 4 KiB folio at 1.8 % of its
+ * size, with per-block state for up to 64 blocks inline.
+ */
+struct pc_folio {
+	struct pc_mapping *mapping; /* NULL when free */
+	uint64_t index;             /* first page of the file it holds */
+	_Atomic uint32_t flags;
+	_Atomic int32_t refcount;   /* the index holds one */
+	uint8_t order;
+	uint8_t pad;
+	_Atomic uint16_t wb_pending; /* device writes in flight */
+	uint32_t stamp;             /* ms clock when it became an edge */
+	uint32_t lru_prev, lru_next; /* arena page numbers, PC_NONE ends */
+	struct pc_blockx *bx;       /* see struct pc_blockx, usually NULL */
+	uint64_t ubits, dbits;      /* uptodate / dirty blocks, <= 64 blocks */
+};
+
+/* ------------------------------------------------------------------ index */
+
+#define RT_SHIFT 6
+#define RT_SLOTS (1u << RT_SHIFT)
+enum { RT_TAG_DIRTY, RT_TAG_EDGE, RT_NTAGS };
+
+struct rt_node {
+	uint8_t shift;   /* index bits below this node's slots */
+	uint8_t offset;  /* slot in parent */
+	uint16_t count;  /* slots in use */
+	struct rt_node *parent;
+	uint64_t tags[RT_NTAGS];
+	void *slots[RT_SLOTS];
+};
+
+struct rt_root {
+	struct rt_node *node;
+	uint64_t nr_heads; /* folios in the tree */
+};
+
+/* -------------------------------------------------------------- backend */
+
+enum { IO_READ, IO_WRITE, IO_FSYNC, IO_FDATASYNC, IO_NOP };
+
+struct pc_ioq;
+struct pc_ioreq;
+typedef void (*pc_io_done_fn)(struct pc_ioreq *req, ssize_t res);
+
+/* One device I/O.  Owned by the submitter until `done` is called. */
+struct pc_ioreq {
+	int op;          /* IO_* */
+	int fd;
+	int rw_flags;    /* RWF_DSYNC for durable writes */
+	int iovcnt;
+	const struct iovec *iov;
+	off_t off;
+	size_t len;      /* sum of iov lengths */
+	pc_io_done_fn done;
+	void *priv;
+};
+
+/* ------------------------------------------------------------ writeback */
+
+struct pc_cache;
+
+/* A writeback domain: one per backing device. */
+struct pc_domain {
+	struct pc_cache *c;
+	dev_t dev;
+	struct pc_domain *next;
+	pthread_mutex_t lock;
+	pthread_cond_t kick_cv;     /* wakes the flusher */
+	struct pc_mapping *dirty_head, *dirty_tail; /* oldest first */
+	_Atomic int64_t dirty, uncached, writeback;
+	_Atomic bool kicked;        /* uncached writers want writeback */
+	_Atomic bool want_free;     /* reclaim waits for clean memory */
+	bool stop;
+	unsigned nthreads;
+	pthread_t *threads;
+	struct pc_ioq *ioq;
+};
+
+/* Collects completions of writes one caller waits for (fsync, DSYNC). */
+struct pc_wb_waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int pending;
+	int error; /* first negative errno */
+};
+
+/* ------------------------------------------------------------- mapping */
+
+/* errseq: a counter of errors and the last errno. */
+typedef _Atomic uint64_t pc_errseq_t;
+
+struct pc_mapping {
+	struct pc_cache *c;
+	struct pc_domain *dom;
+	struct pc_mapping *hash_next;
+	dev_t dev;
+	ino_t ino;
+	int fd;            /* backing descriptor, O_DIRECT unless !direct */
+	int old_fd;        /* read-only descriptor replaced by a writable one */
+	bool writable;
+	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
+	bool direct;       /* backing descriptor is O_DIRECT */
+	unsigned block_size, block_shift;
+	unsigned min_order;    /* smallest folio: max(page, block) */
+	unsigned mem_align;    /* direct-I/O memory alignment */
+	int nhandles;          /* under cache->files_lock */
+	_Atomic int refs;      /* handles + users (flusher, etc.) */
+	_Atomic int64_t i_size;     /* logical size */
+	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
+	pthread_mutex_t size_lock;  /* serialises backing size changes */
+	pthread_rwlock_t inval_lock;
+	pthread_rwlock_t tree_lock;
+	struct rt_root tree;
+	pc_errseq_t wb_err;
+	/* writeback domain list, under dom->lock */
+	struct pc_mapping *dirty_prev, *dirty_next;
+	bool on_dirty_list;
+	_Atomic uint64_t dirtied_when_ms; /* oldest dirty data, 0: clean */
+	_Atomic int64_t nr_dirty, nr_uncached, nr_edges;
+	_Atomic uint64_t last_error_ms; /* back off retries after errors */
+	/* POSIX_FADV_NOREUSE range; len 0 with set: to EOF */
+	pthread_mutex_t advice_lock;
+	bool noreuse;
+	int64_t noreuse_off, noreuse_len;
+	/* counters (pc_stats subset) */
+	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
+	_Atomic uint64_t st_hit, st_miss, st_deferred, st_rmw_reads;
+	_Atomic int64_t st_cached; /* bytes of folio memory */
+	/* the backing file at last close, to detect changes by others */
+	off_t saved_size;
+	struct timespec saved_mtime, saved_ctime;
+};
+
+/* ------------------------------------------------------------- handles */
+
+struct pc_file {
+	uint32_t magic;
+	int accmode;       /* O_RDONLY / O_WRONLY / O_RDWR */
+	int oflags;        /* O_DSYNC / O_DIRECT from open */
+	struct pc_cache *c;
+	struct pc_mapping *m;
+	uint64_t wb_err_seen;
+	pthread_mutex_t ra_lock;   /* read-ahead state */
+	int64_t ra_prev_end;       /* end of the previous read */
+	int64_t ra_issued_end;     /* read-ahead issued up to here */
+	size_t ra_window;
+	struct pc_file *next_closed; /* quarantine of closed handles */
+	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
+};
+#define PC_FILE_MAGIC 0x70636631u  /* "pcf1" */
+#define PC_FILE_CLOSED 0x70636630u
+
+/* --------------------------------------------------------------- cache */
+
+struct pc_cache {
+	struct pc_config cfg;
+	/* arena */
+	uint8_t *arena;
+	size_t arena_bytes;
+	uint32_t npages;
+	struct pc_folio *folios;
+	pthread_mutex_t arena_lock;
+	uint32_t free_head[PC_MAX_ORDER + 1];
+	unsigned max_order;
+	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
+	pthread_mutex_t lru_lock;
+	uint32_t small_head, small_tail, main_head, main_tail;
+	uint64_t small_pages, main_pages;
+	pthread_mutex_t free_lock;     /* waiters for free memory */
+	pthread_cond_t free_cv;
+	int free_waiters;
+	/* dirty throttle */
+	pthread_mutex_t throttle_lock;
+	pthread_cond_t throttle_cv;
+	int throttle_waiters;
+	_Atomic int64_t dirty, writeback, uncached;
+	/* files */
+	pthread_mutex_t files_lock;
+	struct pc_mapping **file_hash;
+	unsigned file_hash_size;
+	struct pc_domain *domains;
+	struct pc_file *open_head;
+	struct pc_file *closed_head, *closed_tail;
+	unsigned nr_closed;
+	bool use_uring;
+	uint64_t start_ms;
+	/* counters */
+	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
+	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
+	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired;
+	_Atomic uint64_t st_deferred, st_rmw_reads, st_hit, st_miss;
+	_Atomic uint64_t st_throttle_waits, st_kicks, st_write_errors;
+	_Atomic int64_t peak_dirty;
+	/* tests: fail device I/O; returns 0 or a negative errno */
+	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
+	void *fault_arg;
+};
+
+/* ================================================================ calls */
+
+/* util */
+HIDDEN uint64_t pc_now_ms(void);
+
+/* arena.c: buddy allocator of folio memory */
+HIDDEN int arena_init(struct pc_cache *c);
+HIDDEN void arena_destroy(struct pc_cache *c);
+/* A free block of 2^order pages, or PC_NONE. */
+HIDDEN uint32_t arena_alloc(struct pc_cache *c, unsigned order);
+HIDDEN void arena_free(struct pc_cache *c, uint32_t pfn, unsigned order);
+static inline uint32_t folio_pfn(const struct pc_cache *c, const struct pc_folio *f)
+{
+	return (uint32_t)(f - c->folios);
+}
+static inline uint8_t *folio_data(const struct pc_cache *c, const struct pc_folio *f)
+{
+	return c->arena + ((size_t)folio_pfn(c, f) << PC_PAGE_SHIFT);
+}
+static inline size_t folio_size(const struct pc_folio *f)
+{
+	return (size_t)PC_PAGE_SIZE << f->order;
+}
+static inline uint64_t folio_pos(const struct pc_folio *f)
+{
+	return f->index << PC_PAGE_SHIFT;
+}
+
+/* folio.c: flags, lock, refcount, waiting */
+static inline bool folio_test(const struct pc_folio *f, uint32_t flag)
+{
+	return atomic_load_explicit(&((struct pc_folio *)f)->flags, memory_order_acquire) & flag;
+}
+static inline void folio_set(struct pc_folio *f, uint32_t flag)
+{
+	atomic_fetch_or_explicit(&f->flags, flag, memory_order_acq_rel);
+}
+static inline void folio_clear(struct pc_folio *f, uint32_t flag)
+{
+	atomic_fetch_and_explicit(&f->flags, ~flag, memory_order_acq_rel);
+}
+HIDDEN void folio_lock(struct pc_folio *f);
+HIDDEN bool folio_trylock(struct pc_folio *f);
+HIDDEN void folio_unlock(struct pc_folio *f);
+/* Clear `flag` and wake everyone sleeping on the flags word. */
+HIDDEN void folio_clear_and_wake(struct pc_folio *f, uint32_t flag);
+/* Sleep until `flag` is clear. */
+HIDDEN void folio_wait_clear(struct pc_folio *f, uint32_t flag);
+static inline void folio_get(struct pc_folio *f)
+{
+	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
+}
+/* Drop a reference; the last one returns the memory to the arena. */
+HIDDEN void folio_put(struct pc_cache *c, struct pc_folio *f);
+/* Mark accessed (for reclaim), without a write when already marked. */
+static inline void folio_mark_accessed(struct pc_folio *f)
+{
+	if (!folio_test(f, PF_REFERENCED))
+		folio_set(f, PF_REFERENCED);
+}
+
+/* block_state.c: per-block uptodate/dirty state (the iomap rules).
+ * Callers hold the folio lock; the state spinlock is taken inside. */
+/* Set up a new folio's block state (all blocks not uptodate, clean). */
+HIDDEN int bs_init(struct pc_mapping *m, struct pc_folio *f);
+/* Make room for deferred partial ranges (before folio_write_end). */
+HIDDEN int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void bs_free(struct pc_folio *f);
+HIDDEN unsigned folio_nblocks(const struct pc_mapping *m, const struct pc_folio *f);
+/* Are all blocks overlapping [off, off+len) (folio offsets) uptodate? */
+HIDDEN bool folio_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+HIDDEN bool folio_block_uptodate(struct pc_mapping *m, struct pc_folio *f, unsigned blk);
+HIDDEN bool folio_block_dirty(struct pc_mapping *m, struct pc_folio *f, unsigned blk);
+/* Mark blocks lying wholly inside [off, off+len) uptodate (reads, zeroing of
+ * whole blocks).  Partly covered blocks are not marked. */
+HIDDEN void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+/*
+ * The end of a write of [off, off+len), in one state-lock round.  Blocks
+ * wholly covered become uptodate and dirty.  A partly covered first/last
+ * block becomes uptodate when `head_full`/`tail_full` says its uncovered
+ * bytes are valid (read or zeroed at write begin) or when the write
+ * completes its valid range; otherwise the written bytes are remembered as
+ * its valid range (deferred read-modify-write).  Already-uptodate folios
+ * skip the uptodate bookkeeping.  Returns the bytes newly dirty (block
+ * granularity).  Requires bs_prepare_partial() first if a partial range may be kept.
+ */
+HIDDEN size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len,
+			      bool head_full, bool tail_full);
+/* Clear dirty on [off, off+len): the first block rounded up, the last down,
+ * so a partly cleared block stays dirty.  Returns bytes cleared. */
+HIDDEN size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+/* Forget blocks wholly inside [off, off+len) (truncate, punch): not dirty,
+ * their valid ranges dropped; `zeroed` marks them uptodate (their bytes were
+ * zeroed and the device holds zeros), else not uptodate.  Returns dirty
+ * bytes cleared. */
+HIDDEN size_t folio_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len,
+				      bool zeroed);
+/* Dirty runs for writeback: find the next run of dirty blocks at or after
+ * block `from`; returns false when none.  Block units. */
+HIDDEN bool folio_next_dirty_run(struct pc_mapping *m, struct pc_folio *f, unsigned from,
+				 unsigned *first, unsigned *count);
+/* Set the run's dirty bits back (a failed device write). */
+HIDDEN void folio_redirty_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first, unsigned count);
+/* Valid range of a partly written block, false if none. */
+HIDDEN bool folio_block_valid(struct pc_mapping *m, struct pc_folio *f, unsigned blk,
+			      uint32_t *start, uint32_t *end);
+/* After merging device data around the valid range: uptodate, range gone. */
+HIDDEN void folio_block_merged(struct pc_mapping *m, struct pc_folio *f, unsigned blk);
+HIDDEN size_t folio_dirty_bytes(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN bool folio_has_partial(struct pc_folio *f);
+/* Mark every block uptodate (whole folio read or zeroed). */
+HIDDEN void folio_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f);
+
+/* radix.c: a 64-way radix tree of page index -> item, with tags.  Not
+ * locked: callers hold mapping->tree_lock (read for lookups, write for
+ * changes, tags included). */
+HIDDEN void rt_init(struct rt_root *r);
+HIDDEN void rt_destroy(struct rt_root *r);
+HIDDEN void *rt_lookup(struct rt_root *r, uint64_t index);
+/* Put `item` in slots [index, index+nr); -EEXIST if any is used. */
+HIDDEN int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item);
+HIDDEN void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr);
+HIDDEN bool rt_range_empty(struct rt_root *r, uint64_t index, uint64_t nr);
+HIDDEN void rt_tag_set(struct rt_root *r, uint64_t index, int tag);
+HIDDEN void rt_tag_clear(struct rt_root *r, uint64_t index, int tag);
+HIDDEN bool rt_tag_get(struct rt_root *r, uint64_t index, int tag);
+/* First used slot >= *index whose tag is set (tag < 0: any used slot);
+ * returns the item and sets *index, or NULL. */
+HIDDEN void *rt_find_next(struct rt_root *r, uint64_t *index, int tag);
+
+/* mapping.c: the per-file folio index */
+
+/* Find the folio holding byte `pos`, with a reference, or NULL. */
+HIDDEN struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos);
+/* Up to `max` folios at or after page `index` (tag: RT_TAG_* or -1), with
+ * references, in index order.  Returns the count and the next index. */
+HIDDEN unsigned mapping_gather(struct pc_mapping *m, uint64_t *index, uint64_t end_index, int tag,
+			       struct pc_folio **out, unsigned max);
+/* Get-folio flags, as the kernel's FGP_*. */
+enum {
+	GF_CREATE = 1 << 0,   /* create when missing */
+	GF_LOCK = 1 << 1,     /* return it locked */
+	GF_NOWAIT = 1 << 2,   /* -EAGAIN rather than sleep */
+	GF_STABLE = 1 << 3,   /* wait until not under writeback */
+	GF_NEW_LOCKED = 1 << 4, /* only lock it if this call created it */
+};
+/*
+ * Find or create the folio holding byte `pos`.  A created folio gets the
+ * largest order up to `order` that is naturally aligned at its page and
+ * does not overlap cached folios, falling back to smaller orders when
+ * memory is fragmented.  *created tells which.  Returns a referenced folio
+ * or an ERR (use IS_ERR_FOLIO).
+ */
+HIDDEN struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned order,
+					  unsigned gf, bool *created);
+#define ERR_FOLIO(e) ((struct pc_folio *)(intptr_t)(e))
+#define IS_ERR_FOLIO(p) ((uintptr_t)(p) >= (uintptr_t)-4095)
+#define FOLIO_ERR(p) ((int)(intptr_t)(p))
+/* Remove a locked folio from the index (truncate, drop-behind, eviction);
+ * the index's reference is dropped.  Accounting of dirty data is the
+ * caller's. */
+HIDDEN void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f);
+/* Remove f only if it is clean, not under writeback and holds exactly
+ * `refs` references (the index's included); the caller holds one of them
+ * and, usually, the folio lock.  Never sleeps. */
+HIDDEN bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs);
+/* Choose the folio order for `len` bytes at `pos`. */
+HIDDEN unsigned mapping_order_for(struct pc_mapping *m, uint64_t pos, uint64_t len);
+HIDDEN void mapping_tag_dirty(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f);
+
+/* reclaim.c */
+HIDDEN void lru_add(struct pc_cache *c, struct pc_folio *f);
+HIDDEN void lru_del(struct pc_cache *c, struct pc_folio *f);
+/* Free at least `pages` pages by evicting clean folios; returns pages freed. */
+HIDDEN uint64_t reclaim_pages(struct pc_cache *c, uint64_t pages);
+/* Allocate a folio of `order` pages (falling back to lower orders down to
+ * `min_order`), evicting and waiting for writeback as needed.  Returns the
+ * folio (refcount 1, no mapping) or NULL with -EAGAIN (nowait) / -ENOMEM. */
+HIDDEN struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order,
+				    bool nowait, int *err);
+/* Wake waiters for free memory. */
+HIDDEN void reclaim_wake(struct pc_cache *c);
+/* Drop a clean, unused drop-behind folio now if possible (trylock unless
+ * `locked`: the caller holds the folio lock);
+ * returns true if it was removed.  Never sleeps. */
+HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
+
+/* backend.c: device I/O */
+HIDDEN int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq **out);
+HIDDEN void ioq_destroy(struct pc_ioq *q);
+HIDDEN bool ioq_is_uring(const struct pc_ioq *q);
+/* Submit; waits only while `depth` I/Os are in flight.  With no io_uring the
+ * I/O runs synchronously and done() is called before this returns. */
+HIDDEN void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req);
+/* Synchronous I/O on the caller's thread; retries EINTR and partial
+ * transfers (a read stops at EOF).  Returns bytes or negative errno. */
+HIDDEN ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
+HIDDEN ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
+			       int rw_flags);
+/* Block size and memory alignment for direct I/O on fd (statx DIOALIGN). */
+HIDDEN int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align);
+/* Is [off, off+len) of the backing file a hole (no data)?  Uses SEEK_DATA. */
+HIDDEN bool backend_is_hole(int fd, off_t off, size_t len);
+
+/* writeback.c */
+HIDDEN int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out);
+/* Stop the flusher threads (their queues stay usable). */
+HIDDEN void domains_stop(struct pc_cache *c);
+/* Stop flushers, wait for in-flight I/O and free the queues. */
+HIDDEN void domains_drain(struct pc_cache *c);
+/* domains_drain, then free the domains. */
+HIDDEN void domains_destroy(struct pc_cache *c);
+/* Account `bytes` newly dirty (negative: cleaned) in folio f. */
+HIDDEN void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes);
+/* A folio's uncached (drop-behind) dirty share changed by `bytes`. */
+HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
+/* Called after a folio went clean->dirty: tag it, queue the mapping. */
+HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
+enum { WB_ALL = 0, WB_UNCACHED = 1 << 0, WB_SYNC = 1 << 1, WB_DSYNC = 1 << 2, WB_NOWAIT_LOCK = 1 << 3 };
+/* Start writeback of dirty data in [start, end) of m (WB_UNCACHED: only
+ * drop-behind folios).  With a waiter, every write started is counted in it;
+ * WB_SYNC locks and waits for folios already under writeback, and counts
+ * them too.  Returns the bytes submitted, or a negative errno. */
+HIDDEN int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode,
+			       struct pc_wb_waiter *w);
+/* Write back [start, end), wait for it, and return the first error. */
+HIDDEN int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int mode);
+/* Wait until no folio of [start, end) is under writeback. */
+HIDDEN void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end);
+HIDDEN void waiter_init(struct pc_wb_waiter *w);
+HIDDEN int waiter_wait(struct pc_wb_waiter *w);
+HIDDEN void waiter_destroy(struct pc_wb_waiter *w);
+/* Writers call this after dirtying: kicks the flusher past the background
+ * or uncached thresholds; sleeps while dirty+writeback > dirty_limit. */
+HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
+HIDDEN void flusher_kick(struct pc_domain *d);
+/* Record a write error in the mapping's errseq. */
+HIDDEN void errseq_set(pc_errseq_t *e, int err);
+HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
+/* Report an error newer than *since once; 0 or negative errno. */
+HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
+/* Make the backing file's size equal i_size (ftruncate) if it differs. */
+HIDDEN int mapping_sync_size(struct pc_mapping *m);
+/* Drop clean edge folios of m (all, or only those older than max_age_ms). */
+HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
+
+/* read.c */
+HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
+			    int flags);
+/* Create the missing folios of [start, end) and read them asynchronously
+ * (they stay locked until read).  Error only if not even the first could
+ * be created.  With `first`, the folio holding `start` (created or found)
+ * is returned with a reference. */
+HIDDEN int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool dontcache,
+			   struct pc_folio **first);
+/* Bring blocks overlapping [off, off+len) of a locked folio uptodate,
+ * merging device data around deferred partial writes. */
+HIDDEN int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+/* Merge device data into the folio's partly written blocks only (the
+ * flusher, before writing them back). */
+HIDDEN int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f);
+
+/* write.c */
+HIDDEN ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
+			     int flags);
+/* Write zeros through the cache (partial blocks of punch/zero range); the
+ * caller holds inval_lock (either way). */
+HIDDEN int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len);
+
+/* truncate.c */
+HIDDEN int truncate_mapping(struct pc_mapping *m, uint64_t size);
+HIDDEN int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode);
+/* Remove cached data of [start, end) (block aligned), waiting for
+ * writeback.  Folios wholly inside are removed; blocks of folios partly
+ * inside are zeroed and kept uptodate (INVAL_ZERO: truncate, punch) or
+ * marked not uptodate (INVAL_STALE: the device changed under them).
+ * Dirty data is discarded with INVAL_ZERO; with INVAL_STALE a folio still
+ * dirty is left alone (the caller wrote it back first). */
+enum { INVAL_ZERO, INVAL_STALE };
+HIDDEN void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int how);
+/* Drop clean folios of the range, start writeback of dirty ones (DONTNEED). */
+HIDDEN void fadvise_dontneed(struct pc_mapping *m, uint64_t start, uint64_t end);
+
+/* direct.c */
+HIDDEN ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len);
+HIDDEN ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
+			    int flags);
+
+/* iov helpers (api.c) */
+/* Copy between an iovec array, starting `skip` bytes in, and a buffer. */
+HIDDEN void iov_copy_from(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len);
+HIDDEN void iov_copy_to(const struct iovec *iov, int iovcnt, size_t skip, const void *src, size_t len);
+
+/* file.c */
+/* Open (or share) the mapping of path; a handle's reference is taken. */
+HIDDEN int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out);
+/* Drop a handle's reference (after its writeback). */
+HIDDEN void file_release(struct pc_mapping *m);
+/* pc_cache_destroy: write back every mapping (first error), then, once no
+ * I/O is in flight, free them all. */
+HIDDEN int files_writeback_all(struct pc_cache *c);
+HIDDEN void files_free_all(struct pc_cache *c);
+
+/* api.c: free every handle (pc_cache_destroy). */
+HIDDEN void handles_free_all(struct pc_cache *c);
+
+/* cache.c */
+HIDDEN void cache_update_peak_dirty(struct pc_cache *c);
+HIDDEN void mapping_put(struct pc_mapping *m);
+
+#endif

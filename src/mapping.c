@@ -1,0 +1,259 @@
+/*
+ * mapping.c - a file's folios: find, create and remove them in the index.
+ *
+ * The index (radix.c) has a slot per 4 KiB page pointing at the folio that
+ * holds it, so a lookup is one tree walk whatever the folio size.  The tree
+ * is guarded by a per-file rwlock held only for the walk or the update,
+ * never across I/O or a copy, so writers to different ranges of one file do
+ * not serialise on it: they serialise only on the folios they share.
+ * Taking the reference under the read lock is what makes lookups safe
+ * against eviction, which removes a folio only under the write lock and
+ * only when the index's reference is the only other one.
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos)
+{
+	pthread_rwlock_rdlock(&m->tree_lock);
+	struct pc_folio *f = rt_lookup(&m->tree, pos >> PC_PAGE_SHIFT);
+	if (f)
+		folio_get(f);
+	pthread_rwlock_unlock(&m->tree_lock);
+	return f;
+}
+
+unsigned mapping_gather(struct pc_mapping *m, uint64_t *index, uint64_t end_index, int tag,
+			struct pc_folio **out, unsigned max)
+{
+	unsigned n = 0;
+	uint64_t idx = *index;
+	pthread_rwlock_rdlock(&m->tree_lock);
+	/* Tags sit on a folio's first slot: start from the head of a folio
+	 * that begins before idx. */
+	struct pc_folio *first = rt_lookup(&m->tree, idx);
+	if (first && first->index < idx)
+		idx = first->index;
+	while (n < max && idx < end_index) {
+		uint64_t found = idx;
+		struct pc_folio *f = rt_find_next(&m->tree, &found, tag);
+		if (!f || found >= end_index) {
+			idx = end_index;
+			break;
+		}
+		/* A large folio fills several slots: report it once. */
+		if (!n || out[n - 1] != f) {
+			folio_get(f);
+			out[n++] = f;
+		}
+		idx = f->index + (1ull << f->order);
+	}
+	pthread_rwlock_unlock(&m->tree_lock);
+	*index = idx;
+	return n;
+}
+
+unsigned mapping_order_for(struct pc_mapping *m, uint64_t pos, uint64_t len)
+{
+	uint64_t first = pos >> PC_PAGE_SHIFT;
+	uint64_t pages = ((pos + len + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT) - first;
+	unsigned order = pages > 1 ? 63u - (unsigned)__builtin_clzll(pages) : 0;
+	if (order > m->c->max_order)
+		order = m->c->max_order;
+	/* The folio starts at pos's page: only as large as that page's alignment. */
+	while (order > m->min_order && (first & ((1ull << order) - 1)))
+		order--;
+	if (order < m->min_order)
+		order = m->min_order;
+	return order;
+}
+
+/* Lock a found folio as asked; false if it left the index meanwhile. */
+static int lock_found(struct pc_folio *f, struct pc_mapping *m, unsigned gf)
+{
+	if (gf & GF_LOCK) {
+		if (gf & GF_NOWAIT) {
+			if (!folio_trylock(f))
+				return -EAGAIN;
+		} else {
+			folio_lock(f);
+		}
+		if (!folio_test(f, PF_INDEXED) || f->mapping != m) {
+			folio_unlock(f);
+			return 1;
+		}
+		if (gf & GF_STABLE) {
+			if ((gf & GF_NOWAIT) && folio_test(f, PF_WRITEBACK)) {
+				folio_unlock(f);
+				return -EAGAIN;
+			}
+			folio_wait_clear(f, PF_WRITEBACK);
+		}
+	}
+	return 0;
+}
+
+/* The largest order <= order whose aligned range at pos is not cached. */
+static unsigned free_order_at(struct pc_mapping *m, uint64_t idx, unsigned order)
+{
+	pthread_rwlock_rdlock(&m->tree_lock);
+	while (order > m->min_order &&
+	       !rt_range_empty(&m->tree, idx & ~((1ull << order) - 1), 1ull << order))
+		order--;
+	pthread_rwlock_unlock(&m->tree_lock);
+	return order;
+}
+
+/* Insert a new folio for page idx; -EEXIST if the range got used. */
+static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, unsigned gf)
+{
+	uint64_t start = idx & ~((1ull << f->order) - 1);
+	f->mapping = m;
+	f->index = start;
+	f->stamp = 0;
+	atomic_store_explicit(&f->wb_pending, 0, memory_order_relaxed);
+	int err = bs_init(m, f);
+	if (err)
+		return err;
+	atomic_store_explicit(&f->refcount, 2, memory_order_relaxed); /* index + caller */
+	atomic_store_explicit(&f->flags, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0),
+			      memory_order_release);
+	pthread_rwlock_wrlock(&m->tree_lock);
+	err = rt_insert(&m->tree, start, 1ull << f->order, f);
+	pthread_rwlock_unlock(&m->tree_lock);
+	if (err) {
+		bs_free(f);
+		atomic_store_explicit(&f->flags, 0, memory_order_relaxed);
+		atomic_store_explicit(&f->refcount, 0, memory_order_relaxed);
+		f->mapping = NULL;
+		return err;
+	}
+	atomic_fetch_add_explicit(&m->st_cached, (int64_t)folio_size(f), memory_order_relaxed);
+	lru_add(m->c, f);
+	return 0;
+}
+
+struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned order, unsigned gf,
+				   bool *created)
+{
+	uint64_t idx = pos >> PC_PAGE_SHIFT;
+	if (created)
+		*created = false;
+	for (;;) {
+		struct pc_folio *f = mapping_lookup(m, pos);
+		if (f) {
+			int r = lock_found(f, m, gf);
+			if (r == 0)
+				return f;
+			folio_put(m->c, f);
+			if (r < 0)
+				return ERR_FOLIO(r);
+			continue;
+		}
+		if (!(gf & GF_CREATE))
+			return NULL;
+		order = free_order_at(m, idx, order < m->min_order ? m->min_order : order);
+		int err = 0;
+		f = folio_alloc(m->c, order, m->min_order, gf & GF_NOWAIT, &err);
+		if (!f)
+			return ERR_FOLIO(err);
+		err = insert_new(m, f, idx, gf);
+		if (err == 0) {
+			if (created)
+				*created = true;
+			return f;
+		}
+		/* Lost a race for the range, or no memory for block state. */
+		arena_free(m->c, folio_pfn(m->c, f), f->order);
+		atomic_fetch_sub_explicit(&m->c->st_folios, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&m->c->st_cached, folio_size(f), memory_order_relaxed);
+		if (err != -EEXIST)
+			return ERR_FOLIO(err);
+	}
+}
+
+/* Take f out of the index (tree lock held for writing). */
+static void remove_locked_tree(struct pc_mapping *m, struct pc_folio *f)
+{
+	rt_remove(&m->tree, f->index, 1ull << f->order);
+	folio_clear(f, PF_INDEXED);
+}
+
+static void after_remove(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (folio_test(f, PF_EDGE)) {
+		folio_clear(f, PF_EDGE);
+		atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
+	}
+	lru_del(m->c, f);
+	atomic_fetch_sub_explicit(&m->st_cached, (int64_t)folio_size(f), memory_order_relaxed);
+	folio_put(m->c, f); /* the index's reference */
+}
+
+void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f)
+{
+	pthread_rwlock_wrlock(&m->tree_lock);
+	bool indexed = folio_test(f, PF_INDEXED);
+	if (indexed)
+		remove_locked_tree(m, f);
+	pthread_rwlock_unlock(&m->tree_lock);
+	if (indexed)
+		after_remove(m, f);
+}
+
+bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs)
+{
+	bool ok = false;
+	pthread_rwlock_wrlock(&m->tree_lock);
+	if (folio_test(f, PF_INDEXED) && atomic_load(&f->refcount) == refs &&
+	    !folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
+		remove_locked_tree(m, f);
+		ok = true;
+	}
+	pthread_rwlock_unlock(&m->tree_lock);
+	if (ok)
+		after_remove(m, f);
+	return ok;
+}
+
+void mapping_tag_dirty(struct pc_mapping *m, struct pc_folio *f)
+{
+	pthread_rwlock_wrlock(&m->tree_lock);
+	if (folio_test(f, PF_INDEXED))
+		rt_tag_set(&m->tree, f->index, RT_TAG_DIRTY);
+	pthread_rwlock_unlock(&m->tree_lock);
+}
+
+void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f)
+{
+	pthread_rwlock_wrlock(&m->tree_lock);
+	if (folio_test(f, PF_INDEXED) && !folio_test(f, PF_DIRTY))
+		rt_tag_clear(&m->tree, f->index, RT_TAG_DIRTY);
+	pthread_rwlock_unlock(&m->tree_lock);
+}
+
+void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (folio_test(f, PF_EDGE))
+		return;
+	f->stamp = (uint32_t)(pc_now_ms() - m->c->start_ms);
+	folio_set(f, PF_EDGE);
+	atomic_fetch_add_explicit(&m->nr_edges, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->st_edge_kept, 1, memory_order_relaxed);
+	pthread_rwlock_wrlock(&m->tree_lock);
+	rt_tag_set(&m->tree, f->index, RT_TAG_EDGE);
+	pthread_rwlock_unlock(&m->tree_lock);
+}
+
+void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (!folio_test(f, PF_EDGE))
+		return;
+	folio_clear(f, PF_EDGE);
+	atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
+	pthread_rwlock_wrlock(&m->tree_lock);
+	if (folio_test(f, PF_INDEXED))
+		rt_tag_clear(&m->tree, f->index, RT_TAG_EDGE);
+	pthread_rwlock_unlock(&m->tree_lock);
+}

@@ -1,0 +1,433 @@
+/*
+ * radix.c - a 64-way radix tree mapping a page index to an item pointer.
+ *
+ * Shape
+ *   Every node has 64 slots.  A node's `shift` is the number of index bits
+ *   below its slots: leaves have shift 0 and hold items, an interior node of
+ *   shift s holds children of shift s - 6.  The root's shift sets the height
+ *   and therefore the largest index the tree can hold,
+ *   2^(root->shift + 6) - 1; the tree grows a level on top when a larger
+ *   index is inserted and shrinks again when the root is left with only its
+ *   first slot in use.  An empty tree has no node at all.  Nodes that
+ *   become empty are freed at once, so a tree of N items spread over K
+ *   leaves costs about K * (sizeof(struct rt_node) = 544 bytes) plus the
+ *   few interior nodes above them.
+ *
+ * Large folios
+ *   An item may fill several consecutive slots (a folio of 2^order pages
+ *   fills one slot per page).  Every slot holds the same pointer, so a lookup
+ *   of any page of the folio is one walk from the root.  The tree does not
+ *   know which slot is the folio's head; callers compare the item's own
+ *   index.  rt_root.nr_heads counts items inserted: +1 per successful
+ *   rt_insert, and rt_remove subtracts one per run of consecutive slots
+ *   holding the same item (so removing a range of whole folios keeps it
+ *   exact).
+ *
+ * Tags
+ *   Two tags per slot (RT_TAG_DIRTY, RT_TAG_EDGE).  In a leaf, tag bit i is
+ *   set iff slot i carries the tag; in an interior node, bit i is set iff
+ *   some slot below child i carries it.  rt_find_next() uses the interior
+ *   bits to skip untagged subtrees, so walking the dirty folios of a mostly
+ *   clean file touches only the nodes on the way to dirty ones.
+ *
+ * Locking: none here.  The caller holds mapping->tree_lock (shared for
+ * rt_lookup, rt_find_next, rt_tag_get and rt_range_empty; exclusive for
+ * everything else).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/*
+ * Test hooks (tests/test_radix.c declares them extern): the number of nodes
+ * allocated now, and an allocation budget (< 0: unlimited; 0: every
+ * allocation fails; n > 0: n more succeed) to exercise -ENOMEM.
+ */
+HIDDEN _Atomic long rt_test_nodes;
+HIDDEN _Atomic long rt_test_alloc_budget = -1;
+
+#define RT_MASK ((uint64_t)RT_SLOTS - 1)
+#define RT_MAX_SHIFT 60 /* 11 levels: 2^66 > 2^64 indices */
+
+static inline unsigned rt_offset(uint64_t index, unsigned shift)
+{
+	return (unsigned)(index >> shift) & RT_MASK;
+}
+
+/* Largest index below a node of `shift`. */
+static inline uint64_t rt_maxindex(unsigned shift)
+{
+	return shift + RT_SHIFT >= 64 ? UINT64_MAX : (((uint64_t)1 << (shift + RT_SHIFT)) - 1);
+}
+
+static struct rt_node *node_alloc(unsigned shift, struct rt_node *parent, unsigned offset)
+{
+	long budget = atomic_load_explicit(&rt_test_alloc_budget, memory_order_relaxed);
+	if (__builtin_expect(budget >= 0, 0)) {
+		if (budget == 0)
+			return NULL;
+		atomic_fetch_sub_explicit(&rt_test_alloc_budget, 1, memory_order_relaxed);
+	}
+	struct rt_node *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->shift = (uint8_t)shift;
+	n->offset = (uint8_t)offset;
+	n->parent = parent;
+	atomic_fetch_add_explicit(&rt_test_nodes, 1, memory_order_relaxed);
+	return n;
+}
+
+static void node_free(struct rt_node *n)
+{
+	atomic_fetch_sub_explicit(&rt_test_nodes, 1, memory_order_relaxed);
+	free(n);
+}
+
+void rt_init(struct rt_root *r)
+{
+	r->node = NULL;
+	r->nr_heads = 0;
+}
+
+static void free_subtree(struct rt_node *n)
+{
+	if (n->shift) {
+		for (unsigned i = 0; i < RT_SLOTS && n->count; i++) {
+			if (n->slots[i]) {
+				free_subtree(n->slots[i]);
+				n->count--;
+			}
+		}
+	}
+	node_free(n);
+}
+
+void rt_destroy(struct rt_root *r)
+{
+	if (r->node)
+		free_subtree(r->node);
+	r->node = NULL;
+	r->nr_heads = 0;
+}
+
+void *rt_lookup(struct rt_root *r, uint64_t index)
+{
+	struct rt_node *n = r->node;
+	if (!n || index > rt_maxindex(n->shift))
+		return NULL;
+	for (;;) {
+		void *p = n->slots[rt_offset(index, n->shift)];
+		if (n->shift == 0 || !p)
+			return p;
+		n = p;
+	}
+}
+
+/* The leaf holding `index`, or NULL. */
+static struct rt_node *find_leaf(struct rt_root *r, uint64_t index)
+{
+	struct rt_node *n = r->node;
+	if (!n || index > rt_maxindex(n->shift))
+		return NULL;
+	while (n && n->shift)
+		n = n->slots[rt_offset(index, n->shift)];
+	return n;
+}
+
+/* Set tag bit `off` in n and the summary bits above it. */
+static void tag_set_up(struct rt_node *n, unsigned off, int tag)
+{
+	for (;;) {
+		uint64_t bit = (uint64_t)1 << off;
+		if (n->tags[tag] & bit)
+			return; /* ancestors already summarise it */
+		n->tags[tag] |= bit;
+		if (!n->parent)
+			return;
+		off = n->offset;
+		n = n->parent;
+	}
+}
+
+/* Clear tag bits `mask` in n; clear summary bits above while words empty. */
+static void tag_clear_up(struct rt_node *n, uint64_t mask, int tag)
+{
+	for (;;) {
+		if (!(n->tags[tag] & mask))
+			return;
+		n->tags[tag] &= ~mask;
+		if (n->tags[tag] || !n->parent)
+			return;
+		mask = (uint64_t)1 << n->offset;
+		n = n->parent;
+	}
+}
+
+/* Free n and its ancestors while they are empty. */
+static void delete_empty(struct rt_root *r, struct rt_node *n)
+{
+	while (n && n->count == 0) {
+		struct rt_node *p = n->parent;
+		if (p) {
+			uint64_t bit = (uint64_t)1 << n->offset;
+			p->slots[n->offset] = NULL;
+			p->count--;
+			for (int t = 0; t < RT_NTAGS; t++)
+				tag_clear_up(p, bit, t); /* no-op: an empty child has no tags */
+		} else {
+			r->node = NULL;
+		}
+		node_free(n);
+		n = p;
+	}
+}
+
+/* Drop root levels whose only child is slot 0. */
+static void shrink(struct rt_root *r)
+{
+	struct rt_node *n = r->node;
+	while (n && n->shift && n->count == 1 && n->slots[0]) {
+		struct rt_node *child = n->slots[0];
+		child->parent = NULL;
+		child->offset = 0;
+		r->node = child;
+		node_free(n);
+		n = child;
+	}
+}
+
+/* Add levels on top until the root covers `last`.  The tree must be non-empty. */
+static int grow(struct rt_root *r, uint64_t last)
+{
+	while (last > rt_maxindex(r->node->shift)) {
+		struct rt_node *old = r->node;
+		struct rt_node *n = node_alloc(old->shift + RT_SHIFT, NULL, 0);
+		if (!n)
+			return -ENOMEM;
+		n->slots[0] = old;
+		n->count = 1;
+		for (int t = 0; t < RT_NTAGS; t++)
+			n->tags[t] = old->tags[t] ? 1 : 0;
+		old->parent = n;
+		old->offset = 0;
+		r->node = n;
+	}
+	return 0;
+}
+
+/* Clear slots [index, index+nr) and their tags; returns the runs of equal
+ * items removed (the number of items, when whole items are removed). */
+static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
+{
+	uint64_t cur = index, left = nr, runs = 0;
+	void *prev = NULL;
+
+	while (left) {
+		struct rt_node *n = r->node;
+		if (!n || cur > rt_maxindex(n->shift))
+			break;
+		while (n->shift) {
+			struct rt_node *child = n->slots[rt_offset(cur, n->shift)];
+			if (!child)
+				break;
+			n = child;
+		}
+		if (n->shift) {
+			/* No subtree here: skip to the next slot of n. */
+			uint64_t span = (uint64_t)1 << n->shift;
+			uint64_t step = span - (cur & (span - 1));
+			if (step >= left)
+				break;
+			cur += step;
+			left -= step;
+			prev = NULL;
+			continue;
+		}
+		unsigned off = rt_offset(cur, 0);
+		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
+		uint64_t mask = (cnt == 64 ? ~(uint64_t)0 : (((uint64_t)1 << cnt) - 1)) << off;
+		for (unsigned i = off; i < off + cnt; i++) {
+			void *p = n->slots[i];
+			if (!p) {
+				prev = NULL;
+				continue;
+			}
+			if (p != prev)
+				runs++;
+			prev = p;
+			n->slots[i] = NULL;
+			n->count--;
+		}
+		for (int t = 0; t < RT_NTAGS; t++)
+			tag_clear_up(n, mask, t);
+		if (n->count == 0)
+			delete_empty(r, n);
+		cur += cnt;
+		left -= cnt;
+	}
+	shrink(r);
+	return runs;
+}
+
+bool rt_range_empty(struct rt_root *r, uint64_t index, uint64_t nr)
+{
+	if (nr == 0)
+		return true;
+	uint64_t i = index;
+	if (!rt_find_next(r, &i, -1))
+		return true;
+	return i - index >= nr;
+}
+
+int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
+{
+	if (!item || nr == 0 || index + (nr - 1) < index)
+		return -EINVAL;
+	uint64_t last = index + (nr - 1);
+
+	if (!r->node) {
+		unsigned shift = 0;
+		while (last > rt_maxindex(shift))
+			shift += RT_SHIFT;
+		r->node = node_alloc(shift, NULL, 0);
+		if (!r->node)
+			return -ENOMEM;
+	} else {
+		if (!rt_range_empty(r, index, nr))
+			return -EEXIST;
+		if (grow(r, last) < 0) {
+			shrink(r);
+			return -ENOMEM;
+		}
+	}
+
+	uint64_t cur = index, left = nr;
+	while (left) {
+		struct rt_node *n = r->node;
+		while (n->shift) {
+			unsigned off = rt_offset(cur, n->shift);
+			struct rt_node *child = n->slots[off];
+			if (!child) {
+				child = node_alloc(n->shift - RT_SHIFT, n, off);
+				if (!child) {
+					/* Undo: free the empty path, then the slots filled. */
+					delete_empty(r, n);
+					remove_range(r, index, nr - left);
+					shrink(r);
+					return -ENOMEM;
+				}
+				n->slots[off] = child;
+				n->count++;
+			}
+			n = child;
+		}
+		unsigned off = rt_offset(cur, 0);
+		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
+		for (unsigned i = off; i < off + cnt; i++)
+			n->slots[i] = item;
+		n->count += cnt;
+		cur += cnt;
+		left -= cnt;
+	}
+	r->nr_heads++;
+	return 0;
+}
+
+void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr)
+{
+	if (nr == 0)
+		return;
+	if (index + (nr - 1) < index)
+		nr = UINT64_MAX - index + 1; /* clamp at the top of the index space */
+	if (nr == 0) /* index 0, nr 2^64: cannot be represented; remove all */
+		nr = UINT64_MAX;
+	uint64_t runs = remove_range(r, index, nr);
+	r->nr_heads = r->nr_heads >= runs ? r->nr_heads - runs : 0;
+}
+
+void rt_tag_set(struct rt_root *r, uint64_t index, int tag)
+{
+	if ((unsigned)tag >= RT_NTAGS)
+		return;
+	struct rt_node *n = find_leaf(r, index);
+	unsigned off = rt_offset(index, 0);
+	if (n && n->slots[off])
+		tag_set_up(n, off, tag);
+}
+
+void rt_tag_clear(struct rt_root *r, uint64_t index, int tag)
+{
+	if ((unsigned)tag >= RT_NTAGS)
+		return;
+	struct rt_node *n = find_leaf(r, index);
+	if (n)
+		tag_clear_up(n, (uint64_t)1 << rt_offset(index, 0), tag);
+}
+
+bool rt_tag_get(struct rt_root *r, uint64_t index, int tag)
+{
+	if ((unsigned)tag >= RT_NTAGS)
+		return false;
+	struct rt_node *n = r->node;
+	if (!n || index > rt_maxindex(n->shift))
+		return false;
+	for (;;) {
+		unsigned off = rt_offset(index, n->shift);
+		if (!(n->tags[tag] & ((uint64_t)1 << off)))
+			return false;
+		if (n->shift == 0)
+			return true;
+		n = n->slots[off];
+	}
+}
+
+/* First slot >= off of n that is in use (tag < 0) or tagged; 64 if none. */
+static inline unsigned next_slot(const struct rt_node *n, unsigned off, int tag)
+{
+	if (tag >= 0) {
+		uint64_t m = off < 64 ? n->tags[tag] & (~(uint64_t)0 << off) : 0;
+		return m ? (unsigned)__builtin_ctzll(m) : RT_SLOTS;
+	}
+	if (n->count == 0)
+		return RT_SLOTS;
+	for (; off < RT_SLOTS; off++)
+		if (n->slots[off])
+			return off;
+	return RT_SLOTS;
+}
+
+void *rt_find_next(struct rt_root *r, uint64_t *index, int tag)
+{
+	if (tag >= RT_NTAGS)
+		return NULL;
+	struct rt_node *n = r->node;
+	uint64_t idx = *index;
+	if (!n || idx > rt_maxindex(n->shift))
+		return NULL;
+	unsigned off = rt_offset(idx, n->shift);
+
+	for (;;) {
+		unsigned found = next_slot(n, off, tag);
+		if (found < RT_SLOTS) {
+			if (found != off) /* start of slot `found`, lower bits zero */
+				idx = (((idx >> n->shift) & ~RT_MASK) | found) << n->shift;
+			if (n->shift == 0) {
+				*index = idx;
+				return n->slots[found];
+			}
+			n = n->slots[found];
+			off = rt_offset(idx, n->shift);
+			continue;
+		}
+		/* Nothing left in n: continue in the parent's next slot. */
+		struct rt_node *p = n->parent;
+		if (!p)
+			return NULL;
+		off = n->offset + 1u;
+		if (off < RT_SLOTS)
+			idx = (((idx >> p->shift) & ~RT_MASK) | off) << p->shift;
+		n = p;
+	}
+}

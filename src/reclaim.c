@@ -1,0 +1,244 @@
+/*
+ * reclaim.c - keeping folio memory under memory_limit.
+ *
+ * Policy: S3-FIFO without the ghost queue, i.e. a small probationary FIFO
+ * (10 % of cached pages) in front of a main FIFO run as a CLOCK.  New folios
+ * enter the small queue.  A folio reaching the head of the small queue that
+ * was accessed again since it entered moves to the main queue; one that was
+ * not is evicted at once.  At the head of the main queue an accessed folio
+ * gets a second chance (moved to the tail, its bit cleared).  Why: a scan
+ * (a large sequential read or write touched once) passes through the small
+ * queue and leaves without displacing the working set in the main queue,
+ * which LRU cannot do; and a hit costs one flag test (no list move, no
+ * lock), so cached reads never contend on the queue lock.
+ *
+ * Only clean, unlocked, unreferenced folios are evicted.  Dirty ones are
+ * passed over and the flusher is asked to write back; an allocation that
+ * finds nothing to evict waits for writeback to clean something.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <time.h>
+
+static uint32_t *queue_head(struct pc_cache *c, bool main) { return main ? &c->main_head : &c->small_head; }
+static uint32_t *queue_tail(struct pc_cache *c, bool main) { return main ? &c->main_tail : &c->small_tail; }
+
+static void queue_push_tail(struct pc_cache *c, struct pc_folio *f, bool main)
+{
+	uint32_t pfn = folio_pfn(c, f);
+	uint32_t *tail = queue_tail(c, main);
+	f->lru_next = PC_NONE;
+	f->lru_prev = *tail;
+	if (*tail != PC_NONE)
+		c->folios[*tail].lru_next = pfn;
+	else
+		*queue_head(c, main) = pfn;
+	*tail = pfn;
+	if (main) {
+		folio_set(f, PF_LRU | PF_MAINQ);
+		c->main_pages += 1u << f->order;
+	} else {
+		folio_set(f, PF_LRU);
+		folio_clear(f, PF_MAINQ);
+		c->small_pages += 1u << f->order;
+	}
+}
+
+static void queue_unlink(struct pc_cache *c, struct pc_folio *f)
+{
+	bool main = folio_test(f, PF_MAINQ);
+	if (f->lru_prev != PC_NONE)
+		c->folios[f->lru_prev].lru_next = f->lru_next;
+	else
+		*queue_head(c, main) = f->lru_next;
+	if (f->lru_next != PC_NONE)
+		c->folios[f->lru_next].lru_prev = f->lru_prev;
+	else
+		*queue_tail(c, main) = f->lru_prev;
+	f->lru_prev = f->lru_next = PC_NONE;
+	if (main)
+		c->main_pages -= 1u << f->order;
+	else
+		c->small_pages -= 1u << f->order;
+	folio_clear(f, PF_LRU | PF_MAINQ);
+}
+
+void lru_add(struct pc_cache *c, struct pc_folio *f)
+{
+	pthread_mutex_lock(&c->lru_lock);
+	queue_push_tail(c, f, false);
+	pthread_mutex_unlock(&c->lru_lock);
+}
+
+void lru_del(struct pc_cache *c, struct pc_folio *f)
+{
+	pthread_mutex_lock(&c->lru_lock);
+	if (folio_test(f, PF_LRU))
+		queue_unlink(c, f);
+	pthread_mutex_unlock(&c->lru_lock);
+}
+
+static void kick_all_flushers(struct pc_cache *c)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		atomic_store(&d->want_free, true);
+		flusher_kick(d);
+	}
+}
+
+/*
+ * Take the next eviction candidate off its queue with a reference, or
+ * NULL.  Accessed folios are rotated here, under the queue lock.
+ */
+static struct pc_folio *isolate_next(struct pc_cache *c, bool *saw_dirty)
+{
+	struct pc_folio *f = NULL;
+	pthread_mutex_lock(&c->lru_lock);
+	uint64_t total = c->small_pages + c->main_pages;
+	bool from_main = c->small_head == PC_NONE || (c->small_pages * 10 < total && c->main_head != PC_NONE);
+	uint32_t pfn = *queue_head(c, from_main);
+	if (pfn != PC_NONE) {
+		f = &c->folios[pfn];
+		queue_unlink(c, f);
+		uint32_t fl = atomic_load(&f->flags);
+		if (fl & PF_REFERENCED) {
+			folio_clear(f, PF_REFERENCED);
+			queue_push_tail(c, f, true);
+			f = NULL; /* second chance: caller scans on */
+		} else if (fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED) ||
+			   atomic_load(&f->refcount) > 1) {
+			if (fl & PF_DIRTY)
+				*saw_dirty = true;
+			queue_push_tail(c, f, true);
+			f = NULL;
+		} else {
+			folio_get(f);
+		}
+	}
+	pthread_mutex_unlock(&c->lru_lock);
+	return f;
+}
+
+static bool lru_empty(struct pc_cache *c)
+{
+	pthread_mutex_lock(&c->lru_lock);
+	bool e = c->small_head == PC_NONE && c->main_head == PC_NONE;
+	pthread_mutex_unlock(&c->lru_lock);
+	return e;
+}
+
+/* Evict an isolated folio; puts it back on the main queue if it got busy. */
+static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
+{
+	uint64_t pages = 1u << f->order;
+	bool ok = false;
+	if (folio_trylock(f)) {
+		struct pc_mapping *m = f->mapping;
+		ok = m && mapping_remove_if_unused(m, f, 2);
+		folio_unlock(f);
+	}
+	if (ok) {
+		atomic_fetch_add_explicit(&c->st_evictions, 1, memory_order_relaxed);
+	} else if (folio_test(f, PF_INDEXED)) {
+		pthread_mutex_lock(&c->lru_lock);
+		if (!folio_test(f, PF_LRU) && folio_test(f, PF_INDEXED))
+			queue_push_tail(c, f, true);
+		pthread_mutex_unlock(&c->lru_lock);
+	}
+	folio_put(c, f);
+	return ok ? pages : 0;
+}
+
+uint64_t reclaim_pages(struct pc_cache *c, uint64_t pages)
+{
+	uint64_t freed = 0;
+	bool saw_dirty = false;
+	/* Scan at most twice the cache: every folio gets its second chance. */
+	uint64_t budget = 2 * (uint64_t)c->npages + 16;
+	while (freed < pages && budget-- && !lru_empty(c)) {
+		struct pc_folio *f = isolate_next(c, &saw_dirty);
+		if (f)
+			freed += evict_isolated(c, f);
+	}
+	if (saw_dirty && freed < pages)
+		kick_all_flushers(c);
+	return freed;
+}
+
+void reclaim_wake(struct pc_cache *c)
+{
+	if (!__atomic_load_n(&c->free_waiters, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&c->free_lock);
+	pthread_cond_broadcast(&c->free_cv);
+	pthread_mutex_unlock(&c->free_lock);
+}
+
+static struct pc_folio *alloc_any_order(struct pc_cache *c, unsigned order, unsigned min_order)
+{
+	for (int o = (int)order; o >= (int)min_order; o--) {
+		uint32_t pfn = arena_alloc(c, (unsigned)o);
+		if (pfn != PC_NONE) {
+			struct pc_folio *f = &c->folios[pfn];
+			f->order = (uint8_t)o;
+			f->mapping = NULL;
+			f->bx = NULL;
+			atomic_store_explicit(&f->flags, 0, memory_order_relaxed);
+			atomic_store_explicit(&f->refcount, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->st_folios, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->st_cached, folio_size(f), memory_order_relaxed);
+			return f;
+		}
+	}
+	return NULL;
+}
+
+/* Sleep until memory is freed or 50 ms pass (writeback may be slow). */
+static void wait_for_free(struct pc_cache *c)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 50 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&c->free_lock);
+	__atomic_add_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
+	pthread_cond_timedwait(&c->free_cv, &c->free_lock, &ts);
+	__atomic_sub_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&c->free_lock);
+}
+
+struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order, bool nowait, int *err)
+{
+	for (;;) {
+		struct pc_folio *f = alloc_any_order(c, order, min_order);
+		if (f)
+			return f;
+		if (reclaim_pages(c, 1ull << order))
+			continue;
+		if (nowait) {
+			*err = -EAGAIN;
+			return NULL;
+		}
+		kick_all_flushers(c);
+		wait_for_free(c);
+	}
+}
+
+bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
+{
+	if (!folio_test(f, PF_DROPBEHIND) || folio_test(f, PF_DIRTY | PF_WRITEBACK))
+		return false;
+	if (!locked && !folio_trylock(f))
+		return false;
+	struct pc_mapping *m = f->mapping;
+	bool ok = m && folio_test(f, PF_INDEXED) && mapping_remove_if_unused(m, f, 2);
+	if (!locked)
+		folio_unlock(f);
+	if (ok)
+		atomic_fetch_add_explicit(&c->st_drops, 1, memory_order_relaxed);
+	return ok;
+}

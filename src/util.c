@@ -1,0 +1,45 @@
+/* util.c - small helpers with no better home: the millisecond clock and
+ * copying between iovec arrays and flat buffers. */
+#include "internal.h"
+
+#include <string.h>
+#include <time.h>
+
+uint64_t pc_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Walk `len` bytes of the iovec array starting `skip` bytes in, calling the
+ * copy for each piece.  Shared by both directions. */
+static void iov_walk(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *flat, size_t len,
+		     bool to_iov)
+{
+	int i = 0;
+	while (i < iovcnt && skip >= iov[i].iov_len)
+		skip -= iov[i++].iov_len;
+	for (; len && i < iovcnt; i++, skip = 0) {
+		size_t n = iov[i].iov_len - skip;
+		if (n > len)
+			n = len;
+		uint8_t *p = (uint8_t *)iov[i].iov_base + skip;
+		if (to_iov)
+			memcpy(p, flat, n);
+		else
+			memcpy(flat, p, n);
+		flat += n;
+		len -= n;
+	}
+}
+
+void iov_copy_from(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)
+{
+	iov_walk(iov, iovcnt, skip, dst, len, false);
+}
+
+void iov_copy_to(const struct iovec *iov, int iovcnt, size_t skip, const void *src, size_t len)
+{
+	iov_walk(iov, iovcnt, skip, (uint8_t *)src, len, true);
+}

@@ -1,0 +1,289 @@
+/*
+ * write.c - the buffered write path: for each folio, begin (get it locked
+ * and stable, prepare partly covered blocks), copy, end (uptodate and dirty
+ * in one state-lock round), then the dirty throttle.  Uncached writes
+ * (PC_DONTCACHE) mark the folios they create drop-behind, except edge
+ * folios, which are kept until the neighbouring write completes them.
+ *
+ * Partly covered blocks:
+ *   - in a hole or past the end of the backing file: the uncovered part is
+ *     zeroed (nothing to read); the block becomes uptodate at write end;
+ *   - holding data on the device: not read now.  The written bytes become
+ *     the block's valid range; if neighbouring writes fill the rest before
+ *     writeback, nothing is ever read; otherwise the flusher, or a reader,
+ *     reads and merges.  (The kernel reads such a block at write begin.)
+ *     PC_DSYNC writes and PC_CFG_NO_DEFERRED_RMW read it now, as does a
+ *     write whose range would be disjoint from the block's valid range.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+struct write_ctx {
+	struct pc_mapping *m;
+	const struct iovec *iov;
+	int iovcnt;
+	uint64_t off, end; /* the whole write */
+	int flags;
+};
+
+/* Folio order for the write at pos: uncached writes get their partly
+ * covered ends as smallest folios (edges) and large folios only where they
+ * cover them whole. */
+static unsigned write_order(const struct write_ctx *w, uint64_t pos)
+{
+	struct pc_mapping *m = w->m;
+	if (!(w->flags & PC_DONTCACHE))
+		return mapping_order_for(m, pos, w->end - pos);
+	uint64_t min_fs = (uint64_t)PC_PAGE_SIZE << m->min_order;
+	uint64_t whole_end = pc_round_down(w->end, min_fs);
+	if (pos % min_fs || whole_end <= pos)
+		return m->min_order;
+	return mapping_order_for(m, pos, whole_end - pos);
+}
+
+/* Is [off, off+len) of the backing file known to hold no data? */
+static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
+{
+	if (bpos >= (uint64_t)atomic_load(&m->disk_size))
+		return true;
+	return backend_is_hole(m->fd, (off_t)bpos, m->block_size);
+}
+
+/*
+ * Prepare a partly written block blk of the locked folio for a write of
+ * [s, e) (block offsets).  Returns 1 when the rest of the block is valid
+ * (zeroed or read), 0 when the write is deferred, or a negative errno.
+ */
+static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, unsigned blk, uint32_t s,
+				 uint32_t e)
+{
+	struct pc_mapping *m = w->m;
+	size_t bs = m->block_size;
+	if (folio_block_uptodate(m, f, blk))
+		return 1;
+	uint8_t *p = folio_data(m->c, f) + (size_t)blk * bs;
+	uint32_t vs, ve;
+	bool has_valid = folio_block_valid(m, f, blk, &vs, &ve);
+	if (!has_valid && block_has_no_data(m, folio_pos(f) + (uint64_t)blk * bs)) {
+		memset(p, 0, s);
+		memset(p + e, 0, bs - e);
+		return 1;
+	}
+	bool can_defer = !(w->flags & PC_DSYNC) && !(m->c->cfg.flags & PC_CFG_NO_DEFERRED_RMW);
+	/* One valid range per block: a disjoint second one means read now. */
+	if (has_valid && (e < vs || s > ve))
+		can_defer = false;
+	if (can_defer) {
+		int err = bs_prepare_partial(m, f);
+		if (err)
+			return err;
+		if (!has_valid) {
+			atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
+		}
+		return 0;
+	}
+	if (w->flags & PC_NOWAIT)
+		return -EAGAIN;
+	int err = folio_fill_range(m, f, (size_t)blk * bs, bs);
+	return err ? err : 1;
+}
+
+/* Prepare the first and last blocks of [foff, foff+n) in the folio. */
+static int prepare_edges(const struct write_ctx *w, struct pc_folio *f, size_t foff, size_t n, bool *head_full,
+			 bool *tail_full)
+{
+	struct pc_mapping *m = w->m;
+	size_t bs = m->block_size, end = foff + n;
+	unsigned first = (unsigned)(foff >> m->block_shift), last = (unsigned)((end - 1) >> m->block_shift);
+	*head_full = *tail_full = true;
+	if (foff % bs) {
+		uint32_t e = first == last ? (uint32_t)(end - (size_t)first * bs) : (uint32_t)bs;
+		int r = prepare_partial_block(w, f, first, (uint32_t)(foff % bs), e);
+		if (r < 0)
+			return r;
+		*head_full = r;
+		if (first == last)
+			*tail_full = r;
+	}
+	if (end % bs && !(first == last && foff % bs)) {
+		int r = prepare_partial_block(w, f, last, 0, (uint32_t)(end % bs));
+		if (r < 0)
+			return r;
+		*tail_full = r;
+	}
+	return 0;
+}
+
+/*
+ * Does this uncached write complete an edge folio?  It does when a block
+ * it covers only partly was already written by the neighbour that left
+ * the folio (uptodate, or holding a deferred partial range): together the
+ * two writes cover it.  Checked before our own preparation of the block.
+ */
+static bool completes_edge(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n)
+{
+	size_t bs = m->block_size, end = foff + n;
+	uint32_t vs, ve;
+	if (foff % bs) {
+		unsigned b = (unsigned)(foff >> m->block_shift);
+		if (folio_block_uptodate(m, f, b) || folio_block_valid(m, f, b, &vs, &ve))
+			return true;
+	}
+	if (end % bs) {
+		unsigned b = (unsigned)((end - 1) >> m->block_shift);
+		if (folio_block_uptodate(m, f, b) || folio_block_valid(m, f, b, &vs, &ve))
+			return true;
+	}
+	return false;
+}
+
+/* Drop-behind marking of a folio this write found or created. */
+static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool created, size_t foff, size_t n,
+			   bool completes)
+{
+	struct pc_mapping *m = w->m;
+	bool whole = foff == 0 && n == folio_size(f);
+	if (!(w->flags & PC_DONTCACHE)) {
+		/* A cached write: whatever an uncached call left stays cached. */
+		if (folio_test(f, PF_DROPBEHIND)) {
+			folio_clear(f, PF_DROPBEHIND | PF_DROP_PENDING);
+			account_uncached(m, -(int64_t)folio_dirty_bytes(m, f));
+		}
+		mapping_clear_edge(m, f);
+		folio_mark_accessed(f);
+		return;
+	}
+	if (created) {
+		if (whole || (m->c->cfg.flags & PC_CFG_NO_EDGE_KEEP))
+			folio_set(f, PF_DROPBEHIND);
+		else
+			mapping_set_edge(m, f); /* kept for the neighbour */
+		return;
+	}
+	/* An edge this write completes: drop it once both writes are clean.
+	 * Marked under the folio lock, before our data goes in, with the dirty
+	 * bytes already there moved to the uncached count. */
+	if (completes && folio_test(f, PF_EDGE)) {
+		mapping_clear_edge(m, f);
+		folio_set(f, PF_DROPBEHIND);
+		account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
+		atomic_fetch_add_explicit(&m->c->st_edge_completed, 1, memory_order_relaxed);
+	}
+}
+
+static void extend_size(struct pc_mapping *m, uint64_t end)
+{
+	int64_t cur = atomic_load(&m->i_size);
+	while ((int64_t)end > cur && !atomic_compare_exchange_weak(&m->i_size, &cur, (int64_t)end))
+		;
+}
+
+/* Write the part of the request that falls in one folio; returns bytes. */
+static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
+{
+	struct pc_mapping *m = w->m;
+	unsigned gf = GF_CREATE | GF_LOCK | GF_STABLE | ((w->flags & PC_NOWAIT) ? GF_NOWAIT : 0);
+	bool created;
+	struct pc_folio *f = mapping_get_folio(m, pos, write_order(w, pos), gf, &created);
+	if (IS_ERR_FOLIO(f))
+		return FOLIO_ERR(f);
+	size_t foff = pos - folio_pos(f);
+	size_t n = pc_min_u64(folio_size(f) - foff, w->end - pos);
+	bool completes = (w->flags & PC_DONTCACHE) && !created && folio_test(f, PF_EDGE) &&
+			 completes_edge(m, f, foff, n);
+	bool head_full, tail_full;
+	int err = prepare_edges(w, f, foff, n, &head_full, &tail_full);
+	if (err) {
+		folio_unlock(f);
+		folio_put(m->c, f);
+		return err;
+	}
+	mark_for_write(w, f, created, foff, n, completes);
+	iov_copy_from(w->iov, w->iovcnt, pos - w->off, folio_data(m->c, f) + foff, n);
+	bool was_dirty = folio_test(f, PF_DIRTY);
+	size_t newly = folio_write_end(m, f, foff, n, head_full, tail_full);
+	account_dirty(m, f, (int64_t)newly);
+	if (!was_dirty)
+		mapping_dirtied(m, f);
+	extend_size(m, pos + n);
+	folio_unlock(f);
+	folio_put(m->c, f);
+	return (ssize_t)n;
+}
+
+/* Make a PC_DSYNC write durable: its own range, then the device. */
+static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
+{
+	int err = writeback_and_wait(m, off, end, WB_DSYNC);
+	if (err)
+		return err;
+	bool size_changed = atomic_load(&m->disk_size) != atomic_load(&m->i_size);
+	if (size_changed && (err = mapping_sync_size(m)))
+		return err;
+	/* Direct writes went out with RWF_DSYNC; only a size change or a
+	 * buffered backend needs the device flushed. */
+	if ((size_changed || !m->direct) && fdatasync(m->fd) != 0)
+		return -errno;
+	return 0;
+}
+
+ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
+{
+	struct pc_mapping *m = h->m;
+	bool uncached = flags & PC_DONTCACHE;
+	if ((flags & PC_NOWAIT) && balance_dirty(m, uncached, true))
+		return -EAGAIN;
+	struct write_ctx w = { m, iov, iovcnt, off, off + len, flags };
+	uint64_t pos = off;
+	ssize_t err = 0;
+	pthread_rwlock_rdlock(&m->inval_lock);
+	while (pos < w.end) {
+		ssize_t n = write_one_folio(&w, pos);
+		if (n < 0) {
+			err = n;
+			break;
+		}
+		pos += (uint64_t)n;
+	}
+	pthread_rwlock_unlock(&m->inval_lock);
+	if (pos == off)
+		return err;
+	if (flags & PC_DSYNC) {
+		int e = write_sync(m, off, pos);
+		if (e)
+			return e;
+	} else {
+		balance_dirty(m, uncached, flags & PC_NOWAIT);
+	}
+	return (ssize_t)(pos - off);
+}
+
+int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len)
+{
+	static const uint8_t zeros[4096];
+	struct iovec v[16];
+	uint64_t pos = off, end = off + len;
+	int err = 0;
+	while (pos < end && !err) {
+		size_t chunk = pc_min_u64(end - pos, sizeof(v) / sizeof(v[0]) * sizeof(zeros));
+		int cnt = 0;
+		for (size_t d = 0; d < chunk; d += sizeof(zeros))
+			v[cnt++] = (struct iovec){ (void *)zeros, pc_min_u64(sizeof(zeros), chunk - d) };
+		struct write_ctx w = { m, v, cnt, pos, pos + chunk, 0 };
+		uint64_t p = pos;
+		while (p < w.end) {
+			ssize_t n = write_one_folio(&w, p);
+			if (n < 0) {
+				err = (int)n;
+				break;
+			}
+			p += (uint64_t)n;
+		}
+		pos = p;
+	}
+	return err;
+}

@@ -1,0 +1,718 @@
+/*
+ * writeback.c - dirty accounting, writeback domains, the flusher, the dirty
+ * throttle, and drop-behind at write completion.
+ *
+ * A writeback domain is one backing device.  It counts dirty bytes, and
+ * among them the bytes of drop-behind (PC_DONTCACHE) folios, so that
+ * uncached writers kick its flusher as soon as a little uncached data is
+ * dirty and the flusher cleans exactly that data first: the writer never
+ * writes back inline, and memory of uncached writes is freed promptly.
+ * Buffered dirty data waits for the background threshold or its age.
+ * Writers are only throttled (made to sleep) past the dirty limit.
+ *
+ * Writeback clusters contiguous dirty blocks, across folios, into device
+ * writes of up to max_io_bytes, many in flight through the domain's I/O
+ * queue (io_uring).  Only dirty blocks are written.  The folio lock is held
+ * while its dirty bits are moved to "under writeback", not during the I/O;
+ * writers wait for writeback to end before changing a folio (stable pages),
+ * so a failed write can simply set the same dirty bits again: the data is
+ * never lost, and the error is recorded for fsync/close to report.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WB_MAX_SEGS 256
+#define FLUSHER_TICK_MS 100
+
+/* ------------------------------------------------------------- errseq */
+
+void errseq_set(pc_errseq_t *e, int err)
+{
+	uint64_t old = atomic_load(e), nw;
+	do {
+		nw = (((old >> 16) + 1) << 16) | ((uint64_t)(-err) & 0xffff);
+	} while (!atomic_compare_exchange_weak(e, &old, nw));
+}
+
+uint64_t errseq_sample(pc_errseq_t *e)
+{
+	return atomic_load(e);
+}
+
+int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since)
+{
+	uint64_t cur = atomic_load(e);
+	if ((cur >> 16) == (*since >> 16))
+		return 0;
+	*since = cur;
+	return -(int)(cur & 0xffff);
+}
+
+/* --------------------------------------------------------- accounting */
+
+void cache_update_peak_dirty(struct pc_cache *c)
+{
+	int64_t d = atomic_load_explicit(&c->dirty, memory_order_relaxed);
+	int64_t p = atomic_load_explicit(&c->peak_dirty, memory_order_relaxed);
+	while (d > p && !atomic_compare_exchange_weak(&c->peak_dirty, &p, d))
+		;
+}
+
+void account_uncached(struct pc_mapping *m, int64_t bytes)
+{
+	if (!bytes)
+		return;
+	atomic_fetch_add_explicit(&m->dom->uncached, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->uncached, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->nr_uncached, bytes, memory_order_relaxed);
+}
+
+void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
+{
+	if (!bytes)
+		return;
+	atomic_fetch_add_explicit(&m->dom->dirty, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->dirty, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->nr_dirty, bytes, memory_order_relaxed);
+	if (folio_test(f, PF_DROPBEHIND))
+		account_uncached(m, bytes);
+	if (bytes > 0)
+		cache_update_peak_dirty(m->c);
+}
+
+void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
+{
+	mapping_tag_dirty(m, f);
+	uint64_t zero = 0;
+	if (!atomic_load_explicit(&m->dirtied_when_ms, memory_order_relaxed))
+		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, pc_now_ms());
+}
+
+/* ------------------------------------------------------------ waiters */
+
+void waiter_init(struct pc_wb_waiter *w)
+{
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->pending = 0;
+	w->error = 0;
+}
+
+static void waiter_add(struct pc_wb_waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->pending++;
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void waiter_done(struct pc_wb_waiter *w, int err)
+{
+	pthread_mutex_lock(&w->lock);
+	if (err && !w->error)
+		w->error = err;
+	if (--w->pending == 0)
+		pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int waiter_wait(struct pc_wb_waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (w->pending)
+		pthread_cond_wait(&w->cv, &w->lock);
+	int err = w->error;
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+void waiter_destroy(struct pc_wb_waiter *w)
+{
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cv);
+}
+
+/* ----------------------------------------------------- write requests */
+
+struct wb_seg {
+	struct pc_folio *f;
+	uint32_t first, count; /* blocks */
+};
+
+struct wb_req {
+	struct pc_ioreq io;
+	struct pc_mapping *m;
+	struct pc_wb_waiter *w;
+	int nseg;
+	struct wb_seg seg[WB_MAX_SEGS];
+	struct iovec iov[WB_MAX_SEGS];
+};
+
+static void throttle_wake(struct pc_cache *c)
+{
+	if (!__atomic_load_n(&c->throttle_waiters, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&c->throttle_lock);
+	pthread_cond_broadcast(&c->throttle_cv);
+	pthread_mutex_unlock(&c->throttle_lock);
+}
+
+/* One segment's write ended: on error its blocks are dirty again. */
+static void end_segment(struct pc_mapping *m, struct wb_seg *s, int err)
+{
+	struct pc_folio *f = s->f;
+	int64_t bytes = (int64_t)s->count << m->block_shift;
+	if (err) {
+		bool was_dirty = folio_test(f, PF_DIRTY);
+		folio_redirty_blocks(m, f, s->first, s->count);
+		account_dirty(m, f, bytes);
+		if (!was_dirty)
+			mapping_dirtied(m, f);
+	}
+	atomic_fetch_sub_explicit(&m->dom->writeback, bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&m->c->writeback, bytes, memory_order_relaxed);
+	if (atomic_fetch_sub(&f->wb_pending, 1) == 1) {
+		folio_clear_and_wake(f, PF_WRITEBACK);
+		if (!err && folio_test(f, PF_DROPBEHIND) && !folio_try_drop(m->c, f, false))
+			folio_set(f, PF_DROP_PENDING);
+	}
+	folio_put(m->c, f);
+}
+
+static void wb_done(struct pc_ioreq *io, ssize_t res)
+{
+	struct wb_req *r = (struct wb_req *)io;
+	struct pc_mapping *m = r->m;
+	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
+	if (!err) {
+		int64_t end = (int64_t)(io->off + io->len), cur = atomic_load(&m->disk_size);
+		while (end > cur && !atomic_compare_exchange_weak(&m->disk_size, &cur, end))
+			;
+		atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->st_write_bytes, io->len, memory_order_relaxed);
+	} else {
+		errseq_set(&m->wb_err, err);
+		atomic_store(&m->last_error_ms, pc_now_ms());
+		atomic_fetch_add_explicit(&m->c->st_write_errors, 1, memory_order_relaxed);
+	}
+	for (int i = 0; i < r->nseg; i++)
+		end_segment(m, &r->seg[i], err);
+	if (r->w)
+		waiter_done(r->w, err);
+	struct pc_cache *c = m->c;
+	throttle_wake(c);
+	reclaim_wake(c);
+	mapping_put(m);
+	free(r);
+}
+
+static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int mode)
+{
+	struct wb_req *r = malloc(sizeof(*r));
+	if (!r)
+		return NULL;
+	memset(&r->io, 0, sizeof(r->io));
+	r->m = m;
+	r->w = w;
+	r->nseg = 0;
+	r->io.op = IO_WRITE;
+	r->io.fd = m->fd;
+	r->io.rw_flags = (mode & WB_DSYNC) && m->direct ? RWF_DSYNC : 0;
+	r->io.iov = r->iov;
+	r->io.done = wb_done;
+	atomic_fetch_add(&m->refs, 1);
+	return r;
+}
+
+static void req_submit(struct wb_req *r)
+{
+	if (!r || !r->nseg) {
+		if (r) {
+			mapping_put(r->m);
+			free(r);
+		}
+		return;
+	}
+	r->io.iovcnt = r->nseg;
+	if (r->w)
+		waiter_add(r->w);
+	ioq_submit(r->m->dom->ioq, &r->io);
+}
+
+/* Append a run to the request if it continues it; else start a new one. */
+static struct wb_req *req_add_run(struct wb_req *r, struct pc_mapping *m, struct pc_folio *f, unsigned first,
+				  unsigned count, struct pc_wb_waiter *w, int mode)
+{
+	uint64_t off = folio_pos(f) + ((uint64_t)first << m->block_shift);
+	size_t len = (size_t)count << m->block_shift;
+	if (r && (r->nseg == WB_MAX_SEGS || (uint64_t)r->io.off + r->io.len != off ||
+		  r->io.len + len > m->c->cfg.max_io_bytes)) {
+		req_submit(r);
+		r = NULL;
+	}
+	if (!r) {
+		r = req_new(m, w, mode);
+		if (!r)
+			return NULL;
+		r->io.off = (off_t)off;
+		r->io.len = 0;
+	}
+	folio_get(f);
+	r->seg[r->nseg] = (struct wb_seg){ f, first, count };
+	r->iov[r->nseg] = (struct iovec){ folio_data(m->c, f) + ((size_t)first << m->block_shift), len };
+	r->nseg++;
+	r->io.len += len;
+	return r;
+}
+
+/*
+ * Move a locked dirty folio's dirty blocks under writeback, adding them to
+ * the request being built.  Partial blocks are merged with device data
+ * first (deferred read-modify-write done by the flusher, not the writer).
+ */
+static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping *m, struct pc_folio *f,
+					    struct pc_wb_waiter *w, int mode, int64_t *submitted)
+{
+	if (folio_has_partial(f)) {
+		int err = folio_merge_partials(m, f);
+		if (err) {
+			errseq_set(&m->wb_err, err);
+			return r;
+		}
+	}
+	unsigned first, count, from = 0;
+	while (folio_next_dirty_run(m, f, from, &first, &count)) {
+		struct wb_req *nr = req_add_run(r, m, f, first, count, w, mode);
+		if (!nr)
+			break; /* no memory: the rest stays dirty */
+		r = nr;
+		size_t bytes = (size_t)count << m->block_shift;
+		/* An earlier request of this folio may have completed already
+		 * (synchronous I/O): set the flag on every 0 -> 1. */
+		if (atomic_fetch_add(&f->wb_pending, 1) == 0)
+			folio_set(f, PF_WRITEBACK);
+		/* Account before clearing so counters never go negative. */
+		atomic_fetch_add_explicit(&m->dom->writeback, (int64_t)bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->c->writeback, (int64_t)bytes, memory_order_relaxed);
+		size_t cleared = folio_clear_range_dirty(m, f, (size_t)first << m->block_shift, bytes);
+		account_dirty(m, f, -(int64_t)cleared);
+		*submitted += (int64_t)bytes;
+		from = first + count;
+	}
+	if (!folio_test(f, PF_DIRTY))
+		mapping_untag_dirty(m, f);
+	return r;
+}
+
+int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
+{
+	uint64_t idx = start >> PC_PAGE_SHIFT;
+	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
+	struct pc_folio *batch[32];
+	struct wb_req *r = NULL;
+	int64_t submitted = 0;
+	while (idx < end_idx) {
+		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
+		if (!n)
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			struct pc_folio *f = batch[i];
+			bool locked;
+			if (mode & WB_NOWAIT_LOCK) {
+				locked = folio_trylock(f);
+			} else {
+				/* Submit what we built before sleeping on a lock. */
+				locked = folio_trylock(f);
+				if (!locked) {
+					req_submit(r);
+					r = NULL;
+					folio_lock(f);
+					locked = true;
+				}
+			}
+			if (!locked) {
+				folio_put(m->c, f);
+				continue;
+			}
+			bool ok = folio_test(f, PF_INDEXED) && f->mapping == m;
+			if (ok && folio_test(f, PF_WRITEBACK)) {
+				if (mode & WB_SYNC) {
+					req_submit(r);
+					r = NULL;
+					folio_wait_clear(f, PF_WRITEBACK);
+				} else {
+					ok = false;
+				}
+			}
+			if (ok && (mode & WB_UNCACHED) && !folio_test(f, PF_DROPBEHIND))
+				ok = false;
+			if (ok && folio_test(f, PF_DIRTY))
+				r = folio_start_writeback(r, m, f, w, mode, &submitted);
+			folio_unlock(f);
+			folio_put(m->c, f);
+		}
+	}
+	req_submit(r);
+	return submitted;
+}
+
+void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
+{
+	uint64_t idx = start >> PC_PAGE_SHIFT;
+	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
+	struct pc_folio *batch[32];
+	while (idx < end_idx) {
+		unsigned n = mapping_gather(m, &idx, end_idx, -1, batch, 32);
+		if (!n)
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			folio_wait_clear(batch[i], PF_WRITEBACK);
+			folio_put(m->c, batch[i]);
+		}
+	}
+}
+
+/* Is any folio of the range still dirty? */
+static bool range_dirty(struct pc_mapping *m, uint64_t start, uint64_t end)
+{
+	uint64_t idx = start >> PC_PAGE_SHIFT;
+	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
+	struct pc_folio *f;
+	unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, &f, 1);
+	if (n)
+		folio_put(m->c, f);
+	return n != 0;
+}
+
+int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int mode)
+{
+	int err = 0;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct pc_wb_waiter w;
+		waiter_init(&w);
+		int64_t r = writeback_range(m, start, end, mode | WB_SYNC, &w);
+		err = waiter_wait(&w);
+		waiter_destroy(&w);
+		writeback_wait_range(m, start, end);
+		if (r < 0)
+			return (int)r;
+		if (err)
+			return err;
+		if (!range_dirty(m, start, end))
+			return 0;
+		/* Someone else's writeback of our data failed, or a partial
+		 * block could not be merged: try again, then report. */
+		err = -EIO;
+	}
+	return err;
+}
+
+/* ---------------------------------------------------- size of backing */
+
+int mapping_sync_size(struct pc_mapping *m)
+{
+	int err = 0;
+	pthread_mutex_lock(&m->size_lock);
+	int64_t size = atomic_load(&m->i_size);
+	if (m->writable && atomic_load(&m->disk_size) != size) {
+		if (ftruncate(m->fd, size) == 0)
+			atomic_store(&m->disk_size, size);
+		else
+			err = -errno;
+	}
+	pthread_mutex_unlock(&m->size_lock);
+	return err;
+}
+
+/* --------------------------------------------------------------- edges */
+
+void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
+{
+	uint64_t now = pc_now_ms() - m->c->start_ms;
+	uint64_t idx = 0;
+	struct pc_folio *batch[32];
+	while (atomic_load(&m->nr_edges) > 0) {
+		unsigned n = mapping_gather(m, &idx, UINT64_MAX, RT_TAG_EDGE, batch, 32);
+		if (!n)
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			struct pc_folio *f = batch[i];
+			bool old = max_age_ms == 0 || now - f->stamp >= max_age_ms;
+			if (old && folio_trylock(f)) {
+				if (folio_test(f, PF_EDGE) && folio_test(f, PF_INDEXED)) {
+					if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
+						/* Not completed in time: write it back and
+						 * drop it then, as an uncached folio. */
+						mapping_clear_edge(m, f);
+						folio_set(f, PF_DROPBEHIND);
+						account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
+						flusher_kick(m->dom);
+					} else if (mapping_remove_if_unused(m, f, 2)) {
+						atomic_fetch_add(&m->c->st_edge_expired, 1);
+					}
+				}
+				folio_unlock(f);
+			}
+			folio_put(m->c, f);
+		}
+	}
+}
+
+/* ------------------------------------------------------------ throttle */
+
+void flusher_kick(struct pc_domain *d)
+{
+	pthread_mutex_lock(&d->lock);
+	atomic_store(&d->kicked, true);
+	pthread_cond_signal(&d->kick_cv);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static bool over_limit(struct pc_cache *c)
+{
+	return atomic_load(&c->dirty) + atomic_load(&c->writeback) > (int64_t)c->cfg.dirty_limit_bytes;
+}
+
+static void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(cv, lock, &ts);
+}
+
+int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
+{
+	struct pc_cache *c = m->c;
+	struct pc_domain *d = m->dom;
+	if (uncached && atomic_load(&d->uncached) >= (int64_t)c->cfg.uncached_kick_bytes &&
+	    !atomic_load(&d->kicked)) {
+		atomic_fetch_add(&c->st_kicks, 1);
+		flusher_kick(d);
+	}
+	if (atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes && !atomic_load(&d->kicked))
+		flusher_kick(d);
+	if (!over_limit(c))
+		return 0;
+	if (nowait)
+		return -EAGAIN;
+	atomic_fetch_add(&c->st_throttle_waits, 1);
+	pthread_mutex_lock(&c->throttle_lock);
+	__atomic_add_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
+	while (over_limit(c)) {
+		flusher_kick(d);
+		timed_wait_ms(&c->throttle_cv, &c->throttle_lock, 20);
+	}
+	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&c->throttle_lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------- flusher */
+
+/* Mappings of this domain, with references, oldest dirty first. */
+static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
+{
+	struct pc_cache *c = d->c;
+	unsigned n = 0, cap = 0;
+	struct pc_mapping **v = NULL;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size; i++)
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
+			if (m->dom != d)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 16;
+				struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
+				if (!nv)
+					goto out;
+				v = nv;
+			}
+			atomic_fetch_add(&m->refs, 1);
+			v[n++] = m;
+		}
+out:
+	pthread_mutex_unlock(&c->files_lock);
+	/* Insertion sort by age of the oldest dirty data: few files. */
+	for (unsigned i = 1; i < n; i++) {
+		struct pc_mapping *x = v[i];
+		uint64_t wx = x->dirtied_when_ms ? x->dirtied_when_ms : UINT64_MAX;
+		unsigned j = i;
+		while (j > 0) {
+			uint64_t wj = v[j - 1]->dirtied_when_ms ? v[j - 1]->dirtied_when_ms : UINT64_MAX;
+			if (wj <= wx)
+				break;
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+	}
+	*out = v;
+	return n;
+}
+
+static bool mapping_backing_off(struct pc_mapping *m, uint64_t now)
+{
+	uint64_t e = atomic_load(&m->last_error_ms);
+	return e && now - e < 1000;
+}
+
+static void flush_round(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	struct pc_mapping **v;
+	unsigned n = domain_mappings(d, &v);
+	uint64_t now = pc_now_ms();
+	bool kicked = atomic_exchange(&d->kicked, false);
+	bool want_free = atomic_exchange(&d->want_free, false);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct pc_mapping *m = v[i];
+		if (mapping_backing_off(m, now))
+			continue;
+		/* Uncached dirty data first: its memory is meant to go now. */
+		if (atomic_load(&m->nr_uncached) > 0)
+			writeback_range(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK, NULL);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct pc_mapping *m = v[i];
+		if (mapping_backing_off(m, now) || atomic_load(&m->nr_dirty) <= 0) {
+			if (atomic_load(&m->nr_dirty) <= 0)
+				m->dirtied_when_ms = 0;
+			continue;
+		}
+		uint64_t zero = 0; /* dirtied while we cleared it: start its clock */
+		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, now);
+		bool expired = now - m->dirtied_when_ms >= c->cfg.dirty_expire_ms;
+		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
+		if (expired || background || want_free) {
+			m->dirtied_when_ms = now;
+			writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK, NULL);
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (atomic_load(&v[i]->nr_edges) > 0)
+			drop_edges(v[i], c->cfg.edge_expire_ms);
+		mapping_put(v[i]);
+	}
+	free(v);
+	(void)kicked;
+}
+
+static bool flusher_has_work(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	return atomic_load(&d->kicked) || atomic_load(&d->want_free) ||
+	       atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct pc_domain *d = arg;
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		if (!flusher_has_work(d))
+			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
+		if (d->stop)
+			break;
+		pthread_mutex_unlock(&d->lock);
+		flush_round(d);
+		pthread_mutex_lock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* -------------------------------------------------------------- domains */
+
+int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next)
+		if (d->dev == dev) {
+			*out = d;
+			return 0;
+		}
+	struct pc_domain *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->dev = dev;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->kick_cv, NULL);
+	int err = ioq_create(c, c->cfg.queue_depth, c->use_uring, &d->ioq);
+	if (err)
+		goto fail;
+	d->nthreads = c->cfg.writeback_threads;
+	d->threads = calloc(d->nthreads, sizeof(pthread_t));
+	if (!d->threads) {
+		err = -ENOMEM;
+		goto fail_ioq;
+	}
+	for (unsigned i = 0; i < d->nthreads; i++) {
+		err = -pthread_create(&d->threads[i], NULL, flusher_main, d);
+		if (err) {
+			d->nthreads = i;
+			pthread_mutex_lock(&d->lock);
+			d->stop = true;
+			pthread_cond_broadcast(&d->kick_cv);
+			pthread_mutex_unlock(&d->lock);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(d->threads[j], NULL);
+			free(d->threads);
+			goto fail_ioq;
+		}
+	}
+	d->next = c->domains;
+	c->domains = d;
+	*out = d;
+	return 0;
+fail_ioq:
+	ioq_destroy(d->ioq);
+fail:
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->kick_cv);
+	free(d);
+	return err;
+}
+
+void domains_stop(struct pc_cache *c)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = true;
+		pthread_cond_broadcast(&d->kick_cv);
+		pthread_mutex_unlock(&d->lock);
+		for (unsigned i = 0; i < d->nthreads; i++)
+			pthread_join(d->threads[i], NULL);
+		d->nthreads = 0;
+	}
+}
+
+void domains_drain(struct pc_cache *c)
+{
+	domains_stop(c);
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		if (d->ioq)
+			ioq_destroy(d->ioq); /* waits for completions */
+		d->ioq = NULL;
+	}
+}
+
+void domains_destroy(struct pc_cache *c)
+{
+	domains_drain(c);
+	while (c->domains) {
+		struct pc_domain *d = c->domains;
+		c->domains = d->next;
+		free(d->threads);
+		pthread_mutex_destroy(&d->lock);
+		pthread_cond_destroy(&d->kick_cv);
+		free(d);
+	}
+}

@@ -1,0 +1,778 @@
+/*
+ * test_backend.c - device I/O (src/backend.c): the I/O queue with io_uring
+ * and in synchronous mode, synchronous vector I/O, fault injection,
+ * counters, depth limiting, direct-I/O alignment and hole detection.
+ *
+ * It needs a struct pc_cache only for the fault hook and the counters: a
+ * zeroed one is enough (the backend must not depend on anything else).
+ */
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <limits.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#ifndef RWF_DSYNC
+#define RWF_DSYNC 0x00000002
+#endif
+
+static const char *dir;
+static char path[4200];
+static int fd;         /* O_DIRECT when the file system allows it */
+static bool direct;
+static struct pc_cache *cache;
+
+/* ------------------------------------------------------------ helpers */
+
+struct group {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int pending;
+};
+
+struct treq {
+	struct pc_ioreq req;
+	struct iovec iov[4];
+	ssize_t res;
+	_Atomic int done;
+	pthread_t done_thread;
+	struct group *g;
+};
+
+static void group_init(struct group *g)
+{
+	pthread_mutex_init(&g->m, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->pending = 0;
+}
+
+static void group_wait(struct group *g)
+{
+	pthread_mutex_lock(&g->m);
+	while (g->pending > 0)
+		pthread_cond_wait(&g->cv, &g->m);
+	pthread_mutex_unlock(&g->m);
+}
+
+static void group_destroy(struct group *g)
+{
+	pthread_mutex_destroy(&g->m);
+	pthread_cond_destroy(&g->cv);
+}
+
+static void treq_done(struct pc_ioreq *req, ssize_t res)
+{
+	struct treq *t = (struct treq *)req;
+	t->res = res;
+	t->done_thread = pthread_self();
+	struct group *g = t->g;
+	pthread_mutex_lock(&g->m);
+	atomic_store(&t->done, 1);
+	g->pending--;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->m);
+}
+
+static void treq_prep(struct treq *t, struct group *g, int op, void *buf, size_t len, off_t off)
+{
+	memset(t, 0, sizeof(*t));
+	t->g = g;
+	t->req.op = op;
+	t->req.fd = fd;
+	t->req.off = off;
+	t->req.len = len;
+	t->req.done = treq_done;
+	if (buf) {
+		t->iov[0].iov_base = buf;
+		t->iov[0].iov_len = len;
+		t->req.iov = t->iov;
+		t->req.iovcnt = 1;
+	}
+	t->res = -12345;
+}
+
+static void submit(struct pc_ioq *q, struct treq *t)
+{
+	pthread_mutex_lock(&t->g->m);
+	t->g->pending++;
+	pthread_mutex_unlock(&t->g->m);
+	ioq_submit(q, &t->req);
+}
+
+/* One request, waited for; returns its result. */
+static ssize_t do_io(struct pc_ioq *q, int op, void *buf, size_t len, off_t off, int rw_flags)
+{
+	struct group g;
+	struct treq t;
+	group_init(&g);
+	treq_prep(&t, &g, op, buf, len, off);
+	t.req.rw_flags = rw_flags;
+	submit(q, &t);
+	if (!ioq_is_uring(q))
+		CHECK(atomic_load(&t.done)); /* sync: done before submit returns */
+	group_wait(&g);
+	group_destroy(&g);
+	if (ioq_is_uring(q))
+		CHECK(!pthread_equal(t.done_thread, pthread_self()));
+	return t.res;
+}
+
+static void *abuf(size_t len)
+{
+	void *p = NULL;
+	REQUIRE(posix_memalign(&p, 4096, len) == 0);
+	return p;
+}
+
+static void fill(uint8_t *p, size_t len, uint64_t off, unsigned salt)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((off + i) * 131 + ((off + i) >> 12) * 7 + salt);
+}
+
+static bool same(const uint8_t *p, size_t len, uint64_t off, unsigned salt)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (uint8_t)((off + i) * 131 + ((off + i) >> 12) * 7 + salt))
+			return false;
+	return true;
+}
+
+struct counters {
+	uint64_t rios, rbytes, wios, wbytes;
+};
+
+static struct counters counters_now(void)
+{
+	struct counters k = {atomic_load(&cache->st_read_ios), atomic_load(&cache->st_read_bytes),
+			     atomic_load(&cache->st_write_ios), atomic_load(&cache->st_write_bytes)};
+	return k;
+}
+
+/* ------------------------------------------------------- fault hook */
+
+static _Atomic int hook_calls;
+static _Atomic int hook_fail_op = -1;     /* op to fail, -1: none */
+static _Atomic long long hook_fail_off = -1; /* offset to fail, -1: any */
+
+static int test_hook(void *arg, int op, int hfd, off_t off, size_t len)
+{
+	(void)len;
+	CHECK(arg == (void *)&hook_calls);
+	CHECK(hfd == fd);
+	atomic_fetch_add(&hook_calls, 1);
+	if (op == atomic_load(&hook_fail_op) &&
+	    (atomic_load(&hook_fail_off) < 0 || atomic_load(&hook_fail_off) == (long long)off))
+		return -EIO;
+	return 0;
+}
+
+/* ------------------------------------------------------------- cases */
+
+static void test_rw(struct pc_ioq *q)
+{
+	const size_t len = 64 * 1024;
+	uint8_t *w = abuf(len), *r = abuf(len);
+	REQUIRE(ftruncate(fd, 0) == 0);
+
+	/* Write, counted. */
+	struct counters k0 = counters_now();
+	fill(w, len, 0, 1);
+	CHECK(do_io(q, IO_WRITE, w, len, 0, 0) == (ssize_t)len);
+	struct counters k1 = counters_now();
+	CHECK(k1.wios == k0.wios + 1 && k1.wbytes == k0.wbytes + len);
+	CHECK(k1.rios == k0.rios && k1.rbytes == k0.rbytes);
+
+	/* Read back, one iovec. */
+	memset(r, 0, len);
+	CHECK(do_io(q, IO_READ, r, len, 0, 0) == (ssize_t)len);
+	CHECK(same(r, len, 0, 1));
+	struct counters k2 = counters_now();
+	CHECK(k2.rios == k1.rios + 1 && k2.rbytes == k1.rbytes + len);
+
+	/* Read back in three iovecs (READV). */
+	struct group g;
+	struct treq t;
+	group_init(&g);
+	memset(r, 0, len);
+	treq_prep(&t, &g, IO_READ, NULL, 0, 4096);
+	t.iov[0] = (struct iovec){r, 8192};
+	t.iov[1] = (struct iovec){r + 8192, 4096};
+	t.iov[2] = (struct iovec){r + 12288, 16384};
+	t.req.iov = t.iov;
+	t.req.iovcnt = 3;
+	t.req.len = 8192 + 4096 + 16384;
+	submit(q, &t);
+	group_wait(&g);
+	CHECK(t.res == (ssize_t)t.req.len);
+	CHECK(same(r, t.req.len, 4096, 1));
+
+	/* Write in two iovecs (WRITEV) with RWF_DSYNC, read back. */
+	fill(w, len, 0, 2);
+	treq_prep(&t, &g, IO_WRITE, NULL, 0, 8192);
+	t.iov[0] = (struct iovec){w, 4096};
+	t.iov[1] = (struct iovec){w + 4096, 12288};
+	t.req.iov = t.iov;
+	t.req.iovcnt = 2;
+	t.req.len = 16384;
+	t.req.rw_flags = RWF_DSYNC;
+	submit(q, &t);
+	group_wait(&g);
+	CHECK(t.res == 16384);
+	memset(r, 0, len);
+	CHECK(do_io(q, IO_READ, r, 16384, 8192, 0) == 16384);
+	CHECK(memcmp(r, w, 16384) == 0);
+	group_destroy(&g);
+
+	/* Short read at EOF, read at EOF, read past EOF. */
+	CHECK(do_io(q, IO_READ, r, 16384, len - 8192, 0) == 8192);
+	CHECK(do_io(q, IO_READ, r, 4096, len, 0) == 0);
+	CHECK(do_io(q, IO_READ, r, 4096, len + 65536, 0) == 0);
+	/* EOF inside a block (unaligned size): with O_DIRECT the rest cannot
+	 * be read at the unaligned offset; it must still end at EOF. */
+	REQUIRE(ftruncate(fd, (off_t)len + 1000) == 0);
+	memset(r, 0xaa, 8192);
+	CHECK(do_io(q, IO_READ, r, 8192, len, 0) == 1000);
+	CHECK(r[0] == 0 && r[999] == 0);
+	CHECK(do_io(q, IO_READ, r, 8192, len - 4096, 0) == 4096 + 1000);
+	CHECK(same(r, 4096, len - 4096, 1));
+
+	/* A short write (file size limit) is continued synchronously; the
+	 * error that stops it is the result, not a short count. */
+	struct sigaction sa = {.sa_handler = SIG_IGN}, old_sa;
+	sigaction(SIGXFSZ, &sa, &old_sa);
+	struct rlimit old_rl, rl;
+	getrlimit(RLIMIT_FSIZE, &old_rl);
+	rl = old_rl;
+	rl.rlim_cur = len + 8192;
+	if (setrlimit(RLIMIT_FSIZE, &rl) == 0) {
+		fill(w, len, 0, 6);
+		CHECK(do_io(q, IO_WRITE, w, 16384, (off_t)len, 0) == -EFBIG);
+		setrlimit(RLIMIT_FSIZE, &old_rl);
+		CHECK(do_io(q, IO_READ, r, 16384, (off_t)len, 0) == 8192);
+		CHECK(same(r, 8192, 0, 6));
+		REQUIRE(ftruncate(fd, (off_t)len) == 0);
+	}
+	sigaction(SIGXFSZ, &old_sa, NULL);
+
+	/* fsync, fdatasync, nop: 0, not counted. */
+	struct counters k3 = counters_now();
+	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == 0);
+	CHECK(do_io(q, IO_FDATASYNC, NULL, 0, 0, 0) == 0);
+	CHECK(do_io(q, IO_NOP, NULL, 0, 0, 0) == 0);
+	struct counters k4 = counters_now();
+	CHECK(memcmp(&k3, &k4, sizeof(k3)) == 0);
+
+	/* Errors come back as negative errno. */
+	if (direct) {
+		/* misaligned memory: refused by most file systems (tmpfs copes) */
+		ssize_t mis = do_io(q, IO_READ, r + 1, 4096, 0, 0);
+		CHECK(mis == -EINVAL || mis == 4096);
+	}
+	int saved = fd;
+	fd = 1000000; /* not open */
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == -EBADF);
+	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == -EBADF);
+	fd = saved;
+	free(w);
+	free(r);
+}
+
+static void test_faults(struct pc_ioq *q)
+{
+	const size_t len = 16384;
+	uint8_t *w = abuf(len), *r = abuf(len);
+	fill(w, len, 0, 3);
+	REQUIRE(ftruncate(fd, 0) == 0);
+
+	cache->fault_hook = test_hook;
+	cache->fault_arg = (void *)&hook_calls;
+	int calls0 = atomic_load(&hook_calls);
+
+	CHECK(do_io(q, IO_WRITE, w, len, 0, 0) == (ssize_t)len);
+	CHECK(atomic_load(&hook_calls) == calls0 + 1);
+
+	/* A failed read: -EIO, buffer untouched, not counted. */
+	atomic_store(&hook_fail_op, IO_READ);
+	atomic_store(&hook_fail_off, 4096);
+	struct counters k0 = counters_now();
+	memset(r, 0x5a, len);
+	CHECK(do_io(q, IO_READ, r, 4096, 4096, 0) == -EIO);
+	CHECK(r[0] == 0x5a && r[4095] == 0x5a);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096); /* other offsets work */
+	struct counters k1 = counters_now();
+	CHECK(k1.rios == k0.rios + 1 && k1.rbytes == k0.rbytes + 4096);
+	/* Synchronous calls go through the hook too. */
+	struct iovec v = {r, 4096};
+	CHECK(backend_preadv(cache, fd, &v, 1, 4096) == -EIO);
+	CHECK(backend_preadv(cache, fd, &v, 1, 8192) == 4096);
+	CHECK(same(r, 4096, 8192, 3));
+
+	/* A failed write leaves the file as it was. */
+	atomic_store(&hook_fail_op, IO_WRITE);
+	atomic_store(&hook_fail_off, -1);
+	fill(w, len, 0, 4);
+	CHECK(do_io(q, IO_WRITE, w, 4096, 0, 0) == -EIO);
+	struct iovec wv = {w, 4096};
+	CHECK(backend_pwritev(cache, fd, &wv, 1, 0, 0) == -EIO);
+	CHECK(counters_now().wios == k1.wios);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
+	CHECK(same(r, 4096, 0, 3));
+
+	/* fsync can fail too. */
+	atomic_store(&hook_fail_op, IO_FDATASYNC);
+	CHECK(do_io(q, IO_FDATASYNC, NULL, 0, 0, 0) == -EIO);
+	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == 0);
+
+	atomic_store(&hook_fail_op, -1);
+	cache->fault_hook = NULL;
+	cache->fault_arg = NULL;
+	free(w);
+	free(r);
+}
+
+/* Many requests, from several threads, far more than the depth. */
+#define MANY 256
+#define MANY_THREADS 4
+
+struct many_ctx {
+	struct pc_ioq *q;
+	struct treq *t;
+	uint8_t *buf;
+	struct group *g;
+	int first, count, op;
+};
+
+static void *many_thread(void *arg)
+{
+	struct many_ctx *m = arg;
+	for (int i = m->first; i < m->first + m->count; i++) {
+		treq_prep(&m->t[i], m->g, m->op, m->buf + (size_t)i * 4096, 4096, (off_t)i * 4096);
+		submit(m->q, &m->t[i]);
+	}
+	return NULL;
+}
+
+static void test_many(struct pc_ioq *q)
+{
+	uint8_t *buf = abuf(MANY * 4096);
+	struct treq *t = calloc(MANY, sizeof(*t));
+	REQUIRE(t);
+	REQUIRE(ftruncate(fd, 0) == 0);
+	fill(buf, MANY * 4096, 0, 5);
+	struct counters k0 = counters_now();
+
+	for (int pass = 0; pass < 2; pass++) {
+		int op = pass == 0 ? IO_WRITE : IO_READ;
+		if (op == IO_READ)
+			memset(buf, 0, MANY * 4096);
+		struct group g;
+		group_init(&g);
+		pthread_t th[MANY_THREADS];
+		struct many_ctx ctx[MANY_THREADS];
+		for (int k = 0; k < MANY_THREADS; k++) {
+			ctx[k] = (struct many_ctx){q, t, buf, &g, k * (MANY / MANY_THREADS), MANY / MANY_THREADS, op};
+			REQUIRE(pthread_create(&th[k], NULL, many_thread, &ctx[k]) == 0);
+		}
+		for (int k = 0; k < MANY_THREADS; k++)
+			pthread_join(th[k], NULL);
+		group_wait(&g);
+		group_destroy(&g);
+		int ok = 1;
+		for (int i = 0; i < MANY; i++)
+			ok &= atomic_load(&t[i].done) && t[i].res == 4096;
+		CHECK(ok);
+	}
+	CHECK(same(buf, MANY * 4096, 0, 5));
+	struct counters k1 = counters_now();
+	CHECK(k1.wios == k0.wios + MANY && k1.wbytes == k0.wbytes + MANY * 4096);
+	CHECK(k1.rios == k0.rios + MANY && k1.rbytes == k0.rbytes + MANY * 4096);
+	free(t);
+	free(buf);
+}
+
+/* io_uring only: the depth limit holds while completions are stalled. */
+static pthread_mutex_t gate_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+static _Atomic int gate_blocked;
+
+static void gated_done(struct pc_ioreq *req, ssize_t res)
+{
+	pthread_mutex_lock(&gate_m);
+	atomic_fetch_add(&gate_blocked, 1);
+	while (!gate_open)
+		pthread_cond_wait(&gate_cv, &gate_m);
+	pthread_mutex_unlock(&gate_m);
+	treq_done(req, res);
+}
+
+struct depth_ctx {
+	struct pc_ioq *q;
+	struct treq *t;
+	struct group *g;
+	int n;
+	_Atomic int submitted;
+};
+
+static void *depth_thread(void *arg)
+{
+	struct depth_ctx *d = arg;
+	for (int i = 0; i < d->n; i++) {
+		treq_prep(&d->t[i], d->g, IO_NOP, NULL, 0, 0);
+		d->t[i].req.done = gated_done;
+		submit(d->q, &d->t[i]);
+		atomic_fetch_add(&d->submitted, 1);
+	}
+	return NULL;
+}
+
+static void test_depth(struct pc_cache *c)
+{
+	const unsigned depth = 8;
+	struct pc_ioq *q;
+	REQUIRE(ioq_create(c, depth, true, &q) == 0);
+	if (!ioq_is_uring(q)) {
+		ioq_destroy(q);
+		return;
+	}
+	struct group g;
+	group_init(&g);
+	struct depth_ctx d = {.q = q, .g = &g, .n = 64};
+	d.t = calloc(64, sizeof(struct treq));
+	REQUIRE(d.t);
+	gate_open = false;
+	atomic_store(&gate_blocked, 0);
+	pthread_t th;
+	REQUIRE(pthread_create(&th, NULL, depth_thread, &d) == 0);
+	/* Let the submitter run into the limit: the completion thread is
+	 * stuck in the first done(), `depth` more are in flight, the next
+	 * submission waits. */
+	for (int i = 0; i < 200 && (atomic_load(&gate_blocked) == 0 || atomic_load(&d.submitted) < (int)depth); i++)
+		usleep(1000);
+	usleep(50000);
+	int sub = atomic_load(&d.submitted);
+	CHECK(atomic_load(&gate_blocked) == 1);
+	/* the stalled batch (at most `depth`) plus `depth` in flight */
+	CHECK(sub >= (int)depth && sub <= 2 * (int)depth);
+	pthread_mutex_lock(&gate_m);
+	gate_open = true;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_m);
+	pthread_join(th, NULL);
+	group_wait(&g);
+	CHECK(atomic_load(&d.submitted) == 64);
+	int ok = 1;
+	for (int i = 0; i < 64; i++)
+		ok &= d.t[i].res == 0;
+	CHECK(ok);
+	group_destroy(&g);
+	free(d.t);
+	ioq_destroy(q);
+}
+
+/* done() submitting again from the completion thread, with the queue
+ * full: must not deadlock. */
+struct chain {
+	struct treq t;
+	struct pc_ioq *q;
+	_Atomic int left;
+	_Atomic int ran;
+	uint8_t *buf;
+};
+
+static void chain_done(struct pc_ioreq *req, ssize_t res)
+{
+	struct chain *ch = (struct chain *)req;
+	CHECK(res == 4096);
+	atomic_fetch_add(&ch->ran, 1);
+	if (atomic_fetch_sub(&ch->left, 1) > 1) {
+		treq_prep(&ch->t, ch->t.g, IO_READ, ch->buf, 4096, 0);
+		ch->t.req.done = chain_done;
+		ioq_submit(ch->q, &ch->t.req);
+	} else {
+		treq_done(req, res);
+	}
+}
+
+static void test_chain(struct pc_ioq *q)
+{
+	uint8_t *w = abuf(4096);
+	memset(w, 7, 4096);
+	REQUIRE(pwrite(fd, w, 4096, 0) == 4096);
+	const int nch = 32; /* more chains than the depth of 16 */
+	struct chain *ch = calloc((size_t)nch, sizeof(*ch));
+	REQUIRE(ch);
+	struct group g;
+	group_init(&g);
+	for (int i = 0; i < nch; i++) {
+		ch[i].q = q;
+		ch[i].buf = abuf(4096);
+		atomic_store(&ch[i].left, 20);
+		treq_prep(&ch[i].t, &g, IO_READ, ch[i].buf, 4096, 0);
+		ch[i].t.req.done = chain_done;
+		submit(q, &ch[i].t);
+	}
+	group_wait(&g);
+	int ok = 1;
+	for (int i = 0; i < nch; i++) {
+		ok &= atomic_load(&ch[i].ran) == 20 && ch[i].buf[4095] == 7;
+		free(ch[i].buf);
+	}
+	CHECK(ok);
+	group_destroy(&g);
+	free(ch);
+	free(w);
+}
+
+/* ioq_destroy right after submitting chains: every follow-up I/O that a
+ * done() submits still completes before destroy returns. */
+static void test_destroy_chain(struct pc_cache *c, bool uring)
+{
+	struct pc_ioq *q;
+	REQUIRE(ioq_create(c, 4, uring, &q) == 0);
+	uint8_t *w = abuf(4096);
+	memset(w, 7, 4096);
+	REQUIRE(pwrite(fd, w, 4096, 0) == 4096);
+	const int nch = 8;
+	struct chain *ch = calloc((size_t)nch, sizeof(*ch));
+	REQUIRE(ch);
+	struct group g;
+	group_init(&g);
+	for (int i = 0; i < nch; i++) {
+		ch[i].q = q;
+		ch[i].buf = abuf(4096);
+		atomic_store(&ch[i].left, 10);
+		treq_prep(&ch[i].t, &g, IO_READ, ch[i].buf, 4096, 0);
+		ch[i].t.req.done = chain_done;
+		submit(q, &ch[i].t);
+	}
+	ioq_destroy(q);
+	int ok = 1;
+	for (int i = 0; i < nch; i++) {
+		ok &= atomic_load(&ch[i].ran) == 10;
+		free(ch[i].buf);
+	}
+	CHECK(ok);
+	group_wait(&g);
+	group_destroy(&g);
+	free(ch);
+	free(w);
+}
+
+/* ioq_destroy waits for everything in flight. */
+static void test_destroy_waits(struct pc_cache *c, bool uring)
+{
+	struct pc_ioq *q;
+	REQUIRE(ioq_create(c, 4, uring, &q) == 0);
+	uint8_t *buf = abuf(64 * 4096);
+	struct treq *t = calloc(64, sizeof(*t));
+	REQUIRE(t);
+	struct group g;
+	group_init(&g);
+	for (int i = 0; i < 64; i++) {
+		treq_prep(&t[i], &g, i % 2 ? IO_READ : IO_NOP, buf + i * 4096, 4096, (off_t)i * 4096);
+		submit(q, &t[i]);
+	}
+	ioq_destroy(q);
+	int ok = 1;
+	for (int i = 0; i < 64; i++)
+		ok &= atomic_load(&t[i].done);
+	CHECK(ok);
+	group_wait(&g);
+	group_destroy(&g);
+	free(t);
+	free(buf);
+}
+
+/* Synchronous vector I/O: iovec walking, EOF, partial writes. */
+static void test_sync_vectors(void)
+{
+	char p2[4300];
+	test_path(p2, sizeof(p2), dir, "vec");
+	int bfd = open(p2, O_RDWR | O_CREAT | O_TRUNC, 0644); /* buffered: any alignment */
+	REQUIRE(bfd >= 0);
+	uint8_t *w = abuf(65536), *r = abuf(65536);
+	fill(w, 65536, 0, 9);
+
+	struct iovec wv[3] = {{w, 100}, {w + 100, 0}, {w + 100, 20000}};
+	struct iovec wv_copy[3];
+	memcpy(wv_copy, wv, sizeof(wv));
+	CHECK(backend_pwritev(NULL, bfd, wv, 3, 0, 0) == 20100);
+	CHECK(memcmp(wv, wv_copy, sizeof(wv)) == 0);
+
+	/* Read across EOF mid-iovec: total up to EOF, array untouched. */
+	memset(r, 0, 65536);
+	struct iovec rv[3] = {{r, 4096}, {r + 4096, 4096}, {r + 8192, 20000}};
+	struct iovec rv_copy[3];
+	memcpy(rv_copy, rv, sizeof(rv));
+	CHECK(backend_preadv(NULL, bfd, rv, 3, 0) == 20100);
+	CHECK(same(r, 20100, 0, 9));
+	CHECK(memcmp(rv, rv_copy, sizeof(rv)) == 0);
+	CHECK(backend_preadv(NULL, bfd, rv, 3, 20100) == 0);
+	CHECK(backend_preadv(NULL, bfd, rv, 0, 0) == 0);
+	CHECK(backend_preadv(NULL, bfd, rv, -1, 0) == -EINVAL);
+	CHECK(backend_preadv(NULL, bfd, rv, IOV_MAX + 1, 0) == -EINVAL);
+
+	/* Counters with a cache, requested bytes. */
+	struct counters k0 = counters_now();
+	CHECK(backend_preadv(cache, bfd, rv, 3, 10000) == 10100);
+	struct counters k1 = counters_now();
+	CHECK(k1.rios == k0.rios + 1 && k1.rbytes == k0.rbytes + 28192);
+
+	/* A short write (file size limit) is continued, and the error that
+	 * stops it is reported, not a short count. */
+	struct sigaction sa = {.sa_handler = SIG_IGN}, old_sa;
+	sigaction(SIGXFSZ, &sa, &old_sa);
+	struct rlimit old_rl, rl;
+	getrlimit(RLIMIT_FSIZE, &old_rl);
+	rl = old_rl;
+	rl.rlim_cur = 30000;
+	if (setrlimit(RLIMIT_FSIZE, &rl) == 0) {
+		struct iovec big[2] = {{w, 5000}, {w + 5000, 20000}};
+		CHECK(backend_pwritev(NULL, bfd, big, 2, 10000, 0) == -EFBIG);
+		/* the part below the limit was written */
+		CHECK(pread(bfd, r, 20000, 10000) == 20000);
+		CHECK(memcmp(r, w, 20000) == 0);
+		struct iovec fits = {w, 9000};
+		CHECK(backend_pwritev(NULL, bfd, &fits, 1, 20000, RWF_DSYNC) == 9000);
+		setrlimit(RLIMIT_FSIZE, &old_rl);
+	}
+	sigaction(SIGXFSZ, &old_sa, NULL);
+
+	/* Many iovecs (IOV_MAX), each of 16 bytes. */
+	struct iovec *many = calloc(IOV_MAX, sizeof(*many));
+	REQUIRE(many);
+	for (int i = 0; i < IOV_MAX; i++)
+		many[i] = (struct iovec){w + i * 16, 16};
+	CHECK(backend_pwritev(NULL, bfd, many, IOV_MAX, 0, 0) == IOV_MAX * 16);
+	memset(r, 0, 65536);
+	CHECK(pread(bfd, r, IOV_MAX * 16, 0) == IOV_MAX * 16);
+	CHECK(memcmp(r, w, IOV_MAX * 16) == 0);
+	free(many);
+
+	/* The queue on a buffered descriptor: unaligned short read at EOF. */
+	for (int mode = 0; mode < 2; mode++) {
+		struct pc_ioq *q;
+		REQUIRE(ioq_create(NULL, 4, mode == 1, &q) == 0);
+		int saved = fd;
+		fd = bfd;
+		REQUIRE(ftruncate(bfd, 5000) == 0);
+		CHECK(do_io(q, IO_READ, r + 1, 8000, 3, 0) == 4997);
+		CHECK(memcmp(r + 1, w + 3, 4997) == 0);
+		fd = saved;
+		ioq_destroy(q);
+	}
+
+	close(bfd);
+	unlink(p2);
+	free(w);
+	free(r);
+}
+
+static bool pow2(unsigned x) { return x && !(x & (x - 1)); }
+
+static void test_dio_align(void)
+{
+	unsigned oa = 1, ma = 1;
+	CHECK(backend_dio_align(fd, &oa, &ma) == 0);
+	printf("dio_align: offset %u, memory %u (%s descriptor)\n", oa, ma, direct ? "O_DIRECT" : "buffered");
+	if (direct) {
+		CHECK(pow2(oa) && oa >= 512 && oa <= 65536);
+		CHECK(pow2(ma) && ma <= 65536);
+		/* The answer works: an I/O with exactly that alignment. */
+		uint8_t *b = abuf(2 * 65536);
+		memset(b, 1, 2 * 65536);
+		REQUIRE(pwrite(fd, b, 2 * 65536, 0) == 2 * 65536);
+		CHECK(pread(fd, b + ma, oa, oa) == (ssize_t)oa);
+		free(b);
+	} else {
+		CHECK(oa == 0 || pow2(oa));
+	}
+	CHECK(backend_dio_align(-1, &oa, &ma) == -EBADF);
+}
+
+static void test_holes(void)
+{
+	char p2[4300];
+	test_path(p2, sizeof(p2), dir, "sparse");
+	int sfd = open(p2, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(sfd >= 0);
+	REQUIRE(ftruncate(sfd, 1 << 20) == 0);
+	char b[4096];
+	memset(b, 1, sizeof(b));
+	REQUIRE(pwrite(sfd, b, 4096, 512 * 1024) == 4096);
+	REQUIRE(fsync(sfd) == 0);
+
+	/* SEEK_DATA may be unsupported: then everything "might be data". */
+	off_t probe = lseek(sfd, 0, SEEK_DATA);
+	bool seek_data = probe == 512 * 1024;
+	if (!seek_data)
+		printf("is_hole: SEEK_DATA does not report holes here (%lld); checking the safe answer\n",
+		       (long long)probe);
+	CHECK(backend_is_hole(sfd, 0, 64 * 1024) == seek_data);
+	CHECK(backend_is_hole(sfd, 0, 512 * 1024) == seek_data);
+	CHECK(!backend_is_hole(sfd, 0, 512 * 1024 + 1));
+	CHECK(!backend_is_hole(sfd, 512 * 1024, 4096));
+	CHECK(!backend_is_hole(sfd, 500 * 1024, 16 * 1024));
+	CHECK(!backend_is_hole(sfd, 512 * 1024 + 4095, 1));
+	CHECK(backend_is_hole(sfd, 600 * 1024, 64 * 1024) == seek_data);
+	CHECK(backend_is_hole(sfd, 516 * 1024, 1 << 20) == seek_data); /* hole to EOF and past */
+	CHECK(backend_is_hole(sfd, 2 << 20, 4096));                  /* past EOF */
+	CHECK(!backend_is_hole(-1, 0, 4096));                         /* error: "might be data" */
+	close(sfd);
+	unlink(p2);
+}
+
+static void run_queue_tests(bool uring)
+{
+	struct pc_ioq *q = NULL;
+	REQUIRE(ioq_create(cache, 16, uring, &q) == 0);
+	REQUIRE(q);
+	printf("queue %s: io_uring %s\n", uring ? "wanting io_uring" : "synchronous",
+	       ioq_is_uring(q) ? "yes" : "no");
+	if (!uring)
+		CHECK(!ioq_is_uring(q));
+	test_rw(q);
+	test_faults(q);
+	test_many(q);
+	test_chain(q);
+	ioq_destroy(q);
+	test_destroy_waits(cache, uring);
+	for (int i = 0; i < 20; i++)
+		test_destroy_chain(cache, uring);
+	if (uring)
+		test_depth(cache);
+}
+
+int main(void)
+{
+	dir = test_dir("test_backend");
+	test_path(path, sizeof(path), dir, "data");
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+	direct = fd >= 0;
+	if (!direct) {
+		printf("O_DIRECT refused here (%s); testing with a buffered descriptor\n", strerror(errno));
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	}
+	REQUIRE(fd >= 0);
+	cache = calloc(1, sizeof(*cache));
+	REQUIRE(cache);
+
+	run_queue_tests(true);
+	run_queue_tests(false);
+	test_sync_vectors();
+	test_dio_align();
+	test_holes();
+
+	close(fd);
+	free(cache);
+	test_rmdir(dir);
+	return test_done();
+}

@@ -1,0 +1,795 @@
+/*
+ * test_errors.c - device errors (through the cache's fault hook), errseq
+ * reporting, argument checks, and the lock that keeps other processes out.
+ *
+ * Fault injection: right after pc_cache_new (before any file, so before any
+ * flusher thread) c->fault_hook is set to a hook that fails device writes
+ * and/or reads with -EIO while the test says so (atomics: the hook runs on
+ * the flusher and completion threads).
+ *
+ *   (a) a failed write-back keeps the data dirty and pc_fsync reports EIO;
+ *       once the fault is gone the next fsync succeeds and the data is on
+ *       the device (read with plain O_DIRECT).  An error met by background
+ *       writeback is reported by the next fsync once, then fsync is 0.
+ *   (b) errseq: every handle open when the error happened sees it once (on
+ *       fsync or close); a handle opened after it does not.
+ *   (c) pc_cache_destroy returns -1/EIO when dirty data can never be
+ *       written (with the handle still open, and after a failed pc_close).
+ *   (d) a failed device read is -1/EIO from pc_pread and caches nothing
+ *       wrong: a read after the fault is gone returns the right data; also
+ *       for the read-modify-write of a partial block (PC_DSYNC write; the
+ *       deferred partial write merged by a reader and by fsync).
+ *   (e) argument checks: EINVAL / EBADF / EFBIG / EISDIR / EOPNOTSUPP as the
+ *       header says, never a crash.
+ *   (f) another process opening the file through pagecache gets EBUSY
+ *       while this one has it open, and succeeds after it closed it.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+
+static const char *dir;
+
+/* ------------------------------------------------------------ the hook */
+
+static _Atomic int fail_writes, fail_reads;
+static _Atomic long injected_writes, injected_reads;
+
+static int fault_hook(void *arg, int op, int fd, off_t off, size_t len)
+{
+	(void)arg, (void)fd, (void)off, (void)len;
+	if (op == IO_WRITE && atomic_load(&fail_writes)) {
+		atomic_fetch_add(&injected_writes, 1);
+		return -EIO;
+	}
+	if (op == IO_READ && atomic_load(&fail_reads)) {
+		atomic_fetch_add(&injected_reads, 1);
+		return -EIO;
+	}
+	return 0;
+}
+
+static struct pc_cache *new_cache(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 4 * MiB;
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = fault_hook;
+	c->fault_arg = NULL;
+	atomic_store(&fail_writes, 0);
+	atomic_store(&fail_reads, 0);
+	return c;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned salt)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)((i * 131 + salt * 17 + (i >> 9)) & 0xff);
+}
+
+/* The backing file, read with plain O_DIRECT into a fresh buffer. */
+static uint8_t *read_backing(const char *path, size_t *size)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	size_t cap = pc_round_up((uint64_t)st.st_size, 4096) + 4096;
+	uint8_t *buf;
+	REQUIRE(posix_memalign((void **)&buf, 4096, cap) == 0);
+	ssize_t r = pread(fd, buf, cap, 0);
+	CHECK(r == st.st_size);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return buf;
+}
+
+/* Wait (up to 5 s) until the cache has counted a failed device write. */
+static bool wait_write_error(struct pc_cache *c, uint64_t before)
+{
+	for (int i = 0; i < 500; i++) {
+		struct pc_stats s;
+		pc_cache_stats(c, &s);
+		if (s.write_errors > before)
+			return true;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/* Start background writeback of the file (it fails while the fault is on)
+ * and wait until it has failed. */
+static void background_writeback_fails(struct pc_cache *c, struct pc_file *h)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	CHECK(wait_write_error(c, s.write_errors));
+	/* Let the completion finish redirtying before the fault goes. */
+	for (int i = 0; i < 500; i++) {
+		pc_cache_stats(c, &s);
+		if (s.writeback_bytes == 0)
+			break;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---------------------------------------------------------------- (a) */
+
+static void a_writeback_failure_keeps_dirty(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "a");
+	struct pc_cache *c = new_cache();
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	uint8_t data[8192];
+	fill(data, sizeof(data), 1);
+
+	/* Through fsync. */
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	errno = 0;
+	CHECK(pc_fsync(h) == -1 && errno == EIO);
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes >= sizeof(data));
+	CHECK(s.write_errors > 0);
+	CHECK(atomic_load(&injected_writes) > 0);
+	/* Still failing: a new failure, reported again. */
+	errno = 0;
+	CHECK(pc_fdatasync(h) == -1 && errno == EIO);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes >= sizeof(data));
+	/* The data is still readable from the cache meanwhile. */
+	uint8_t rd[8192];
+	CHECK(pc_pread(h, rd, sizeof(rd), 0, 0) == (ssize_t)sizeof(rd));
+	CHECK(memcmp(rd, data, sizeof(rd)) == 0);
+	/* Fault gone: written, reported clean. */
+	atomic_store(&fail_writes, 0);
+	CHECK(pc_fsync(h) == 0);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes == 0);
+	CHECK(pc_fsync(h) == 0);
+	size_t size;
+	uint8_t *disk = read_backing(path, &size);
+	CHECK(size == sizeof(data));
+	CHECK(memcmp(disk, data, sizeof(data)) == 0);
+	free(disk);
+
+	/* Through background writeback: the next fsync reports it once. */
+	fill(data, sizeof(data), 2);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, sizeof(data), 4096, 0) == (ssize_t)sizeof(data));
+	background_writeback_fails(c, h);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes >= sizeof(data));
+	atomic_store(&fail_writes, 0);
+	errno = 0;
+	CHECK(pc_fsync(h) == -1 && errno == EIO);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes == 0); /* that fsync wrote it */
+	CHECK(pc_fsync(h) == 0);
+	disk = read_backing(path, &size);
+	CHECK(size == 4096 + sizeof(data));
+	CHECK(memcmp(disk + 4096, data, sizeof(data)) == 0);
+	free(disk);
+
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (b) */
+
+static void b_errseq(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "b");
+	struct pc_cache *c = new_cache();
+	struct pc_file *h1 = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct pc_file *h2 = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h1 && h2);
+	uint8_t data[4096];
+	fill(data, sizeof(data), 3);
+
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h1, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	background_writeback_fails(c, h1);
+	atomic_store(&fail_writes, 0);
+	struct pc_file *h3 = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h3);
+	errno = 0;
+	CHECK(pc_fsync(h1) == -1 && errno == EIO);
+	CHECK(pc_fsync(h1) == 0);
+	errno = 0;
+	CHECK(pc_fdatasync(h2) == -1 && errno == EIO);
+	CHECK(pc_fsync(h2) == 0);
+	CHECK(pc_fsync(h3) == 0); /* opened after the error */
+
+	/* A second error; close reports it to a handle that has not seen it. */
+	fill(data, sizeof(data), 4);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h2, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	background_writeback_fails(c, h2);
+	atomic_store(&fail_writes, 0);
+	errno = 0;
+	CHECK(pc_close(h2) == -1 && errno == EIO);
+	errno = 0;
+	CHECK(pc_fsync(h1) == -1 && errno == EIO);
+	CHECK(pc_close(h1) == 0); /* already reported to h1 */
+	errno = 0;
+	CHECK(pc_close(h3) == -1 && errno == EIO);
+
+	size_t size;
+	uint8_t *disk = read_backing(path, &size);
+	CHECK(size == sizeof(data));
+	CHECK(memcmp(disk, data, sizeof(data)) == 0);
+	free(disk);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (c) */
+
+static void c_destroy_reports_lost_data(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "c");
+	uint8_t data[4096];
+	fill(data, sizeof(data), 5);
+
+	/* The handle still open. */
+	struct pc_cache *c = new_cache();
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+	atomic_store(&fail_writes, 0);
+
+	/* After a failed close. */
+	c = new_cache();
+	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	errno = 0;
+	CHECK(pc_close(h) == -1 && errno == EIO);
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+	atomic_store(&fail_writes, 0);
+
+	/* And a clean destroy is 0 (the fault gone before it). */
+	c = new_cache();
+	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	errno = 0;
+	CHECK(pc_fsync(h) == -1 && errno == EIO);
+	atomic_store(&fail_writes, 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	size_t size;
+	uint8_t *disk = read_backing(path, &size);
+	CHECK(size == sizeof(data));
+	CHECK(memcmp(disk, data, sizeof(data)) == 0);
+	free(disk);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (d) */
+
+static void d_read_failure(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "d");
+	uint8_t data[64 * 1024];
+	fill(data, sizeof(data), 6);
+	{
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(fd >= 0);
+		REQUIRE(write(fd, data, sizeof(data)) == (ssize_t)sizeof(data));
+		REQUIRE(fsync(fd) == 0);
+		close(fd);
+	}
+	struct pc_cache *c = new_cache();
+	struct pc_file *h = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h);
+	uint8_t *rd = malloc(sizeof(data));
+	REQUIRE(rd);
+
+	/* A plain read, twice while failing, then right. */
+	atomic_store(&fail_reads, 1);
+	errno = 0;
+	CHECK(pc_pread(h, rd, 8192, 0, 0) == -1 && errno == EIO);
+	errno = 0;
+	CHECK(pc_pread(h, rd, 8192, 0, 0) == -1 && errno == EIO);
+	errno = 0;
+	CHECK(pc_pread(h, rd, 100, 5000, 0) == -1 && errno == EIO);
+	CHECK(atomic_load(&injected_reads) > 0);
+	atomic_store(&fail_reads, 0);
+	memset(rd, 0, sizeof(data));
+	CHECK(pc_pread(h, rd, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	CHECK(memcmp(rd, data, sizeof(data)) == 0);
+
+	/* Nothing cached past here: the read-modify-write of a partial
+	 * block.  PC_DSYNC reads at write time: the write fails, changes
+	 * nothing. */
+	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	uint8_t small[100];
+	memset(small, 0xc3, sizeof(small));
+	atomic_store(&fail_reads, 1);
+	errno = 0;
+	CHECK(pc_pwrite(h, small, sizeof(small), 16384 + 10, PC_DSYNC) == -1 && errno == EIO);
+	atomic_store(&fail_reads, 0);
+	CHECK(pc_pread(h, rd, 4096, 16384, 0) == 4096);
+	CHECK(memcmp(rd, data + 16384, 4096) == 0);
+
+	/* A deferred partial write (no read at write time): a reader that
+	 * must merge device data around it fails with EIO and returns no
+	 * garbage; fsync, which must merge too, fails; the data stays
+	 * dirty; once reads work again everything comes right. */
+	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	atomic_store(&fail_reads, 1);
+	struct pc_stats s;
+	errno = 0;
+	ssize_t w = pc_pwrite(h, small, sizeof(small), 32768 + 10, 0);
+	/* (A cache that reads at write time fails the write instead.) */
+	CHECK(w == (ssize_t)sizeof(small) || (w == -1 && errno == EIO));
+	if (w == (ssize_t)sizeof(small)) {
+		memcpy(data + 32768 + 10, small, sizeof(small));
+		pc_cache_stats(c, &s);
+		CHECK(s.deferred_rmw > 0);
+		errno = 0;
+		CHECK(pc_pread(h, rd, 4096, 32768, 0) == -1 && errno == EIO);
+		errno = 0;
+		CHECK(pc_pread(h, rd, 20, 32768 + 5, 0) == -1 && errno == EIO); /* 5 bytes not written */
+		errno = 0;
+		CHECK(pc_fsync(h) == -1 && errno == EIO);
+		pc_cache_stats(c, &s);
+		CHECK(s.dirty_bytes > 0);
+	}
+	atomic_store(&fail_reads, 0);
+	memset(rd, 0, 4096);
+	CHECK(pc_pread(h, rd, 4096, 32768, 0) == 4096);
+	CHECK(memcmp(rd, data + 32768, 4096) == 0);
+	CHECK(pc_fsync(h) == 0);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	size_t size;
+	uint8_t *disk = read_backing(path, &size);
+	CHECK(size == sizeof(data));
+	CHECK(memcmp(disk, data, sizeof(data)) == 0);
+	free(disk);
+	free(rd);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (e) */
+
+#define CHECK_ERR(call, err)                                                   \
+	do {                                                                   \
+		errno = 0;                                                     \
+		long long r_ = (long long)(call);                              \
+		int e_ = errno;                                                \
+		CHECK(r_ == -1 && e_ == (err));                                \
+		if (r_ != -1 || e_ != (err))                                   \
+			fprintf(stderr, "  %s: got %lld errno %d (%s), expected -1 %s\n", #call, r_, e_, \
+				strerror(e_), #err);                           \
+	} while (0)
+
+#define CHECK_NULL_ERR(call, err)                                              \
+	do {                                                                   \
+		errno = 0;                                                     \
+		void *p_ = (void *)(call);                                     \
+		int e_ = errno;                                                \
+		CHECK(p_ == NULL && e_ == (err));                              \
+		if (p_ != NULL || e_ != (err))                                 \
+			fprintf(stderr, "  %s: got %p errno %d (%s), expected NULL %s\n", #call, p_, e_, \
+				strerror(e_), #err);                           \
+	} while (0)
+
+static void bad_config(void (*change)(struct pc_config *), const char *what)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	change(&cfg);
+	errno = 0;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	int e = errno;
+	CHECK(c == NULL && e == EINVAL);
+	if (c || e != EINVAL)
+		fprintf(stderr, "  config %s: got %p errno %d, expected NULL EINVAL\n", what, (void *)c, e);
+	if (c)
+		pc_cache_destroy(c);
+}
+
+static void cfg_mem_small(struct pc_config *c) { c->memory_limit = 512 * KiB; c->max_folio_size = 4096; }
+static void cfg_mem_lt_16_folios(struct pc_config *c) { c->memory_limit = 2 * MiB; c->max_folio_size = 256 * KiB; }
+static void cfg_folio_not_pow2(struct pc_config *c) { c->max_folio_size = 12288; }
+static void cfg_folio_too_small(struct pc_config *c) { c->max_folio_size = 2048; }
+static void cfg_folio_too_big(struct pc_config *c) { c->max_folio_size = 4 * MiB; c->memory_limit = 256 * MiB; }
+static void cfg_block_1000(struct pc_config *c) { c->block_size = 1000; }
+static void cfg_block_256(struct pc_config *c) { c->block_size = 256; }
+static void cfg_block_128k(struct pc_config *c) { c->block_size = 128 * 1024; }
+static void cfg_dirty_over_half(struct pc_config *c) { c->memory_limit = 64 * MiB; c->dirty_limit_bytes = 33 * MiB; }
+static void cfg_bg_over_limit(struct pc_config *c)
+{
+	c->memory_limit = 64 * MiB;
+	c->dirty_limit_bytes = 8 * MiB;
+	c->dirty_background_bytes = 9 * MiB;
+}
+static void cfg_unknown_flag(struct pc_config *c) { c->flags = 0x100; }
+
+static void e_argument_checks(void)
+{
+	char path[4300], rpath[4300];
+	test_path(path, sizeof(path), dir, "e");
+	test_path(rpath, sizeof(rpath), dir, "e_ro");
+	struct pc_cache *c = new_cache();
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	uint8_t buf[4096];
+	memset(buf, 1, sizeof(buf));
+	CHECK(pc_pwrite(h, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+
+	/* Buffers, offsets, flags. */
+	CHECK_ERR(pc_pread(h, NULL, 10, 0, 0), EINVAL);
+	CHECK_ERR(pc_pwrite(h, NULL, 10, 0, 0), EINVAL);
+	CHECK(pc_pread(h, NULL, 0, 0, 0) == 0);
+	CHECK(pc_pwrite(h, NULL, 0, 0, 0) == 0);
+	CHECK_ERR(pc_pread(h, buf, 10, -1, 0), EINVAL);
+	CHECK_ERR(pc_pwrite(h, buf, 10, -1, 0), EINVAL);
+	CHECK_ERR(pc_pwrite(h, buf, 10, (off_t)INT64_MAX - 5, 0), EFBIG);
+	CHECK_ERR(pc_pwrite(h, buf, 10, (off_t)INT64_MAX, 0), EFBIG);
+	CHECK(pc_pread(h, buf, 10, (off_t)INT64_MAX - 5, 0) == 0);
+	CHECK_ERR(pc_pread(h, buf, 10, 0, 0x100), EINVAL);
+	CHECK_ERR(pc_pwrite(h, buf, 10, 0, 0x100), EINVAL);
+	CHECK_ERR(pc_pread(h, buf, 10, 0, 0x40000000), EINVAL);
+	CHECK(pc_size(h) == 4096); /* nothing above changed the file */
+
+	/*
+	 * Past the backing file system's largest file (2^62 is beyond ext4's
+	 * 16 TiB): what pwrite/ftruncate on a normal descriptor of the same
+	 * file system says, the cache must say too, at the call, rather than
+	 * take the data and fail every later fsync/close with it.
+	 */
+	{
+		char spath[4400];
+		snprintf(spath, sizeof(spath), "%s/e_limit", dir);
+		int fd = open(spath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(fd >= 0);
+		const off_t far = (off_t)1 << 62;
+		errno = 0;
+		ssize_t kw = pwrite(fd, buf, 10, far);
+		int kwe = errno;
+		errno = 0;
+		int kt = ftruncate(fd, far);
+		int kte = errno;
+		close(fd);
+		unlink(spath);
+		errno = 0;
+		int pt = pc_ftruncate(h, far);
+		int pte = errno;
+		CHECK(kt < 0 ? (pt == -1 && pte == kte) : pt == 0);
+		if (kt < 0 ? (pt != -1 || pte != kte) : pt != 0)
+			fprintf(stderr, "  pc_ftruncate to 2^62: got %d errno %d, ftruncate on the file system: %d errno "
+				"%d\n", pt, pte, kt, kte);
+		/* Back to 4 KiB either way (drops what could not be written). */
+		CHECK(pc_ftruncate(h, 4096) == 0);
+		errno = 0;
+		ssize_t pw = pc_pwrite(h, buf, 10, far, 0);
+		int pwe = errno;
+		CHECK(kw < 0 ? (pw == -1 && pwe == kwe) : pw == 10);
+		if (kw < 0 ? (pw != -1 || pwe != kwe) : pw != 10)
+			fprintf(stderr, "  pc_pwrite of 10 bytes at 2^62: got %zd errno %d, pwrite on the file system: %zd "
+				"errno %d\n", pw, pwe, kw, kwe);
+		CHECK(pc_ftruncate(h, 4096) == 0);
+		CHECK(pc_fsync(h) == 0);
+	}
+
+	/* Vectors. */
+	struct iovec iov[2] = { { buf, 10 }, { NULL, 10 } };
+	CHECK_ERR(pc_preadv(h, iov, 2, 0, 0), EINVAL);
+	CHECK_ERR(pc_pwritev(h, iov, 2, 0, 0), EINVAL);
+	CHECK_ERR(pc_preadv(h, NULL, 1, 0, 0), EINVAL);
+	CHECK_ERR(pc_pwritev(h, NULL, 1, 0, 0), EINVAL);
+	CHECK_ERR(pc_preadv(h, iov, -1, 0, 0), EINVAL);
+	CHECK(pc_preadv(h, NULL, 0, 0, 0) == 0);
+	struct iovec *many = calloc(IOV_MAX + 1, sizeof(*many));
+	REQUIRE(many);
+	for (int i = 0; i <= IOV_MAX; i++)
+		many[i] = (struct iovec){ buf, 1 };
+	CHECK_ERR(pc_preadv(h, many, IOV_MAX + 1, 0, 0), EINVAL);
+	CHECK_ERR(pc_pwritev(h, many, IOV_MAX + 1, 0, 0), EINVAL);
+	CHECK(pc_preadv(h, many, IOV_MAX, 0, 0) == IOV_MAX);
+	free(many);
+
+	/* truncate, fallocate, fadvise. */
+	CHECK_ERR(pc_ftruncate(h, -1), EINVAL);
+	CHECK_ERR(pc_fallocate(h, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), EOPNOTSUPP);
+	CHECK_ERR(pc_fallocate(h, FALLOC_FL_PUNCH_HOLE, 0, 4096), EOPNOTSUPP); /* without KEEP_SIZE */
+	CHECK_ERR(pc_fallocate(h, FALLOC_FL_INSERT_RANGE, 0, 4096), EOPNOTSUPP);
+	CHECK_ERR(pc_fallocate(h, 0x4000, 0, 4096), EOPNOTSUPP);
+	CHECK_ERR(pc_fallocate(h, 0, 0, 0), EINVAL);
+	CHECK_ERR(pc_fallocate(h, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 0), EINVAL);
+	CHECK_ERR(pc_fallocate(h, 0, 0, -4096), EINVAL);
+	CHECK_ERR(pc_fallocate(h, 0, -1, 4096), EINVAL);
+	CHECK_ERR(pc_fallocate(h, 0, (off_t)INT64_MAX - 10, 4096), EFBIG);
+	CHECK_ERR(pc_fadvise(h, 0, 0, 99), EINVAL);
+	CHECK_ERR(pc_fadvise(h, 0, 0, -1), EINVAL);
+	CHECK_ERR(pc_fadvise(h, -1, 0, POSIX_FADV_WILLNEED), EINVAL);
+	CHECK_ERR(pc_fadvise(h, 0, -1, POSIX_FADV_WILLNEED), EINVAL);
+	CHECK(pc_size(h) == 4096);
+
+	/* Access modes. */
+	CHECK(pc_fsync(h) == 0);
+	struct pc_file *ro = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(ro);
+	CHECK(pc_pread(ro, buf, 10, 0, 0) == 10);
+	CHECK_ERR(pc_pwrite(ro, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_pwritev(ro, iov, 1, 0, 0), EBADF);
+	CHECK_ERR(pc_ftruncate(ro, 0), EBADF);
+	CHECK_ERR(pc_fallocate(ro, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), EBADF);
+	CHECK(pc_size(h) == 4096);
+	CHECK(pc_close(ro) == 0);
+	struct pc_file *wo = pc_open(c, path, O_WRONLY, 0);
+	REQUIRE(wo);
+	CHECK(pc_pwrite(wo, buf, 10, 0, 0) == 10);
+	CHECK_ERR(pc_pread(wo, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_preadv(wo, iov, 1, 0, 0), EBADF);
+	CHECK(pc_close(wo) == 0);
+	/* A file opened read-only only (no writable handle in the cache). */
+	{
+		int fd = open(rpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(fd >= 0);
+		REQUIRE(write(fd, buf, 4096) == 4096);
+		close(fd);
+	}
+	ro = pc_open(c, rpath, O_RDONLY, 0);
+	REQUIRE(ro);
+	CHECK_ERR(pc_pwrite(ro, buf, 10, 0, 0), EBADF);
+	CHECK(pc_pread(ro, buf, 4096, 0, 0) == 4096);
+	CHECK(pc_close(ro) == 0);
+
+	/* pc_open. */
+	CHECK_NULL_ERR(pc_open(c, path, O_RDWR | O_APPEND, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(c, path, O_RDWR | O_NONBLOCK, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(c, path, O_ACCMODE, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(c, path, O_RDWR | O_PATH, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(c, NULL, O_RDWR, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(NULL, path, O_RDWR, 0), EINVAL);
+	CHECK_NULL_ERR(pc_open(c, dir, O_RDONLY, 0), EISDIR);
+	CHECK_NULL_ERR(pc_open(c, dir, O_RDWR, 0), EISDIR);
+	char missing[4400];
+	snprintf(missing, sizeof(missing), "%s/no/such/file", dir);
+	CHECK_NULL_ERR(pc_open(c, missing, O_RDWR | O_CREAT, 0644), ENOENT);
+	CHECK_NULL_ERR(pc_open(c, path, O_RDWR | O_CREAT | O_EXCL, 0644), EEXIST);
+	CHECK_NULL_ERR(pc_open(c, "/dev/null", O_RDONLY, 0), EINVAL);
+
+	/* Closed handle: EBADF for every call, right after close. */
+	struct pc_file *cl = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(cl);
+	CHECK(pc_close(cl) == 0);
+	CHECK_ERR(pc_pread(cl, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_pwrite(cl, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_preadv(cl, iov, 1, 0, 0), EBADF);
+	CHECK_ERR(pc_pwritev(cl, iov, 1, 0, 0), EBADF);
+	CHECK_ERR(pc_fsync(cl), EBADF);
+	CHECK_ERR(pc_fdatasync(cl), EBADF);
+	CHECK_ERR(pc_ftruncate(cl, 0), EBADF);
+	CHECK_ERR(pc_fallocate(cl, 0, 0, 4096), EBADF);
+	CHECK_ERR(pc_fadvise(cl, 0, 0, POSIX_FADV_DONTNEED), EBADF);
+	CHECK_ERR(pc_size(cl), EBADF);
+	CHECK_ERR(pc_close(cl), EBADF);
+	struct pc_stats st;
+	memset(&st, 0xff, sizeof(st));
+	pc_file_stats(cl, &st);
+	CHECK(st.dev_read_ios == 0 && st.cached_bytes == 0 && st.block_size == 0);
+	CHECK(pc_size(h) == 4096); /* the open handle is untouched */
+
+	/* NULL handle everywhere. */
+	CHECK_ERR(pc_pread(NULL, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_pwrite(NULL, buf, 10, 0, 0), EBADF);
+	CHECK_ERR(pc_preadv(NULL, iov, 1, 0, 0), EBADF);
+	CHECK_ERR(pc_pwritev(NULL, iov, 1, 0, 0), EBADF);
+	CHECK_ERR(pc_fsync(NULL), EBADF);
+	CHECK_ERR(pc_fdatasync(NULL), EBADF);
+	CHECK_ERR(pc_close(NULL), EBADF);
+	CHECK_ERR(pc_ftruncate(NULL, 0), EBADF);
+	CHECK_ERR(pc_fallocate(NULL, 0, 0, 4096), EBADF);
+	CHECK_ERR(pc_fadvise(NULL, 0, 0, POSIX_FADV_DONTNEED), EBADF);
+	CHECK_ERR(pc_size(NULL), EBADF);
+	CHECK_ERR(pc_cache_destroy(NULL), EINVAL);
+	memset(&st, 0xff, sizeof(st));
+	pc_file_stats(NULL, &st);
+	CHECK(st.dev_write_ios == 0 && st.dirty_bytes == 0);
+	memset(&st, 0xff, sizeof(st));
+	pc_cache_stats(NULL, &st);
+	CHECK(st.dev_write_ios == 0 && st.cached_bytes == 0 && st.folios == 0);
+	pc_cache_stats(c, NULL);
+	pc_file_stats(h, NULL);
+	pc_config_init(NULL);
+
+	/* Config: every field is checked. */
+	bad_config(cfg_mem_small, "memory_limit 512 KiB");
+	bad_config(cfg_mem_lt_16_folios, "memory_limit < 16 * max_folio_size");
+	bad_config(cfg_folio_not_pow2, "max_folio_size 12 KiB");
+	bad_config(cfg_folio_too_small, "max_folio_size 2 KiB");
+	bad_config(cfg_folio_too_big, "max_folio_size 4 MiB");
+	bad_config(cfg_block_1000, "block_size 1000");
+	bad_config(cfg_block_256, "block_size 256");
+	bad_config(cfg_block_128k, "block_size 128 KiB");
+	bad_config(cfg_dirty_over_half, "dirty_limit > 50 %");
+	bad_config(cfg_bg_over_limit, "dirty_background > dirty_limit");
+	bad_config(cfg_unknown_flag, "unknown flag");
+	/* And the defaults are fine. */
+	struct pc_cache *d = pc_cache_new(NULL);
+	CHECK(d != NULL);
+	if (d)
+		CHECK(pc_cache_destroy(d) == 0);
+
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+	unlink(rpath);
+}
+
+/* ---------------------------------------------------------------- (f) */
+
+/* In a child process: a new cache opening path with flags.  Exit status 0
+ * when it opened, else errno (EBUSY = 16); 100+ for setup failures. */
+static int child_open(const char *path, int flags)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct pc_config cfg;
+		pc_config_init(&cfg);
+		cfg.memory_limit = 2 * MiB;
+		cfg.max_folio_size = 64 * KiB;
+		struct pc_cache *c = pc_cache_new(&cfg);
+		if (!c)
+			_exit(100);
+		errno = 0;
+		struct pc_file *h = pc_open(c, path, flags, 0);
+		int e = h ? 0 : errno;
+		if (h && pc_close(h) != 0)
+			e = 101;
+		if (pc_cache_destroy(c) != 0)
+			e = 102;
+		_exit(e > 99 ? e : (e == 0 ? 0 : (e & 0x7f)));
+	}
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	REQUIRE(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void f_other_process_refused(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "f");
+	uint8_t buf[4096];
+	memset(buf, 9, sizeof(buf));
+	{
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(fd >= 0);
+		REQUIRE(write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+		close(fd);
+	}
+	int r;
+
+	/* Open read-only here (a new cache): other readers are fine,
+	 * writers are not. */
+	struct pc_cache *c = new_cache();
+	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	r = child_open(path, O_RDONLY);
+	CHECK(r == 0);
+	if (r != 0)
+		fprintf(stderr, "  child pc_open O_RDONLY while held O_RDONLY: exit %d, expected 0\n", r);
+	r = child_open(path, O_RDWR);
+	CHECK(r == EBUSY);
+	if (r != EBUSY)
+		fprintf(stderr, "  child pc_open O_RDWR while held O_RDONLY: exit %d, expected EBUSY\n", r);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	/* Open read-write here, with data cached. */
+	c = new_cache();
+	h = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h);
+	CHECK(pc_pwrite(h, buf, 100, 0, 0) == 100);
+	uint8_t rd[4096];
+	CHECK(pc_pread(h, rd, sizeof(rd), 0, 0) == (ssize_t)sizeof(rd));
+
+	/* Open for writing here: refused for writing and for reading. */
+	r = child_open(path, O_RDWR);
+	CHECK(r == EBUSY);
+	if (r != EBUSY)
+		fprintf(stderr, "  child pc_open O_RDWR while held O_RDWR: exit %d, expected EBUSY\n", r);
+	r = child_open(path, O_RDONLY);
+	CHECK(r == EBUSY);
+	if (r != EBUSY)
+		fprintf(stderr, "  child pc_open O_RDONLY while held O_RDWR: exit %d, expected EBUSY\n", r);
+	/* A second handle here does not release it. */
+	struct pc_file *h2 = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h2);
+	CHECK(pc_close(h2) == 0);
+	CHECK(child_open(path, O_RDWR) == EBUSY);
+
+	/* Closed here (clean data may stay cached): the child gets it. */
+	CHECK(pc_close(h) == 0);
+	r = child_open(path, O_RDWR);
+	CHECK(r == 0);
+	if (r != 0)
+		fprintf(stderr, "  child pc_open O_RDWR after close: exit %d, expected 0\n", r);
+
+	/* Reopened here read-only, in the cache that had it open read-write
+	 * (its clean data still cached): only a reader now, so other readers
+	 * are fine and writers are not, as with a new cache. */
+	h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	r = child_open(path, O_RDONLY);
+	CHECK(r == 0);
+	if (r != 0)
+		fprintf(stderr, "  child pc_open O_RDONLY while held O_RDONLY (reopened after O_RDWR): exit %d, "
+			"expected 0\n", r);
+	CHECK(child_open(path, O_RDWR) == EBUSY);
+	CHECK(pc_close(h) == 0);
+	CHECK(child_open(path, O_RDWR) == 0);
+
+	/* Reopened here after the child wrote nothing: data still right. */
+	h = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h);
+	CHECK(pc_pread(h, rd, sizeof(rd), 0, 0) == (ssize_t)sizeof(rd));
+	CHECK(memcmp(rd, buf, sizeof(rd)) == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
+int main(void)
+{
+	dir = test_dir("errors");
+	struct {
+		void (*fn)(void);
+		const char *name;
+	} tests[] = {
+		{ a_writeback_failure_keeps_dirty, "a: failed write-back keeps data dirty, fsync reports EIO" },
+		{ b_errseq, "b: errseq, once per handle open at the error" },
+		{ c_destroy_reports_lost_data, "c: pc_cache_destroy reports unwritable dirty data" },
+		{ d_read_failure, "d: failed device read is EIO, caches nothing wrong" },
+		{ e_argument_checks, "e: argument checks" },
+		{ f_other_process_refused, "f: another process gets EBUSY" },
+	};
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		unsigned before = tu_failed;
+		tests[i].fn();
+		printf("%s: %s\n", tests[i].name, tu_failed == before ? "ok" : "FAILED");
+	}
+	test_rmdir(dir);
+	return test_done();
+}

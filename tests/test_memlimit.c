@@ -1,0 +1,265 @@
+/*
+ * test_memlimit.c - folio memory never exceeds memory_limit, and dirty data
+ * is written back, never dropped, under a working set 4x the limit.
+ *
+ * A cache of 4 MiB (largest folio 64 KiB) serves a 16 MiB file: sequential
+ * writes of all of it, then random reads and writes of random sizes over
+ * it, then a sequential read of all of it.  Every read is compared with an
+ * in-memory model of the file, and after every operation pc_cache_stats
+ * must show cached_bytes <= memory_limit and at least one folio (the
+ * largest cached_bytes seen is printed).  At the end evictions must have
+ * happened, and after pc_close and pc_cache_destroy the backing file, read
+ * with plain O_DIRECT, must equal the model byte for byte.
+ *
+ * Then the metadata claim of the header: a folio descriptor is 64 bytes,
+ * and the descriptors plus the index nodes of a file cached in 4 KiB folios
+ * cost at most 2 % of the cached bytes, by the formula (64 bytes plus one
+ * 64-slot index node per 64 pages, plus the nodes above) and as measured
+ * (the radix tree's node counter, rt_test_nodes).
+ *
+ * PC_SEED replays the random part.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <stdatomic.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+
+#define MEM_LIMIT (4 * MiB)
+#define FILE_SIZE (16 * MiB)
+#define RANDOM_OPS 10000
+#define MAX_RANDOM_LEN (192 * KiB)
+
+/* radix.c's node counter (a test hook). */
+extern _Atomic long rt_test_nodes;
+
+static const char *dir;
+static uint8_t *model;       /* what the file must hold */
+static uint8_t *rdbuf;
+static uint64_t rng;
+static uint64_t max_cached, checks;
+static unsigned limit_failures;
+
+static void check_memory(struct pc_cache *c, const char *what, uint64_t op)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	checks++;
+	if (s.cached_bytes > max_cached)
+		max_cached = s.cached_bytes;
+	if (s.cached_bytes > MEM_LIMIT || s.folios == 0) {
+		if (limit_failures++ < 5)
+			fprintf(stderr, "%s op %llu: cached_bytes %llu (limit %llu), folios %llu\n", what,
+				(unsigned long long)op, (unsigned long long)s.cached_bytes,
+				(unsigned long long)MEM_LIMIT, (unsigned long long)s.folios);
+	}
+	CHECK(s.cached_bytes <= MEM_LIMIT);
+	CHECK(s.folios > 0);
+}
+
+static void random_bytes(uint8_t *p, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x = tu_rand(&rng);
+		memcpy(p + i, &x, 8);
+	}
+	uint64_t x = tu_rand(&rng);
+	for (; i < n; i++, x >>= 8)
+		p[i] = (uint8_t)x;
+}
+
+static void verify_read(struct pc_file *h, uint64_t off, size_t len, const char *what, uint64_t op)
+{
+	memset(rdbuf, 0xa5, len);
+	ssize_t r = pc_pread(h, rdbuf, len, (off_t)off, 0);
+	CHECK(r == (ssize_t)len);
+	if (r == (ssize_t)len && memcmp(rdbuf, model + off, len) != 0) {
+		size_t i = 0;
+		while (rdbuf[i] == model[off + i])
+			i++;
+		fprintf(stderr, "%s op %llu: read [%llu, +%zu) differs at byte %llu: got %02x, expected %02x\n",
+			what, (unsigned long long)op, (unsigned long long)off, len,
+			(unsigned long long)(off + i), rdbuf[i], model[off + i]);
+		CHECK(!"read data matches the model");
+	}
+}
+
+static void working_set_4x(void)
+{
+	char path[4300];
+	test_path(path, sizeof(path), dir, "ws");
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = MEM_LIMIT;
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	uint8_t *wbuf = malloc(MAX_RANDOM_LEN);
+	REQUIRE(wbuf);
+	uint64_t op = 0;
+
+	/* Sequential writes of the whole file, 64 KiB each. */
+	for (uint64_t off = 0; off < FILE_SIZE; off += 64 * KiB, op++) {
+		random_bytes(model + off, 64 * KiB);
+		CHECK(pc_pwrite(h, model + off, 64 * KiB, (off_t)off, 0) == (ssize_t)(64 * KiB));
+		check_memory(c, "sequential write", op);
+	}
+	CHECK(pc_size(h) == (off_t)FILE_SIZE);
+
+	/* Random reads and writes of 1 byte to 192 KiB over the whole file. */
+	for (unsigned i = 0; i < RANDOM_OPS; i++, op++) {
+		uint64_t r = tu_rand(&rng);
+		size_t len;
+		switch (r % 4) {
+		case 0: len = 1 + (size_t)(tu_rand(&rng) % 512); break;
+		case 1: len = 1 + (size_t)(tu_rand(&rng) % (8 * KiB)); break;
+		case 2: len = 4 * KiB * (1 + (size_t)(tu_rand(&rng) % 16)); break;
+		default: len = 1 + (size_t)(tu_rand(&rng) % MAX_RANDOM_LEN); break;
+		}
+		uint64_t off = tu_rand(&rng) % (FILE_SIZE - len + 1);
+		if ((r >> 8) % 4 == 0)
+			off &= ~(4 * KiB - 1); /* some aligned */
+		if ((r >> 16) % 2) {
+			random_bytes(wbuf, len);
+			memcpy(model + off, wbuf, len);
+			CHECK(pc_pwrite(h, wbuf, len, (off_t)off, 0) == (ssize_t)len);
+			check_memory(c, "random write", op);
+		} else {
+			verify_read(h, off, len, "random read", op);
+			check_memory(c, "random read", op);
+		}
+	}
+
+	/* A sequential read of everything (read-ahead under pressure). */
+	for (uint64_t off = 0; off < FILE_SIZE; off += MiB, op++) {
+		verify_read(h, off, MiB, "sequential read", op);
+		check_memory(c, "sequential read", op);
+	}
+
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	printf("memlimit: %llu checks, max cached_bytes %llu of %llu (%.1f %%), evictions %llu, "
+	       "device writes %llu MiB in %llu I/Os, reads %llu MiB, throttle waits %llu\n",
+	       (unsigned long long)checks, (unsigned long long)max_cached, (unsigned long long)MEM_LIMIT,
+	       100.0 * (double)max_cached / (double)MEM_LIMIT, (unsigned long long)s.evictions,
+	       (unsigned long long)(s.dev_write_bytes / MiB), (unsigned long long)s.dev_write_ios,
+	       (unsigned long long)(s.dev_read_bytes / MiB), (unsigned long long)s.throttle_waits);
+	CHECK(max_cached <= MEM_LIMIT);
+	CHECK(s.evictions > 0);
+	/* The cache was used, not bypassed. */
+	CHECK(max_cached >= MEM_LIMIT / 2);
+
+	CHECK(pc_fsync(h) == 0);
+	pc_cache_stats(c, &s);
+	CHECK(s.dirty_bytes == 0);
+	CHECK(s.writeback_bytes == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	/* Nothing dirty was dropped: the device holds the model. */
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	CHECK(st.st_size == (off_t)FILE_SIZE);
+	uint8_t *dbuf;
+	REQUIRE(posix_memalign((void **)&dbuf, 4096, MiB) == 0);
+	unsigned bad = 0;
+	for (uint64_t off = 0; off < FILE_SIZE; off += MiB) {
+		ssize_t r = pread(fd, dbuf, MiB, (off_t)off);
+		CHECK(r == (ssize_t)MiB);
+		if (r == (ssize_t)MiB && memcmp(dbuf, model + off, MiB) != 0) {
+			size_t i = 0;
+			while (dbuf[i] == model[off + i])
+				i++;
+			if (bad++ < 5)
+				fprintf(stderr, "backing file differs from the model at byte %llu\n",
+					(unsigned long long)(off + i));
+		}
+	}
+	CHECK(bad == 0);
+	close(fd);
+	free(dbuf);
+	free(wbuf);
+	unlink(path);
+}
+
+/* --------------------------------------------------------------- metadata */
+
+static void metadata_claim(void)
+{
+	/* The descriptor. */
+	CHECK(sizeof(struct pc_folio) == 64);
+	printf("metadata: sizeof(struct pc_folio) %zu, sizeof(struct rt_node) %zu\n", sizeof(struct pc_folio),
+	       sizeof(struct rt_node));
+
+	/* By the formula: per 4 KiB page one descriptor, 1/64 of a leaf
+	 * node, and the interior nodes above (1/64 of that again, and so
+	 * on: a factor 64/63). */
+	double per_page = (double)sizeof(struct pc_folio) + (double)sizeof(struct rt_node) / RT_SLOTS * 64.0 / 63.0;
+	double pct = 100.0 * per_page / PC_PAGE_SIZE;
+	printf("metadata: per 4 KiB folio %.1f bytes = %.2f %% (formula)\n", per_page, pct);
+	CHECK(pct <= 2.0);
+
+	/* The descriptor table of the whole arena. */
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = MEM_LIMIT;
+	cfg.max_folio_size = 64 * KiB;
+	cfg.block_size = 4096;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	CHECK((uint64_t)c->npages * sizeof(struct pc_folio) * 50 <= c->arena_bytes);
+
+	/* Measured: every 4 KiB page of 3 MiB written in a scrambled order,
+	 * one 4 KiB folio each (no eviction: it fits in the limit). */
+	char path[4300];
+	test_path(path, sizeof(path), dir, "meta");
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	const unsigned pages = 768;
+	long nodes0 = atomic_load(&rt_test_nodes);
+	uint8_t page[4096];
+	memset(page, 0x5a, sizeof(page));
+	for (unsigned i = 0; i < pages; i++) {
+		unsigned p = (i * 337u) % pages; /* 337 is prime to 768: a permutation */
+		CHECK(pc_pwrite(h, page, sizeof(page), (off_t)p * 4096, 0) == 4096);
+	}
+	long nodes = atomic_load(&rt_test_nodes) - nodes0;
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	CHECK(s.folios == pages);
+	CHECK(s.cached_bytes == (uint64_t)pages * 4096);
+	CHECK(s.evictions == 0);
+	uint64_t meta = s.folios * sizeof(struct pc_folio) + (uint64_t)nodes * sizeof(struct rt_node);
+	double mpct = s.cached_bytes ? 100.0 * (double)meta / (double)s.cached_bytes : 100.0;
+	printf("metadata: %llu folios of 4 KiB, %ld index nodes: %llu bytes = %.2f %% (measured)\n",
+	       (unsigned long long)s.folios, nodes, (unsigned long long)meta, mpct);
+	CHECK(nodes > 0);
+	CHECK(mpct <= 2.0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
+int main(void)
+{
+	dir = test_dir("memlimit");
+	rng = test_seed("test_memlimit", 0x6d656d6c696d6974ull);
+	model = malloc(FILE_SIZE);
+	rdbuf = malloc(FILE_SIZE < MiB ? FILE_SIZE : MiB);
+	REQUIRE(model && rdbuf);
+	working_set_4x();
+	metadata_claim();
+	free(model);
+	free(rdbuf);
+	test_rmdir(dir);
+	return test_done();
+}

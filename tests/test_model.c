@@ -1,0 +1,1217 @@
+/*
+ * test_model.c - model-based differential test, single thread.
+ *
+ * Random sequences of pc_pwrite / pc_pwritev / pc_pread / pc_preadv /
+ * pc_ftruncate / pc_fallocate (punch, zero range, allocate) / pc_fsync /
+ * pc_fdatasync / close+reopen / pc_fadvise run against one file, and every
+ * result is checked against an in-memory model: a byte array and a size.
+ * Reads are compared byte for byte after every call, pc_size after every
+ * operation, and at the end of each configuration the backing file itself
+ * (read with plain O_DIRECT) must equal the model, size included.
+ *
+ * Per-call flags are mixed in at random (0, PC_DSYNC, PC_DONTCACHE,
+ * PC_DONTCACHE|PC_DSYNC, PC_DIRECT, PC_DIRECT|PC_DSYNC, and PC_NOWAIT on some
+ * reads), as are handles opened with O_DSYNC or O_DIRECT and a second
+ * handle of the same file.  Several cache configurations run one after the
+ * other: block sizes 512, 4096 and 16384, largest folios of 64 KiB and
+ * 256 KiB, small memory limits (eviction and writeback under pressure), and
+ * the PC_CFG_NO_DEFERRED_RMW / PC_CFG_NO_EDGE_KEEP / PC_CFG_NO_IO_URING flags.
+ *
+ * Before the random part each configuration runs a few fixed scenarios
+ * (a byte at 4095, a gap past EOF, truncate down then up mid-block, a punch
+ * inside a block, a zero range that extends the file).
+ *
+ * Environment:
+ *   PC_SEED=n        base seed (printed at start; each configuration derives
+ *                    its own seed from it and prints it too)
+ *   PC_OPS=n         random operations in total over the configurations run
+ *                    (default 240000; with PC_TEST_QUICK=1 a tenth of it)
+ *   PC_CONFIG=k      run only configuration k (0-based), e.g. to replay
+ *   PC_TEST_QUICK=1  about a tenth of the operations
+ *   PC_VERBOSE=1     print every operation (to replay a failure by eye)
+ *
+ * On the first mismatch in a configuration the test prints the operation
+ * number, the operation, its offset, length and flags, the first differing
+ * byte and the operations before it, then stops that configuration and
+ * counts a failure.  Replay: PC_SEED=<seed> PC_CONFIG=<k> PC_OPS=<op+1>.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "pagecache.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+
+#define MAX_OFF (4 * MiB)    /* random offsets mostly below this */
+#define FILE_CAP (6 * MiB)   /* no operation reaches past this */
+#define BIG_LEN (1 * MiB)    /* largest single read or write */
+#define POOL_SIZE (8 * MiB)  /* random bytes writes take their data from */
+#define DST_SIZE (BIG_LEN + 64 * KiB)
+#define GUARD 64
+#define HIST 24
+
+enum op_kind {
+	OP_WRITE,
+	OP_WRITEV,
+	OP_READ,
+	OP_READV,
+	OP_READALL,
+	OP_TRUNC,
+	OP_PUNCH,
+	OP_ZERO,
+	OP_ZERO_KEEP,
+	OP_ALLOC,
+	OP_ALLOC_KEEP,
+	OP_FSYNC,
+	OP_FDATASYNC,
+	OP_REOPEN,
+	OP_FADV_DONTNEED,
+	OP_FADV_WILLNEED,
+	OP_FADV_NOREUSE,
+	OP_FADV_NORMAL,
+	OP_VERIFY_DISK,
+	OP_NKINDS
+};
+
+static const char *op_names[OP_NKINDS] = {
+	[OP_WRITE] = "pwrite",
+	[OP_WRITEV] = "pwritev",
+	[OP_READ] = "pread",
+	[OP_READV] = "preadv",
+	[OP_READALL] = "read-whole-file",
+	[OP_TRUNC] = "ftruncate",
+	[OP_PUNCH] = "fallocate(PUNCH_HOLE|KEEP_SIZE)",
+	[OP_ZERO] = "fallocate(ZERO_RANGE)",
+	[OP_ZERO_KEEP] = "fallocate(ZERO_RANGE|KEEP_SIZE)",
+	[OP_ALLOC] = "fallocate(0)",
+	[OP_ALLOC_KEEP] = "fallocate(KEEP_SIZE)",
+	[OP_FSYNC] = "fsync",
+	[OP_FDATASYNC] = "fdatasync",
+	[OP_REOPEN] = "close/reopen",
+	[OP_FADV_DONTNEED] = "fadvise(DONTNEED)",
+	[OP_FADV_WILLNEED] = "fadvise(WILLNEED)",
+	[OP_FADV_NOREUSE] = "fadvise(NOREUSE)",
+	[OP_FADV_NORMAL] = "fadvise(NORMAL)",
+	[OP_VERIFY_DISK] = "fsync+verify-backing-file",
+};
+
+/* Weights of the random operations (per mille, roughly). */
+static const unsigned op_weights[OP_NKINDS] = {
+	[OP_WRITE] = 230,
+	[OP_WRITEV] = 100,
+	[OP_READ] = 230,
+	[OP_READV] = 90,
+	[OP_READALL] = 3,
+	[OP_TRUNC] = 40,
+	[OP_PUNCH] = 40,
+	[OP_ZERO] = 20,
+	[OP_ZERO_KEEP] = 15,
+	[OP_ALLOC] = 5,
+	[OP_ALLOC_KEEP] = 5,
+	[OP_FSYNC] = 18,
+	[OP_FDATASYNC] = 18,
+	[OP_REOPEN] = 14,
+	[OP_FADV_DONTNEED] = 25,
+	[OP_FADV_WILLNEED] = 25,
+	[OP_FADV_NOREUSE] = 10,
+	[OP_FADV_NORMAL] = 5,
+	[OP_VERIFY_DISK] = 2,
+};
+
+/* Reopen kinds, in op.flags of OP_REOPEN. */
+enum { RO_REPLACE, RO_ADD_SECOND, RO_CLOSE_SECOND };
+
+struct op {
+	int kind;
+	int h;               /* handle index (0 or 1) */
+	int flags;           /* PC_* call flags; open flags for OP_REOPEN */
+	int sub;             /* OP_REOPEN: RO_* */
+	uint64_t off, len;
+	int niov;
+	uint32_t seglen[4];
+	uint32_t where[4];   /* writes: pool offsets; reads: gap before segment */
+};
+
+struct cfgdesc {
+	const char *name;
+	size_t block_size;     /* 0: the file's own */
+	size_t max_folio;      /* 0: default */
+	size_t memory_limit;   /* 0: default */
+	unsigned flags;        /* PC_CFG_* */
+	unsigned dirty_expire_ms;
+	unsigned edge_expire_ms;
+	unsigned weight;       /* share of the operations */
+};
+
+static const struct cfgdesc configs[] = {
+	{ "bs4096-folio256K-mem64M", 4096, 256 * KiB, 64 * MiB, 0, 0, 0, 3 },
+	{ "bs512-folio64K-mem4M-expire20ms", 512, 64 * KiB, 4 * MiB, 0, 20, 50, 3 },
+	{ "bs16384-folio256K-mem8M", 16384, 256 * KiB, 8 * MiB, 0, 0, 0, 2 },
+	{ "bs4096-folio64K-mem4M-noRMW", 4096, 64 * KiB, 4 * MiB, PC_CFG_NO_DEFERRED_RMW, 0, 0, 2 },
+	{ "bs512-folio256K-mem64M-noedge", 512, 256 * KiB, 64 * MiB, PC_CFG_NO_EDGE_KEEP, 0, 0, 2 },
+	{ "bs16384-folio64K-mem4M-noRMW-noedge", 16384, 64 * KiB, 4 * MiB,
+	  PC_CFG_NO_DEFERRED_RMW | PC_CFG_NO_EDGE_KEEP, 0, 0, 2 },
+	{ "bs4096-folio256K-mem4M-sync-io", 4096, 256 * KiB, 4 * MiB, PC_CFG_NO_IO_URING, 30, 0, 2 },
+	{ "defaults", 0, 0, 0, 0, 0, 0, 1 },
+};
+#define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
+
+struct run {
+	const struct cfgdesc *cd;
+	int cfgno;
+	struct pc_config cfg;
+	struct pc_cache *c;
+	struct pc_file *fh[2];
+	int oflags[2];
+	int nh;
+	char path[4200];
+	uint8_t *model;
+	uint64_t size;
+	uint64_t rng;
+	uint64_t bs;
+	uint64_t max_folio;
+	uint64_t opno;
+	bool failed;
+	bool verbose;
+	bool in_scenario;
+	struct op hist[HIST];
+	uint64_t hist_no[HIST];
+	unsigned nhist;
+	uint64_t counts[OP_NKINDS];
+};
+
+static uint8_t *pool;     /* random bytes, the data of every write */
+static uint8_t *dst;      /* read buffer, 4 KiB aligned */
+static uint8_t *diskbuf;  /* O_DIRECT read buffer */
+
+static uint64_t rnd(struct run *r, uint64_t n)
+{
+	return n ? tu_rand(&r->rng) % n : 0;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t round_down(uint64_t x, uint64_t a) { return x / a * a; }
+static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------ printing */
+
+static const char *flags_str(int fl, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (!fl) {
+		snprintf(buf, n, "0");
+		return buf;
+	}
+	if (fl & PC_DSYNC)
+		strncat(buf, "|DSYNC", n - strlen(buf) - 1);
+	if (fl & PC_NOWAIT)
+		strncat(buf, "|NOWAIT", n - strlen(buf) - 1);
+	if (fl & PC_DONTCACHE)
+		strncat(buf, "|DONTCACHE", n - strlen(buf) - 1);
+	if (fl & PC_DIRECT)
+		strncat(buf, "|DIRECT", n - strlen(buf) - 1);
+	memmove(buf, buf + 1, strlen(buf));
+	return buf;
+}
+
+static const char *oflags_str(int fl, char *buf, size_t n)
+{
+	snprintf(buf, n, "O_RDWR%s%s%s", (fl & O_TRUNC) ? "|O_TRUNC" : "",
+		 (fl & O_DSYNC) == O_DSYNC ? "|O_DSYNC" : "", (fl & O_DIRECT) ? "|O_DIRECT" : "");
+	return buf;
+}
+
+static void op_str(const struct op *op, char *buf, size_t n)
+{
+	char fb[64];
+	int k = 0;
+	switch (op->kind) {
+	case OP_WRITE:
+	case OP_WRITEV:
+	case OP_READ:
+	case OP_READV:
+		k = snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu flags=%s", op_names[op->kind],
+			     op->h, (unsigned long long)op->off, (unsigned long long)op->len,
+			     (unsigned long long)(op->off + op->len), flags_str(op->flags, fb, sizeof(fb)));
+		if (op->kind == OP_WRITEV || op->kind == OP_READV) {
+			k += snprintf(buf + k, n - k, " iov=[");
+			for (int i = 0; i < op->niov && k < (int)n; i++)
+				k += snprintf(buf + k, n - k, "%s%u", i ? "," : "", op->seglen[i]);
+			if (k < (int)n)
+				snprintf(buf + k, n - k, "]");
+		}
+		break;
+	case OP_REOPEN:
+		snprintf(buf, n, "%s h%d %s %s", op_names[op->kind], op->h,
+			 op->sub == RO_REPLACE ? "replace" : op->sub == RO_ADD_SECOND ? "open-second" : "close-second",
+			 op->sub == RO_CLOSE_SECOND ? "" : oflags_str(op->flags, fb, sizeof(fb)));
+		break;
+	case OP_FSYNC:
+	case OP_FDATASYNC:
+	case OP_READALL:
+	case OP_VERIFY_DISK:
+		snprintf(buf, n, "%s h%d", op_names[op->kind], op->h);
+		break;
+	case OP_TRUNC:
+		snprintf(buf, n, "%s h%d size=%llu", op_names[op->kind], op->h, (unsigned long long)op->off);
+		break;
+	default:
+		snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu", op_names[op->kind], op->h,
+			 (unsigned long long)op->off, (unsigned long long)op->len,
+			 (unsigned long long)(op->off + op->len));
+		break;
+	}
+}
+
+static void hist_push(struct run *r, const struct op *op)
+{
+	unsigned i = r->nhist++ % HIST;
+	r->hist[i] = *op;
+	r->hist_no[i] = r->opno;
+	if (r->verbose) {
+		char b[256];
+		op_str(op, b, sizeof(b));
+		printf("  [%s] #%llu %s (size before %llu)\n", r->cd->name, (unsigned long long)r->opno, b,
+		       (unsigned long long)r->size);
+	}
+}
+
+static bool fail(struct run *r, const struct op *op, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static bool fail(struct run *r, const struct op *op, const char *fmt, ...)
+{
+	char b[256], fb[64];
+	va_list ap;
+	int e = errno;
+
+	tu_failed++;
+	r->failed = true;
+	fprintf(stderr, "\n*** MISMATCH in config %d (%s), %s op #%llu, file size (model) %llu, "
+		"handles %d\n", r->cfgno, r->cd->name, r->in_scenario ? "scenario" : "random",
+		(unsigned long long)r->opno, (unsigned long long)r->size, r->nh);
+	for (int i = 0; i < r->nh; i++)
+		fprintf(stderr, "    handle h%d opened %s\n", i, oflags_str(r->oflags[i], fb, sizeof(fb)));
+	if (op) {
+		op_str(op, b, sizeof(b));
+		fprintf(stderr, "    op: %s\n", b);
+	}
+	fprintf(stderr, "    ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (errno at failure %d %s)\n", e, strerror(e));
+	unsigned n = r->nhist < HIST ? r->nhist : HIST;
+	fprintf(stderr, "    last %u operations:\n", n);
+	for (unsigned k = r->nhist - n; k < r->nhist; k++) {
+		unsigned i = k % HIST;
+		op_str(&r->hist[i], b, sizeof(b));
+		fprintf(stderr, "      #%llu %s\n", (unsigned long long)r->hist_no[i], b);
+	}
+	if (r->in_scenario)
+		fprintf(stderr, "    replay: PC_SEED=<base seed> PC_CONFIG=%d PC_OPS=0 (scenarios run first)\n",
+			r->cfgno);
+	else
+		fprintf(stderr, "    replay: PC_SEED=<base seed> PC_CONFIG=%d PC_OPS=%llu (PC_VERBOSE=1 lists ops)\n",
+			r->cfgno, (unsigned long long)r->opno + 1);
+	return false;
+}
+
+/* First difference between got and the model at file offset off. */
+static bool compare(struct run *r, const struct op *op, const uint8_t *got, uint64_t off, uint64_t n,
+		    const char *what)
+{
+	if (memcmp(got, r->model + off, n) == 0)
+		return true;
+	uint64_t i = 0, ndiff = 0, last = 0;
+	while (got[i] == r->model[off + i])
+		i++;
+	for (uint64_t j = i; j < n; j++)
+		if (got[j] != r->model[off + j]) {
+			ndiff++;
+			last = j;
+		}
+	return fail(r, op,
+		    "%s: first differing byte at file offset %llu (block %llu + %llu): expected 0x%02x got 0x%02x; "
+		    "%llu bytes differ, last at file offset %llu",
+		    what, (unsigned long long)(off + i), (unsigned long long)((off + i) / r->bs),
+		    (unsigned long long)((off + i) % r->bs), r->model[off + i], got[i],
+		    (unsigned long long)ndiff, (unsigned long long)(off + last));
+}
+
+/* ------------------------------------------------------------ the model */
+
+static void model_write(struct run *r, uint64_t off, const uint8_t *src, uint64_t len)
+{
+	memcpy(r->model + off, src, len);
+	if (len && off + len > r->size)
+		r->size = off + len;
+}
+
+static void model_zero(struct run *r, uint64_t off, uint64_t len, bool keep_size)
+{
+	if (keep_size) {
+		if (off >= r->size)
+			return;
+		len = min_u64(len, r->size - off);
+	}
+	memset(r->model + off, 0, len);
+	if (!keep_size && off + len > r->size)
+		r->size = off + len;
+}
+
+static void model_truncate(struct run *r, uint64_t size)
+{
+	if (size < r->size)
+		memset(r->model + size, 0, r->size - size);
+	r->size = size;
+}
+
+static uint64_t expect_read(struct run *r, uint64_t off, uint64_t len)
+{
+	return off >= r->size ? 0 : min_u64(len, r->size - off);
+}
+
+/* ------------------------------------------------------- backing file */
+
+/* Compare the backing file, read with plain O_DIRECT, with the model. */
+static bool verify_backing(struct run *r, const struct op *op, const char *when)
+{
+	int fd = open(r->path, O_RDONLY | O_DIRECT);
+	if (fd < 0)
+		return fail(r, op, "%s: open(O_DIRECT) of the backing file failed", when);
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != r->size) {
+		close(fd);
+		return fail(r, op, "%s: backing file st_size %lld, model size %llu", when,
+			    (long long)st.st_size, (unsigned long long)r->size);
+	}
+	uint64_t off = 0;
+	while (off < r->size) {
+		ssize_t n = pread(fd, diskbuf, BIG_LEN, (off_t)off);
+		if (n <= 0) {
+			close(fd);
+			return fail(r, op, "%s: pread(O_DIRECT) of the backing file at %llu returned %zd", when,
+				    (unsigned long long)off, n);
+		}
+		uint64_t cmp = min_u64((uint64_t)n, r->size - off);
+		char what[128];
+		snprintf(what, sizeof(what), "%s: backing file (O_DIRECT) content", when);
+		if (!compare(r, op, diskbuf, off, cmp, what)) {
+			close(fd);
+			return false;
+		}
+		off += (uint64_t)n;
+	}
+	close(fd);
+	return true;
+}
+
+/* -------------------------------------------------------- execution */
+
+static bool check_sizes(struct run *r, const struct op *op)
+{
+	for (int i = 0; i < r->nh; i++) {
+		off_t s = pc_size(r->fh[i]);
+		if (s < 0 || (uint64_t)s != r->size)
+			return fail(r, op, "pc_size(h%d) = %lld, model size %llu", i, (long long)s,
+				    (unsigned long long)r->size);
+	}
+	return true;
+}
+
+static bool do_read(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	uint64_t exp = expect_read(r, op->off, op->len);
+	uint8_t canary = (uint8_t)(0x5a ^ r->opno);
+	ssize_t n;
+
+	if (op->kind == OP_READ) {
+		uint8_t *buf = dst + op->where[0];
+		memset(buf, canary, op->len + GUARD);
+		n = pc_pread(f, buf, op->len, (off_t)op->off, op->flags);
+		if ((op->flags & PC_NOWAIT) && n < 0 && errno == EAGAIN)
+			return true;
+		if ((op->flags & PC_NOWAIT) && n > 0 && (uint64_t)n < exp)
+			exp = (uint64_t)n; /* NOWAIT may return what it could copy */
+		if (n < 0 || (uint64_t)n != exp)
+			return fail(r, op, "pc_pread returned %zd, expected %llu", n, (unsigned long long)exp);
+		for (unsigned i = 0; i < GUARD; i++)
+			if (buf[op->len + i] != canary)
+				return fail(r, op, "pc_pread wrote past the end of the buffer (byte %u after)", i);
+		return compare(r, op, buf, op->off, exp, "pc_pread data");
+	}
+
+	/* preadv: segments at separate places of dst with gaps between */
+	struct iovec iov[4];
+	uint64_t pos = 0;
+	for (int i = 0; i < op->niov; i++) {
+		pos += op->where[i];
+		iov[i].iov_base = dst + pos;
+		iov[i].iov_len = op->seglen[i];
+		pos += op->seglen[i];
+	}
+	memset(dst, canary, pos + GUARD);
+	n = pc_preadv(f, iov, op->niov, (off_t)op->off, op->flags);
+	if ((op->flags & PC_NOWAIT) && n < 0 && errno == EAGAIN)
+		return true;
+	if ((op->flags & PC_NOWAIT) && n > 0 && (uint64_t)n < exp)
+		exp = (uint64_t)n;
+	if (n < 0 || (uint64_t)n != exp)
+		return fail(r, op, "pc_preadv returned %zd, expected %llu", n, (unsigned long long)exp);
+	uint64_t done = 0, p = 0;
+	for (int i = 0; i < op->niov; i++) {
+		for (uint64_t g = 0; g < op->where[i]; g++)
+			if (dst[p + g] != canary)
+				return fail(r, op, "pc_preadv wrote into the gap before iov %d", i);
+		p += op->where[i];
+		uint64_t take = min_u64(op->seglen[i], exp - done);
+		char what[64];
+		snprintf(what, sizeof(what), "pc_preadv data (iov %d)", i);
+		if (take && !compare(r, op, dst + p, op->off + done, take, what))
+			return false;
+		done += take;
+		p += op->seglen[i];
+	}
+	for (unsigned i = 0; i < GUARD; i++)
+		if (dst[p + i] != canary)
+			return fail(r, op, "pc_preadv wrote past the last iov");
+	return true;
+}
+
+static bool do_write(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	ssize_t n;
+
+	if (op->kind == OP_WRITE) {
+		const uint8_t *src = pool + op->where[0];
+		n = pc_pwrite(f, src, op->len, (off_t)op->off, op->flags);
+		if (n < 0 || (uint64_t)n != op->len)
+			return fail(r, op, "pc_pwrite returned %zd, expected %llu", n, (unsigned long long)op->len);
+		model_write(r, op->off, src, op->len);
+		return true;
+	}
+	struct iovec iov[4];
+	for (int i = 0; i < op->niov; i++) {
+		iov[i].iov_base = pool + op->where[i];
+		iov[i].iov_len = op->seglen[i];
+	}
+	n = pc_pwritev(f, iov, op->niov, (off_t)op->off, op->flags);
+	if (n < 0 || (uint64_t)n != op->len)
+		return fail(r, op, "pc_pwritev returned %zd, expected %llu", n, (unsigned long long)op->len);
+	uint64_t off = op->off;
+	for (int i = 0; i < op->niov; i++) {
+		model_write(r, off, pool + op->where[i], op->seglen[i]);
+		off += op->seglen[i];
+	}
+	return true;
+}
+
+static bool read_all(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	uint64_t off = 0;
+	while (off <= r->size) {
+		uint64_t exp = expect_read(r, off, BIG_LEN);
+		ssize_t n = pc_pread(f, dst, BIG_LEN, (off_t)off, 0);
+		if (n < 0 || (uint64_t)n != exp)
+			return fail(r, op, "pc_pread(whole file) at %llu returned %zd, expected %llu",
+				    (unsigned long long)off, n, (unsigned long long)exp);
+		if (!compare(r, op, dst, off, exp, "whole-file read"))
+			return false;
+		if (!n)
+			break;
+		off += (uint64_t)n;
+	}
+	return true;
+}
+
+static bool do_reopen(struct run *r, const struct op *op)
+{
+	int h = op->h;
+	if (op->sub == RO_CLOSE_SECOND || op->sub == RO_REPLACE) {
+		if (pc_close(r->fh[h]) != 0)
+			return fail(r, op, "pc_close(h%d) failed", h);
+		r->fh[h] = NULL;
+		if (op->sub == RO_CLOSE_SECOND) {
+			/* keep handles dense: h1 moves to h0 when h0 closed */
+			if (h == 0) {
+				r->fh[0] = r->fh[1];
+				r->oflags[0] = r->oflags[1];
+				r->fh[1] = NULL;
+			}
+			r->nh--;
+			return true;
+		}
+	}
+	struct pc_file *f = pc_open(r->c, r->path, op->flags, 0644);
+	if (!f)
+		return fail(r, op, "pc_open failed");
+	r->fh[h] = f;
+	r->oflags[h] = op->flags;
+	if (op->sub == RO_ADD_SECOND)
+		r->nh++;
+	if (op->flags & O_TRUNC)
+		model_truncate(r, 0);
+	return true;
+}
+
+static bool exec_op(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	int rc = 0;
+
+	hist_push(r, op);
+	r->counts[op->kind]++;
+	switch (op->kind) {
+	case OP_WRITE:
+	case OP_WRITEV:
+		if (!do_write(r, op))
+			return false;
+		break;
+	case OP_READ:
+	case OP_READV:
+		if (!do_read(r, op))
+			return false;
+		break;
+	case OP_READALL:
+		if (!read_all(r, op))
+			return false;
+		break;
+	case OP_TRUNC:
+		if (pc_ftruncate(f, (off_t)op->off) != 0)
+			return fail(r, op, "pc_ftruncate failed");
+		model_truncate(r, op->off);
+		break;
+	case OP_PUNCH:
+		rc = pc_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)op->off, (off_t)op->len);
+		if (rc != 0)
+			return fail(r, op, "pc_fallocate failed");
+		model_zero(r, op->off, op->len, true);
+		break;
+	case OP_ZERO:
+	case OP_ZERO_KEEP: {
+		bool keep = op->kind == OP_ZERO_KEEP;
+		rc = pc_fallocate(f, FALLOC_FL_ZERO_RANGE | (keep ? FALLOC_FL_KEEP_SIZE : 0), (off_t)op->off,
+				  (off_t)op->len);
+		if (rc != 0)
+			return fail(r, op, "pc_fallocate failed");
+		model_zero(r, op->off, op->len, keep);
+		break;
+	}
+	case OP_ALLOC:
+	case OP_ALLOC_KEEP: {
+		bool keep = op->kind == OP_ALLOC_KEEP;
+		if (pc_fallocate(f, keep ? FALLOC_FL_KEEP_SIZE : 0, (off_t)op->off, (off_t)op->len) != 0)
+			return fail(r, op, "pc_fallocate failed");
+		if (!keep && op->off + op->len > r->size)
+			r->size = op->off + op->len;
+		break;
+	}
+	case OP_FSYNC:
+		if (pc_fsync(f) != 0)
+			return fail(r, op, "pc_fsync failed");
+		break;
+	case OP_FDATASYNC:
+		if (pc_fdatasync(f) != 0)
+			return fail(r, op, "pc_fdatasync failed");
+		break;
+	case OP_REOPEN:
+		if (!do_reopen(r, op))
+			return false;
+		break;
+	case OP_FADV_DONTNEED:
+	case OP_FADV_WILLNEED:
+	case OP_FADV_NOREUSE:
+	case OP_FADV_NORMAL: {
+		int adv = op->kind == OP_FADV_DONTNEED   ? POSIX_FADV_DONTNEED
+			  : op->kind == OP_FADV_WILLNEED ? POSIX_FADV_WILLNEED
+			  : op->kind == OP_FADV_NOREUSE  ? POSIX_FADV_NOREUSE
+							 : POSIX_FADV_NORMAL;
+		if (pc_fadvise(f, (off_t)op->off, (off_t)op->len, adv) != 0)
+			return fail(r, op, "pc_fadvise failed");
+		break;
+	}
+	case OP_VERIFY_DISK:
+		if (pc_fsync(f) != 0)
+			return fail(r, op, "pc_fsync failed");
+		if (!verify_backing(r, op, "after pc_fsync"))
+			return false;
+		break;
+	default:
+		abort();
+	}
+	return check_sizes(r, op);
+}
+
+/* ------------------------------------------------------- generation */
+
+static uint64_t gen_len(struct run *r)
+{
+	uint64_t p = rnd(r, 1000), bs = r->bs;
+	if (p < 300)
+		return 1 + rnd(r, 64);
+	if (p < 440)
+		return 1 + rnd(r, 4096);
+	if (p < 600) {
+		/* a block, page or folio multiple, +-1 */
+		uint64_t q = rnd(r, 4);
+		uint64_t unit = q == 0 ? 4096 : q == 3 ? r->max_folio : bs;
+		uint64_t k = 1 + rnd(r, unit >= 65536 ? 2 : 4);
+		uint64_t d = rnd(r, 3);
+		uint64_t len = k * unit + d;
+		return len > 1 ? len - 1 : 1;
+	}
+	if (p < 700)
+		return bs * (1 + rnd(r, 8));
+	if (p < 850)
+		return 1 + rnd(r, 64 * KiB);
+	if (p < 980)
+		return 1 + rnd(r, min_u64(3 * r->max_folio, BIG_LEN));
+	return 1 + rnd(r, BIG_LEN);
+}
+
+static uint64_t gen_off(struct run *r, uint64_t len)
+{
+	uint64_t p = rnd(r, 100), bs = r->bs, off;
+	uint64_t span = max_u64(r->size, 64 * KiB);
+	if (p < 30) {
+		off = rnd(r, span + span / 8);
+	} else if (p < 55) {
+		off = round_down(rnd(r, span + bs), bs);
+		uint64_t q = rnd(r, 4);
+		if (q == 1)
+			off += 1;
+		else if (q == 2 && off)
+			off -= 1;
+		else if (q == 3)
+			off += rnd(r, bs);
+	} else if (p < 72) {
+		/* around end of file */
+		uint64_t back = rnd(r, 2 * bs + 2);
+		off = (r->size > back ? r->size - back : 0) + rnd(r, 2 * bs + 2);
+	} else if (p < 85) {
+		off = round_down(rnd(r, MAX_OFF), r->max_folio);
+		uint64_t q = rnd(r, 3);
+		if (q == 1)
+			off += 1;
+		else if (q == 2 && off)
+			off -= 1;
+	} else {
+		off = rnd(r, MAX_OFF);
+	}
+	if (off + len > FILE_CAP)
+		off = FILE_CAP - len;
+	return off;
+}
+
+static int gen_io_flags(struct run *r, bool read)
+{
+	uint64_t p = rnd(r, 100);
+	if (read && p < 3)
+		return PC_NOWAIT | (rnd(r, 2) ? PC_DONTCACHE : 0);
+	if (p < 40)
+		return 0;
+	if (p < 50)
+		return PC_DSYNC;
+	if (p < 68)
+		return PC_DONTCACHE;
+	if (p < 75)
+		return PC_DONTCACHE | PC_DSYNC;
+	if (p < 92)
+		return PC_DIRECT;
+	return PC_DIRECT | PC_DSYNC;
+}
+
+/* Split len into niov segments at random (zero-length segments allowed),
+ * sometimes at or next to block boundaries of the file. */
+static void gen_split(struct run *r, struct op *op)
+{
+	uint64_t cuts[5];
+	int n = op->niov;
+	cuts[0] = 0;
+	cuts[n] = op->len;
+	for (int i = 1; i < n; i++) {
+		uint64_t q = rnd(r, 4), c;
+		if (q == 0) {
+			/* at a block boundary (+-1) of the file */
+			uint64_t b = round_up(op->off + rnd(r, op->len + 1), r->bs);
+			c = b > op->off ? b - op->off : 0;
+			c += rnd(r, 3);
+			c = c > 0 ? c - 1 : 0;
+		} else {
+			c = rnd(r, op->len + 1);
+		}
+		cuts[i] = min_u64(c, op->len);
+	}
+	/* sort the inner cuts */
+	for (int i = 1; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (cuts[j] < cuts[i]) {
+				uint64_t t = cuts[i];
+				cuts[i] = cuts[j];
+				cuts[j] = t;
+			}
+	for (int i = 0; i < n; i++)
+		op->seglen[i] = (uint32_t)(cuts[i + 1] - cuts[i]);
+}
+
+static uint32_t gen_pool_off(struct run *r, uint64_t len, bool aligned)
+{
+	uint64_t o = rnd(r, POOL_SIZE - len + 1);
+	if (aligned)
+		o = round_down(o, 4096);
+	return (uint32_t)o;
+}
+
+static void gen_op(struct run *r, struct op *op)
+{
+	static unsigned total_w;
+	if (!total_w)
+		for (int i = 0; i < OP_NKINDS; i++)
+			total_w += op_weights[i];
+	uint64_t p = rnd(r, total_w);
+	int k = 0;
+	while (p >= op_weights[k]) {
+		p -= op_weights[k];
+		k++;
+	}
+	memset(op, 0, sizeof(*op));
+	op->kind = k;
+	op->h = r->nh > 1 ? (int)rnd(r, 2) : 0;
+	op->niov = 1;
+
+	switch (k) {
+	case OP_WRITE:
+	case OP_WRITEV:
+	case OP_READ:
+	case OP_READV: {
+		bool read = k == OP_READ || k == OP_READV;
+		op->flags = gen_io_flags(r, read);
+		op->len = gen_len(r);
+		if (rnd(r, 300) == 0)
+			op->len = 0;
+		if (read && rnd(r, 100) < 70) {
+			/* reads mostly where there is data */
+			uint64_t span = max_u64(r->size, 1);
+			op->off = rnd(r, 3) == 0 ? round_down(rnd(r, span), r->bs) : rnd(r, span + span / 16);
+			if (op->off + op->len > FILE_CAP)
+				op->off = FILE_CAP - op->len;
+		} else {
+			op->off = gen_off(r, op->len);
+		}
+		/* direct I/O: half of it block aligned, memory too */
+		bool aligned = (op->flags & PC_DIRECT) && rnd(r, 2);
+		if (aligned) {
+			op->off = round_down(op->off, r->bs);
+			op->len = round_up(max_u64(op->len, 1), r->bs);
+			if (op->len > BIG_LEN)
+				op->len = BIG_LEN;
+			if (op->off + op->len > FILE_CAP)
+				op->off = FILE_CAP - op->len;
+		} else if (rnd(r, 4) == 0) {
+			aligned = true; /* aligned memory for buffered calls too, sometimes */
+		}
+		if (k == OP_WRITEV || k == OP_READV) {
+			op->niov = 1 + (int)rnd(r, 4);
+			if (aligned && rnd(r, 2)) {
+				/* block-multiple segments */
+				uint64_t nb = op->len / r->bs, left = nb;
+				for (int i = 0; i < op->niov; i++) {
+					uint64_t take = i == op->niov - 1 ? left : rnd(r, left + 1);
+					op->seglen[i] = (uint32_t)(take * r->bs);
+					left -= take;
+				}
+				op->seglen[op->niov - 1] += (uint32_t)(op->len - nb * r->bs);
+			} else {
+				gen_split(r, op);
+			}
+		} else {
+			op->seglen[0] = (uint32_t)op->len;
+		}
+		for (int i = 0; i < op->niov; i++) {
+			if (read) {
+				uint64_t g = aligned ? (i == 0 ? 0 : 4096 - (op->seglen[i - 1] % 4096)) % 4096
+						     : (rnd(r, 3) ? rnd(r, 200) : rnd(r, 4096));
+				op->where[i] = (uint32_t)g;
+			} else {
+				op->where[i] = gen_pool_off(r, op->seglen[i], aligned);
+			}
+		}
+		if (read && op->niov == 1)
+			op->where[0] = aligned ? 0 : (uint32_t)(rnd(r, 2) ? rnd(r, 16) : rnd(r, 4096));
+		break;
+	}
+	case OP_TRUNC: {
+		uint64_t q = rnd(r, 100), s;
+		if (q < 35)
+			s = rnd(r, r->size + 1);
+		else if (q < 60)
+			s = r->size + rnd(r, 2 * r->bs + 1) - min_u64(r->size, r->bs);
+		else if (q < 75)
+			s = round_down(rnd(r, r->size + 1), r->bs) + rnd(r, 3) - (r->size ? 1 : 0);
+		else if (q < 80)
+			s = 0;
+		else
+			s = rnd(r, MAX_OFF + 1);
+		if ((int64_t)s < 0)
+			s = 0;
+		op->off = min_u64(s, FILE_CAP);
+		break;
+	}
+	case OP_PUNCH:
+	case OP_ZERO:
+	case OP_ZERO_KEEP:
+	case OP_ALLOC:
+	case OP_ALLOC_KEEP: {
+		op->len = gen_len(r);
+		uint64_t span = max_u64(r->size, 1);
+		if (rnd(r, 100) < 75)
+			op->off = rnd(r, 4) == 0 ? round_down(rnd(r, span), r->bs) + rnd(r, 3) : rnd(r, span);
+		else
+			op->off = gen_off(r, op->len);
+		if (op->off + op->len > FILE_CAP)
+			op->off = FILE_CAP - op->len;
+		break;
+	}
+	case OP_FADV_DONTNEED:
+	case OP_FADV_WILLNEED:
+	case OP_FADV_NOREUSE:
+	case OP_FADV_NORMAL:
+		if (rnd(r, 5) == 0) {
+			op->off = 0;
+			op->len = 0; /* whole file */
+		} else {
+			op->len = gen_len(r);
+			op->off = rnd(r, max_u64(r->size, 1));
+		}
+		break;
+	case OP_REOPEN: {
+		uint64_t q = rnd(r, 100);
+		if (r->nh == 2 && q < 50) {
+			op->sub = RO_CLOSE_SECOND;
+		} else if (r->nh == 1 && q < 30) {
+			op->sub = RO_ADD_SECOND;
+			op->h = 1;
+		} else {
+			op->sub = RO_REPLACE;
+		}
+		uint64_t m = rnd(r, 100);
+		op->flags = O_RDWR | (m < 12 ? O_DSYNC : m < 22 ? O_DIRECT : m < 25 ? O_TRUNC : 0);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* ------------------------------------------------------- scenarios */
+
+static struct op mk(int kind, uint64_t off, uint64_t len, int flags)
+{
+	struct op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = kind;
+	op.off = off;
+	op.len = len;
+	op.flags = flags;
+	op.niov = 1;
+	op.seglen[0] = (uint32_t)len;
+	/* writes take data from a pool offset that depends on off (varied) */
+	if (kind == OP_WRITE)
+		op.where[0] = (uint32_t)((off * 7919 + len * 31) % (POOL_SIZE - len));
+	return op;
+}
+
+#define S(kind, off, len, fl)                                  \
+	do {                                                   \
+		struct op op_ = mk(kind, off, len, fl);        \
+		r->opno++;                                     \
+		if (!exec_op(r, &op_))                         \
+			return false;                          \
+	} while (0)
+
+static bool scenarios(struct run *r, int wf)
+{
+	uint64_t bs = r->bs;
+	/* 1: one byte at 4095, read 8192 */
+	S(OP_TRUNC, 0, 0, 0);
+	S(OP_WRITE, 4095, 1, wf);
+	S(OP_READ, 0, 8192, 0);
+	S(OP_READ, 4090, 10, wf & ~PC_DSYNC);
+	S(OP_FSYNC, 0, 0, 0);
+	S(OP_FADV_DONTNEED, 0, 0, 0);
+	S(OP_READ, 0, 8192, 0);
+
+	/* 2: a write past EOF leaves a gap that reads as zeros */
+	S(OP_TRUNC, 0, 0, 0);
+	S(OP_WRITE, 0, 100, wf);
+	S(OP_WRITE, 20000, 100, wf);
+	S(OP_READ, 100, 19900, 0);
+	S(OP_READ, 0, 30000, wf & ~PC_DSYNC);
+	S(OP_WRITE, 3 * bs + 5, 10, wf);
+	S(OP_READ, 0, 4 * bs, 0);
+	S(OP_VERIFY_DISK, 0, 0, 0);
+
+	/* 3: truncate down mid-block, extend, read zeros past the old end */
+	for (int synced = 0; synced < 2; synced++) {
+		S(OP_TRUNC, 0, 0, 0);
+		S(OP_WRITE, 0, 10000, wf);
+		if (synced)
+			S(OP_FSYNC, 0, 0, 0);
+		S(OP_TRUNC, 5000, 0, 0);
+		S(OP_TRUNC, 12000, 0, 0);
+		S(OP_READ, 0, 12000, 0);
+		S(OP_READ, 4990, 20, 0);
+		S(OP_FSYNC, 0, 0, 0);
+		S(OP_FADV_DONTNEED, 0, 0, 0);
+		S(OP_READ, 0, 12000, 0);
+		/* the same around a block boundary of this block size */
+		S(OP_TRUNC, 0, 0, 0);
+		S(OP_WRITE, 0, 3 * bs, wf);
+		if (synced)
+			S(OP_FSYNC, 0, 0, 0);
+		S(OP_TRUNC, bs + bs / 2 + 1, 0, 0);
+		S(OP_TRUNC, 3 * bs, 0, 0);
+		S(OP_READ, bs, 2 * bs, 0);
+		S(OP_VERIFY_DISK, 0, 0, 0);
+	}
+
+	/* 4: punch inside a block */
+	S(OP_TRUNC, 0, 0, 0);
+	S(OP_WRITE, 0, 8192, wf);
+	S(OP_PUNCH, 1000, 100, 0);
+	S(OP_READ, 0, 8192, 0);
+	S(OP_PUNCH, 4000, 200, 0);
+	S(OP_READ, 3990, 300, 0);
+	S(OP_WRITE, 8192, 2 * bs, wf);
+	S(OP_PUNCH, 8192 + bs / 2 - 3, 7, 0);
+	S(OP_READ, 0, 8192 + 2 * bs, 0);
+	S(OP_VERIFY_DISK, 0, 0, 0);
+	S(OP_FADV_DONTNEED, 0, 0, 0);
+	S(OP_READ, 0, 8192 + 2 * bs, 0);
+	S(OP_PUNCH, bs - 1, 2, 0);
+	S(OP_READ, 0, 8192 + 2 * bs, 0);
+
+	/* 5: zero range that extends the file, and one that keeps the size */
+	S(OP_TRUNC, 0, 0, 0);
+	S(OP_WRITE, 0, 3000, wf);
+	S(OP_ZERO, 2000, 5000, 0);
+	S(OP_READ, 0, 8000, 0);
+	S(OP_ZERO_KEEP, 6000, 4000, 0);
+	S(OP_READ, 0, 8000, 0);
+	S(OP_WRITE, 7000, 100, wf);
+	S(OP_ZERO, 3 * bs - 1, 2, 0);
+	S(OP_READ, 0, 3 * bs + 10, 0);
+	S(OP_VERIFY_DISK, 0, 0, 0);
+	S(OP_FADV_DONTNEED, 0, 0, 0);
+	S(OP_READ, 0, 3 * bs + 10, 0);
+	return true;
+}
+
+/* ------------------------------------------------------- one config */
+
+static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops, const char *dir, bool verbose)
+{
+	struct run rr, *r = &rr;
+	memset(r, 0, sizeof(*r));
+	r->cd = &configs[cfgno];
+	r->cfgno = cfgno;
+	r->rng = seed;
+	r->verbose = verbose;
+	snprintf(r->path, sizeof(r->path), "%s/model-%d", dir, cfgno);
+
+	pc_config_init(&r->cfg);
+	if (r->cd->block_size)
+		r->cfg.block_size = r->cd->block_size;
+	if (r->cd->max_folio)
+		r->cfg.max_folio_size = r->cd->max_folio;
+	if (r->cd->memory_limit)
+		r->cfg.memory_limit = r->cd->memory_limit;
+	if (r->cd->dirty_expire_ms)
+		r->cfg.dirty_expire_ms = r->cd->dirty_expire_ms;
+	if (r->cd->edge_expire_ms)
+		r->cfg.edge_expire_ms = r->cd->edge_expire_ms;
+	r->cfg.flags |= r->cd->flags;
+	r->max_folio = r->cfg.max_folio_size;
+
+	printf("config %d (%s): seed %llu, %llu ops\n", cfgno, r->cd->name, (unsigned long long)seed,
+	       (unsigned long long)nops);
+	fflush(stdout);
+
+	r->c = pc_cache_new(&r->cfg);
+	if (!r->c) {
+		CHECK(r->c != NULL);
+		return 0;
+	}
+	r->fh[0] = pc_open(r->c, r->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!r->fh[0] && errno == EINVAL && r->cd->block_size) {
+		printf("  note: pc_open with block_size %zu fails with EINVAL here; configuration skipped\n",
+		       r->cd->block_size);
+		CHECK(pc_cache_destroy(r->c) == 0);
+		unlink(r->path);
+		return 0;
+	}
+	CHECK(r->fh[0] != NULL);
+	if (!r->fh[0]) {
+		pc_cache_destroy(r->c);
+		return 0;
+	}
+	r->nh = 1;
+	r->oflags[0] = O_RDWR;
+	struct pc_stats fs;
+	pc_file_stats(r->fh[0], &fs);
+	r->bs = fs.block_size ? fs.block_size : (r->cd->block_size ? r->cd->block_size : 4096);
+	if (r->cd->block_size)
+		CHECK(fs.block_size == r->cd->block_size);
+	printf("  block size %llu, io_uring %u\n", (unsigned long long)r->bs, fs.io_uring);
+
+	r->model = calloc(1, FILE_CAP + BIG_LEN);
+	REQUIRE(r->model);
+
+	double t0 = now_s();
+	static const int scen_flags[] = { 0, PC_DONTCACHE, PC_DIRECT, PC_DSYNC, PC_DONTCACHE | PC_DSYNC };
+	r->in_scenario = true;
+	for (unsigned i = 0; i < sizeof(scen_flags) / sizeof(scen_flags[0]) && !r->failed; i++)
+		scenarios(r, scen_flags[i]);
+	r->in_scenario = false;
+	if (!r->failed)
+		tu_passed++;
+
+	uint64_t done = 0;
+	uint64_t scen_ops = r->opno;
+	r->opno = 0;
+	r->nhist = 0;
+	struct pc_stats st;
+	for (; done < nops && !r->failed; done++) {
+		struct op op;
+		gen_op(r, &op);
+		if (!exec_op(r, &op))
+			break;
+		r->opno++;
+		if ((r->opno & 255) == 0) {
+			pc_cache_stats(r->c, &st);
+			if (st.cached_bytes > r->cfg.memory_limit) {
+				fail(r, &op, "cached_bytes %llu > memory_limit %zu",
+				     (unsigned long long)st.cached_bytes, r->cfg.memory_limit);
+				break;
+			}
+			if (st.dirty_uncached_bytes > (1ull << 62) || st.dirty_bytes > (1ull << 62)) {
+				fail(r, &op, "dirty counters went negative: dirty %lld uncached %lld",
+				     (long long)st.dirty_bytes, (long long)st.dirty_uncached_bytes);
+				break;
+			}
+		}
+	}
+	if (!r->failed)
+		tu_passed++;
+	double t1 = now_s();
+
+	/* close every handle, then the backing file must equal the model */
+	bool close_ok = true;
+	for (int i = 0; i < r->nh; i++)
+		if (r->fh[i] && pc_close(r->fh[i]) != 0)
+			close_ok = false;
+	r->nh = 0;
+	if (!r->failed) {
+		CHECK(close_ok);
+		pc_cache_stats(r->c, &st);
+		CHECK(st.dirty_bytes == 0);
+		CHECK(st.dirty_uncached_bytes == 0);
+		if (st.dirty_bytes)
+			fprintf(stderr, "  dirty_bytes %llu after pc_close\n", (unsigned long long)st.dirty_bytes);
+		r->opno = done;
+		if (verify_backing(r, NULL, "after pc_close"))
+			tu_passed++;
+	}
+	pc_cache_stats(r->c, &st);
+	printf("  %llu scenario + %llu random ops in %.2f s; dev reads %llu ios %llu B, dev writes %llu ios "
+	       "%llu B, evictions %llu, dropbehind %llu, edge kept/completed/expired %llu/%llu/%llu, "
+	       "deferred_rmw %llu, rmw_reads %llu, throttle_waits %llu, peak dirty %llu, write_errors %llu\n",
+	       (unsigned long long)scen_ops, (unsigned long long)done, t1 - t0,
+	       (unsigned long long)st.dev_read_ios, (unsigned long long)st.dev_read_bytes,
+	       (unsigned long long)st.dev_write_ios, (unsigned long long)st.dev_write_bytes,
+	       (unsigned long long)st.evictions, (unsigned long long)st.dropbehind_drops,
+	       (unsigned long long)st.edge_kept, (unsigned long long)st.edge_completed,
+	       (unsigned long long)st.edge_expired, (unsigned long long)st.deferred_rmw,
+	       (unsigned long long)st.rmw_reads, (unsigned long long)st.throttle_waits,
+	       (unsigned long long)st.peak_dirty_bytes, (unsigned long long)st.write_errors);
+	CHECK(pc_cache_destroy(r->c) == 0);
+	unlink(r->path);
+	free(r->model);
+	fflush(stdout);
+	return done;
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible if a run hangs */
+	uint64_t seed = test_seed("test_model", 0x6d6f64656c31ull);
+	const char *q = getenv("PC_TEST_QUICK");
+	bool quick = q && *q && strcmp(q, "0") != 0;
+	uint64_t total = quick ? 24000 : 240000;
+	const char *e = getenv("PC_OPS");
+	if (e && *e)
+		total = strtoull(e, NULL, 0);
+	int only = -1;
+	e = getenv("PC_CONFIG");
+	if (e && *e)
+		only = atoi(e);
+	e = getenv("PC_VERBOSE");
+	bool verbose = e && *e && strcmp(e, "0") != 0;
+
+	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
+	REQUIRE(posix_memalign((void **)&dst, 4096, DST_SIZE) == 0);
+	REQUIRE(posix_memalign((void **)&diskbuf, 4096, BIG_LEN) == 0);
+	uint64_t ps = seed ^ 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < POOL_SIZE; i += 8) {
+		uint64_t v = tu_rand(&ps);
+		memcpy(pool + i, &v, 8);
+	}
+
+	const char *dir = test_dir("test_model");
+	unsigned wsum = 0;
+	for (unsigned i = 0; i < NCONFIGS; i++)
+		if (only < 0 || (int)i == only)
+			wsum += configs[i].weight;
+	if (!wsum) {
+		fprintf(stderr, "PC_CONFIG=%d: no such configuration (0..%zu)\n", only, NCONFIGS - 1);
+		return 1;
+	}
+	double t0 = now_s();
+	uint64_t ran = 0;
+	for (unsigned i = 0; i < NCONFIGS; i++) {
+		if (only >= 0 && (int)i != only)
+			continue;
+		uint64_t n = total * configs[i].weight / wsum;
+		uint64_t s = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+		if (!s)
+			s = 1;
+		ran += run_config((int)i, s, n, dir, verbose);
+	}
+	printf("test_model: %llu random operations in %.1f s\n", (unsigned long long)ran, now_s() - t0);
+	test_rmdir(dir);
+	free(pool);
+	free(dst);
+	free(diskbuf);
+	return test_done();
+}

@@ -1,0 +1,522 @@
+/*
+ * test_rmw.c - deferred read-modify-write of partly written blocks that
+ * hold data on the device (issue 3, "Behaviour that must hold" (c), (d)):
+ *
+ *   a  partial overwrite, then a read of the block: no device read at write
+ *      time; the read merges (one read) and returns the right bytes
+ *   b  partial overwrite, then writeback: fsync (or the flusher on its own,
+ *      or memory pressure) reads and merges once; the device holds the
+ *      right bytes
+ *   c  neighbouring writes that complete the block: nothing is ever read
+ *   d  a write that would leave two disjoint partial ranges in one block
+ *      reads then (once), and the result is right
+ *   e  PC_DSYNC partial overwrites read at write time and are durable
+ *   f  PC_CFG_NO_DEFERRED_RMW reads at write time
+ *   g  all of it again with 512-byte blocks (when the file system allows)
+ *   h  nothing is read for the uncovered part of a block in a hole or past
+ *      the end of the file
+ *
+ * Every case starts from a file written with plain pwrite + fsync, opened
+ * in a fresh cache (read-ahead off so that device reads are only those the
+ * case causes), and checks the backing file with plain O_DIRECT reads.
+ */
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <linux/falloc.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+
+static const char *dir;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+#define POLL(cond, ms)                                                        \
+	({                                                                    \
+		bool ok_ = false;                                             \
+		uint64_t until_ = now_ms() + (ms);                            \
+		for (;;) {                                                    \
+			if (cond) {                                           \
+				ok_ = true;                                   \
+				break;                                        \
+			}                                                     \
+			if (now_ms() > until_)                                \
+				break;                                        \
+			usleep(10000);                                        \
+		}                                                             \
+		ok_;                                                          \
+	})
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t o = off + i;
+		b[i] = (uint8_t)(mix64(seed * 0x9E3779B97F4A7C15ULL + (o >> 3)) >> ((o & 7) * 8));
+	}
+}
+
+static struct pc_stats cst(struct pc_cache *c)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	return s;
+}
+
+static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0) {
+		perror(path);
+		return false;
+	}
+	struct stat st;
+	bool ok = fstat(fd, &st) == 0;
+	if (ok && (size_t)st.st_size != size) {
+		fprintf(stderr, "   %s: backing size %lld, expected %zu\n", path, (long long)st.st_size, size);
+		ok = false;
+	}
+	size_t cap = (size + 4095) & ~(size_t)4095;
+	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
+	REQUIRE(buf);
+	size_t got = 0;
+	while (ok && got < cap) {
+		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+		if (r < 0) {
+			perror("pread O_DIRECT");
+			ok = false;
+			break;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	if (ok && got < size) {
+		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, size);
+		ok = false;
+	}
+	for (size_t i = 0; ok && i < size; i++)
+		if (buf[i] != expect[i]) {
+			fprintf(stderr, "   %s: byte %zu is 0x%02x, expected 0x%02x\n", path, i, buf[i], expect[i]);
+			ok = false;
+		}
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+/* ------------------------------------------------------------ fixture */
+
+#define FILE_SIZE (64 * KiB)
+
+struct fx {
+	struct pc_cache *c;
+	struct pc_file *h;
+	char path[4200];
+	uint8_t *model; /* what the file must hold */
+	size_t size;
+	size_t bs;
+};
+
+static unsigned fx_seq;
+static unsigned fx_expire_ms = 60000; /* dirty_expire_ms of the next fx_open */
+
+/* A file of `size` bytes of known data, written and synced with plain I/O,
+ * then opened in a fresh cache.  False if the block size is refused. */
+static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, size_t memory_limit)
+{
+	memset(x, 0, sizeof(*x));
+	x->bs = bs;
+	x->size = size;
+	char name[64];
+	snprintf(name, sizeof(name), "rmw%u", fx_seq++);
+	test_path(x->path, sizeof(x->path), dir, name);
+	x->model = malloc(size + 64 * KiB);
+	REQUIRE(x->model);
+	fill(x->model, size, 0xD0 + fx_seq, 0);
+	int fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	REQUIRE(pwrite(fd, x->model, size, 0) == (ssize_t)size);
+	REQUIRE(fsync(fd) == 0);
+	close(fd);
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = memory_limit ? memory_limit : 64 * MiB;
+	if (memory_limit && memory_limit < 4 * MiB)
+		cfg.max_folio_size = 64 * KiB;
+	cfg.block_size = bs;
+	cfg.readahead_max_bytes = 0;
+	cfg.dirty_expire_ms = fx_expire_ms;
+	cfg.edge_expire_ms = 60000;
+	cfg.flags = cfg_flags;
+	x->c = pc_cache_new(&cfg);
+	REQUIRE(x->c);
+	x->h = pc_open(x->c, x->path, O_RDWR, 0);
+	if (!x->h) {
+		REQUIRE(errno == EINVAL);
+		pc_cache_destroy(x->c);
+		free(x->model);
+		return false;
+	}
+	return true;
+}
+
+static void fx_close(struct fx *x)
+{
+	CHECK(pc_close(x->h) == 0);
+	CHECK(pc_cache_destroy(x->c) == 0);
+	CHECK(verify_disk(x->path, x->model, x->size));
+	unlink(x->path);
+	free(x->model);
+}
+
+/* pc_pwrite new data at [off, off+len) and mirror it in the model. */
+static ssize_t fx_write(struct fx *x, uint64_t off, size_t len, int flags, uint64_t seed)
+{
+	uint8_t *b = x->model + off;
+	fill(b, len, seed, off);
+	if (off + len > x->size)
+		x->size = off + len;
+	return pc_pwrite(x->h, b, len, (off_t)off, flags);
+}
+
+static bool fx_read_check(struct fx *x, uint64_t off, size_t len)
+{
+	uint8_t *b = malloc(len);
+	REQUIRE(b);
+	size_t want = off >= x->size ? 0 : (x->size - off < len ? x->size - off : len);
+	ssize_t r = pc_pread(x->h, b, len, (off_t)off, 0);
+	bool ok = r == (ssize_t)want && memcmp(b, x->model + off, want) == 0;
+	if (!ok)
+		fprintf(stderr, "   read %llu+%zu: got %zd (want %zu) or wrong bytes\n", (unsigned long long)off, len, r,
+			want);
+	free(b);
+	return ok;
+}
+
+/* Scale the 4 KiB-block offsets of the issue to other block sizes, inside
+ * block `blk` (so 512-byte blocks are tested in the middle of a page). */
+struct geo {
+	size_t bs;
+	uint64_t base;
+};
+
+static uint64_t at(const struct geo *g, uint64_t off4k)
+{
+	return g->base + off4k * g->bs / 4096;
+}
+
+static size_t ln(const struct geo *g, size_t len4k)
+{
+	size_t l = len4k * g->bs / 4096;
+	return l ? l : 1;
+}
+
+/* ------------------------------------------------------------- cases */
+
+static void case_a(size_t bs, const struct geo *g)
+{
+	printf("-- (a) bs %zu: partial overwrite, then read\n", bs);
+	for (int uncached = 0; uncached < 2; uncached++) {
+		struct fx x;
+		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+			return;
+		struct pc_stats s0 = cst(x.c);
+		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), uncached ? PC_DONTCACHE : 0, 1) == (ssize_t)ln(g, 100));
+		struct pc_stats s1 = cst(x.c);
+		CHECK(s1.deferred_rmw == s0.deferred_rmw + 1);
+		CHECK(s1.dev_read_ios == s0.dev_read_ios);
+		struct pc_stats fs;
+		pc_file_stats(x.h, &fs);
+		CHECK(fs.deferred_rmw == 1);
+		CHECK(fx_read_check(&x, g->base, bs));
+		struct pc_stats s2 = cst(x.c);
+		printf("   %s: read of the block: %llu device read(s), %llu merge(s)\n", uncached ? "PC_DONTCACHE" : "buffered",
+		       (unsigned long long)(s2.dev_read_ios - s1.dev_read_ios),
+		       (unsigned long long)(s2.rmw_reads - s1.rmw_reads));
+		CHECK(s2.dev_read_ios == s1.dev_read_ios + 1);
+		CHECK(s2.rmw_reads == s1.rmw_reads + 1);
+		CHECK(fx_read_check(&x, g->base, bs)); /* now a hit */
+		CHECK(pc_fsync(x.h) == 0);
+		struct pc_stats s3 = cst(x.c);
+		CHECK(s3.dev_read_ios == s2.dev_read_ios);
+		CHECK(s3.rmw_reads == s2.rmw_reads);
+		CHECK(verify_disk(x.path, x.model, x.size));
+		fx_close(&x);
+	}
+}
+
+static void case_b(size_t bs, const struct geo *g)
+{
+	printf("-- (b) bs %zu: partial overwrite, then writeback\n", bs);
+	/* fsync merges. */
+	struct fx x;
+	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+		return;
+	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 2) == (ssize_t)ln(g, 100));
+	struct pc_stats s = cst(x.c);
+	CHECK(s.dev_read_ios == 0 && s.deferred_rmw == 1);
+	CHECK(pc_fsync(x.h) == 0);
+	s = cst(x.c);
+	CHECK(s.rmw_reads == 1);
+	CHECK(s.dev_read_ios == 1);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(fx_read_check(&x, 0, FILE_SIZE)); /* the rest is read now */
+	fx_close(&x);
+
+	/* The flusher on its own (age), not the writer. */
+	fx_expire_ms = 100;
+	bool opened = fx_open(&x, bs, FILE_SIZE, 0, 0);
+	fx_expire_ms = 60000;
+	if (!opened)
+		return;
+	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 3) == (ssize_t)ln(g, 100));
+	s = cst(x.c);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(POLL(cst(x.c).dirty_bytes == 0 && cst(x.c).writeback_bytes == 0, 5000));
+	s = cst(x.c);
+	CHECK(s.rmw_reads == 1);
+	CHECK(s.dev_read_ios == 1);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+
+	/* Memory pressure: 1 MiB of cache, 4 MiB of partly written blocks
+	 * (one per 4 KiB page): the flusher merges, eviction frees. */
+	const size_t big = 4 * MiB, n = big / 4096;
+	if (!fx_open(&x, bs, big, 0, 1 * MiB))
+		return;
+	uint64_t inblk = at(g, 1000) - g->base; /* offset in the block */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = i * 4096 + (g->base % 4096) + inblk;
+		if (fx_write(&x, off, ln(g, 100), 0, 100 + i) != (ssize_t)ln(g, 100)) {
+			CHECK(0);
+			break;
+		}
+	}
+	CHECK(pc_fsync(x.h) == 0);
+	s = cst(x.c);
+	printf("   pressure: %zu partial writes, deferred %llu, merges %llu, device reads %llu, evictions %llu\n", n,
+	       (unsigned long long)s.deferred_rmw, (unsigned long long)s.rmw_reads,
+	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.evictions);
+	CHECK(s.deferred_rmw == n);
+	CHECK(s.rmw_reads == n);
+	CHECK(s.dev_read_ios == n);
+	CHECK(s.evictions > 0);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(fx_read_check(&x, 0, big));
+	fx_close(&x);
+}
+
+static void case_c(size_t bs, const struct geo *g)
+{
+	printf("-- (c) bs %zu: neighbouring writes complete the block, no read\n", bs);
+	for (int uncached = 0; uncached < 2; uncached++) {
+		int fl = uncached ? PC_DONTCACHE : 0;
+		struct fx x;
+		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+			return;
+		if (!uncached) {
+			/* [1000,2500), then [2500,4096) and [0,1000) */
+			CHECK(fx_write(&x, at(g, 1000), at(g, 2500) - at(g, 1000), fl, 4) > 0);
+			CHECK(fx_write(&x, at(g, 2500), at(g, 4096) - at(g, 2500), fl, 5) > 0);
+			CHECK(fx_write(&x, at(g, 0), at(g, 1000) - at(g, 0), fl, 6) > 0);
+		} else {
+			/* Uncached, two pieces: the second marks the block
+			 * completed, so the flusher may take it at once. */
+			CHECK(fx_write(&x, at(g, 1000), at(g, 4096) - at(g, 1000), fl, 4) > 0);
+			CHECK(fx_write(&x, at(g, 0), at(g, 1000) - at(g, 0), fl, 6) > 0);
+		}
+		struct pc_stats s = cst(x.c);
+		CHECK(s.deferred_rmw == 1);
+		CHECK(fx_read_check(&x, g->base, bs)); /* complete: a hit */
+		CHECK(pc_fsync(x.h) == 0);
+		s = cst(x.c);
+		printf("   %s: device reads %llu, merges %llu, cached after fsync %llu\n",
+		       uncached ? "PC_DONTCACHE" : "buffered", (unsigned long long)s.dev_read_ios,
+		       (unsigned long long)s.rmw_reads, (unsigned long long)s.cached_bytes);
+		CHECK(s.dev_read_ios == 0);
+		CHECK(s.rmw_reads == 0);
+		CHECK(verify_disk(x.path, x.model, x.size));
+		fx_close(&x);
+	}
+	/* Two uncached neighbours, each with one partial edge in the block:
+	 * no read, and the block is dropped once both are written. */
+	struct fx x;
+	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+		return;
+	uint64_t mid = at(g, 1000) + 4 * bs;
+	uint64_t a_end = (mid + bs - 1) / bs * bs + 2 * bs, b_start = mid / bs * bs - 2 * bs;
+	CHECK(fx_write(&x, mid, a_end - mid, PC_DONTCACHE, 7) > 0);
+	CHECK(fx_write(&x, b_start, mid - b_start, PC_DONTCACHE, 8) > 0);
+	CHECK(pc_fsync(x.h) == 0);
+	struct pc_stats s = cst(x.c);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.rmw_reads == 0);
+	CHECK(s.edge_completed == 1);
+	CHECK(s.cached_bytes == 0);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+}
+
+static void case_d(size_t bs, const struct geo *g)
+{
+	printf("-- (d) bs %zu: a write that would leave two disjoint partial ranges\n", bs);
+	struct fx x;
+	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+		return;
+	CHECK(fx_write(&x, at(g, 100), ln(g, 100), 0, 9) > 0);
+	struct pc_stats s1 = cst(x.c);
+	CHECK(s1.dev_read_ios == 0 && s1.deferred_rmw == 1);
+	CHECK(fx_write(&x, at(g, 3000), ln(g, 100), 0, 10) > 0);
+	struct pc_stats s2 = cst(x.c);
+	CHECK(s2.dev_read_ios == 1);
+	CHECK(s2.rmw_reads == 1);
+	CHECK(fx_read_check(&x, g->base, bs));
+	CHECK(pc_fsync(x.h) == 0);
+	struct pc_stats s3 = cst(x.c);
+	CHECK(s3.dev_read_ios == 1);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+	/* Overlapping and adjacent ranges stay deferred. */
+	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+		return;
+	CHECK(fx_write(&x, at(g, 1000), at(g, 2000) - at(g, 1000), 0, 11) > 0);
+	CHECK(fx_write(&x, at(g, 1500), at(g, 2500) - at(g, 1500), 0, 12) > 0); /* overlaps */
+	CHECK(fx_write(&x, at(g, 500), at(g, 1000) - at(g, 500), 0, 13) > 0);   /* adjacent */
+	s1 = cst(x.c);
+	CHECK(s1.dev_read_ios == 0);
+	CHECK(pc_fsync(x.h) == 0);
+	s2 = cst(x.c);
+	CHECK(s2.rmw_reads == 1 && s2.dev_read_ios == 1);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+}
+
+static void case_e(size_t bs, const struct geo *g)
+{
+	printf("-- (e) bs %zu: PC_DSYNC partial overwrite reads now, durable on return\n", bs);
+	for (int uncached = 0; uncached < 2; uncached++) {
+		struct fx x;
+		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+			return;
+		int fl = PC_DSYNC | (uncached ? PC_DONTCACHE : 0);
+		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), fl, 14) == (ssize_t)ln(g, 100));
+		struct pc_stats s = cst(x.c);
+		CHECK(s.deferred_rmw == 0);
+		CHECK(s.dev_read_ios == 1);
+		CHECK(s.dirty_bytes == 0);
+		CHECK(verify_disk(x.path, x.model, x.size));
+		CHECK(fx_read_check(&x, g->base, bs));
+		fx_close(&x);
+	}
+}
+
+static void case_f(size_t bs, const struct geo *g)
+{
+	printf("-- (f) bs %zu: PC_CFG_NO_DEFERRED_RMW reads at write time\n", bs);
+	struct fx x;
+	if (!fx_open(&x, bs, FILE_SIZE, PC_CFG_NO_DEFERRED_RMW, 0))
+		return;
+	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 15) == (ssize_t)ln(g, 100));
+	struct pc_stats s = cst(x.c);
+	CHECK(s.deferred_rmw == 0);
+	CHECK(s.dev_read_ios == 1);
+	CHECK(fx_read_check(&x, g->base, bs));
+	CHECK(pc_fsync(x.h) == 0);
+	s = cst(x.c);
+	CHECK(s.dev_read_ios == 1);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+}
+
+static void case_h(size_t bs)
+{
+	printf("-- (h) bs %zu: nothing read for the uncovered part in a hole or past EOF\n", bs);
+	struct fx x;
+	/* A 6000-byte file (the last block only partly holds data). */
+	if (!fx_open(&x, bs, 6000, 0, 0))
+		return;
+	uint64_t last = 6000 / bs * bs; /* start of the block holding EOF */
+	/* Overwrite the last block up to EOF: the rest of it is past EOF. */
+	CHECK(fx_write(&x, last, 6000 - last, 0, 16) > 0);
+	/* Extend it: a block past EOF partly written. */
+	CHECK(fx_write(&x, 12000, 100, 0, 17) > 0);
+	memset(x.model + 6000, 0, 6000);
+	CHECK(pc_fsync(x.h) == 0);
+	struct pc_stats s = cst(x.c);
+	printf("   overwrite up to EOF + write past EOF: device reads %llu, merges %llu, deferred %llu\n",
+	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.rmw_reads,
+	       (unsigned long long)s.deferred_rmw);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.rmw_reads == 0);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+
+	/* A hole in the middle of a file: punched with the file system. */
+	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
+		return;
+	int fd = open(x.path, O_RDWR);
+	REQUIRE(fd >= 0);
+	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 16384, 16384) == 0);
+	close(fd);
+	memset(x.model + 16384, 0, 16384);
+	/* The cache was opened before the punch and holds nothing of it. */
+	CHECK(fx_write(&x, 20000, 100, 0, 18) > 0);
+	CHECK(fx_write(&x, 24576 + 5, 10, PC_DONTCACHE, 19) > 0);
+	CHECK(pc_fsync(x.h) == 0);
+	s = cst(x.c);
+	printf("   partial writes into a hole: device reads %llu, deferred %llu\n", (unsigned long long)s.dev_read_ios,
+	       (unsigned long long)s.deferred_rmw);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.deferred_rmw == 0);
+	CHECK(verify_disk(x.path, x.model, x.size));
+	fx_close(&x);
+}
+
+static void run_all(size_t bs)
+{
+	struct geo g = { bs, bs == 4096 ? 0 : 5 * bs };
+	case_a(bs, &g);
+	case_b(bs, &g);
+	case_c(bs, &g);
+	case_d(bs, &g);
+	case_e(bs, &g);
+	case_f(bs, &g);
+	case_h(bs);
+}
+
+int main(void)
+{
+	dir = test_dir("rmw");
+	run_all(4096);
+	/* (g) 512-byte blocks, when the file system takes 512-byte direct I/O. */
+	struct fx probe;
+	if (fx_open(&probe, 512, 4096, 0, 0)) {
+		fx_close(&probe);
+		printf("== (g) block size 512\n");
+		run_all(512);
+	} else {
+		printf("== (g) block size 512 refused by the file system: skipped\n");
+	}
+	test_rmdir(dir);
+	return test_done();
+}

@@ -1,0 +1,1194 @@
+/*
+ * test_uncached.c - the rules of uncached (PC_DONTCACHE) I/O, one test each
+ * (issue 3, "Behaviour that must hold"):
+ *
+ *   a  edge kept: the folio of a block a write covers only partly survives
+ *      the write's writeback, the wholly covered part is dropped
+ *   b  edge completed and dropped: the neighbouring write marks it, its
+ *      writeback drops it; nothing is ever read from the device
+ *   c  a lone edge is dropped at close (dirty or clean)
+ *   d  a lone edge is dropped by age (edge_expire_ms), clean or dirty
+ *   e  a block covered whole in two pieces is not kept: a pwritev whose
+ *      iovec boundary falls inside a block, block granularity with blocks
+ *      smaller than a page, unaligned PC_DIRECT writes (middle direct, ends
+ *      uncached) and neighbouring direct writes completing each other
+ *   f  a folio that was cached before an uncached write is not marked
+ *   g  a cached access clears the drop-behind mark (also while the folio is
+ *      under writeback)
+ *   h  a drop-behind folio dirtied again is not dropped before its data is
+ *      written; a folio held by a reader is not freed
+ *   i  the uncached dirty counter never goes negative nor above the dirty
+ *      counter, over a random mix of every kind of operation (printed seed)
+ *   j  PC_DONTCACHE|PC_DSYNC: durable on return, whole blocks already gone
+ *   k  uncached reads: nothing left cached; cached data stays cached
+ *   l  POSIX_FADV_NOREUSE makes plain I/O of the range uncached
+ *   m  an uncached writer past uncached_kick_bytes kicks the flusher, which
+ *      writes its data back without fsync
+ *
+ * State is checked through pc_cache_stats and, for single folios, through
+ * mapping_lookup() and the folio flags.  The flusher runs asynchronously:
+ * waits are polls with a bounded timeout, never bare sleeps.
+ *
+ * Environment: PC_SEED (test i), PC_OPS (test i operations, default 3000).
+ */
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define NOT_CACHED 0xffffffffu
+
+static const char *dir;
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Poll `cond` every 10 ms for up to `ms`; true once it holds. */
+#define POLL(cond, ms)                                                        \
+	({                                                                    \
+		bool ok_ = false;                                             \
+		uint64_t until_ = now_ms() + (ms);                            \
+		for (;;) {                                                    \
+			if (cond) {                                           \
+				ok_ = true;                                   \
+				break;                                        \
+			}                                                     \
+			if (now_ms() > until_)                                \
+				break;                                        \
+			usleep(10000);                                        \
+		}                                                             \
+		ok_;                                                          \
+	})
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The byte at file offset `off` of pattern `seed`. */
+static uint8_t pat(uint64_t seed, uint64_t off)
+{
+	return (uint8_t)(mix64(seed * 0x9E3779B97F4A7C15ULL + (off >> 3)) >> ((off & 7) * 8));
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = pat(seed, off + i);
+}
+
+static void base_cfg(struct pc_config *cfg, size_t bs)
+{
+	pc_config_init(cfg);
+	cfg->memory_limit = 64 * MiB;
+	cfg->block_size = bs;
+	cfg->dirty_expire_ms = 60000;  /* only what a test asks for writes back */
+	cfg->edge_expire_ms = 60000;   /* edges age only where a test wants it */
+}
+
+static struct pc_stats cst(struct pc_cache *c)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	return s;
+}
+
+/* Flags of the folio holding byte pos, or NOT_CACHED. */
+static uint32_t fstate(struct pc_file *h, uint64_t pos)
+{
+	struct pc_folio *f = mapping_lookup(h->m, pos);
+	if (!f)
+		return NOT_CACHED;
+	uint32_t fl = atomic_load(&f->flags);
+	folio_put(h->m->c, f);
+	return fl;
+}
+
+static bool is_cached(struct pc_file *h, uint64_t pos)
+{
+	return fstate(h, pos) != NOT_CACHED;
+}
+
+/* A kept edge: cached, PF_EDGE, not drop-behind. */
+static bool is_edge(struct pc_file *h, uint64_t pos)
+{
+	uint32_t fl = fstate(h, pos);
+	return fl != NOT_CACHED && (fl & PF_EDGE) && !(fl & PF_DROPBEHIND);
+}
+
+static void print_flags(const char *what, struct pc_file *h, uint64_t pos)
+{
+	uint32_t fl = fstate(h, pos);
+	if (fl == NOT_CACHED)
+		printf("   %s: folio at %llu not cached\n", what, (unsigned long long)pos);
+	else
+		printf("   %s: folio at %llu flags 0x%x%s%s%s%s%s\n", what, (unsigned long long)pos, fl,
+		       fl & PF_EDGE ? " EDGE" : "", fl & PF_DROPBEHIND ? " DROPBEHIND" : "",
+		       fl & PF_DIRTY ? " DIRTY" : "", fl & PF_WRITEBACK ? " WRITEBACK" : "",
+		       fl & PF_UPTODATE ? " UPTODATE" : "");
+}
+
+/* The backing file, read with plain O_DIRECT, must be exactly expect[0, size). */
+static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0) {
+		perror(path);
+		return false;
+	}
+	struct stat st;
+	bool ok = fstat(fd, &st) == 0;
+	if (ok && (size_t)st.st_size != size) {
+		fprintf(stderr, "   %s: backing size %lld, expected %zu\n", path, (long long)st.st_size, size);
+		ok = false;
+	}
+	size_t cap = (size + 4095) & ~(size_t)4095;
+	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
+	REQUIRE(buf);
+	size_t got = 0;
+	while (ok && got < cap) {
+		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+		if (r < 0) {
+			perror("pread O_DIRECT");
+			ok = false;
+			break;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	if (ok && got < size) {
+		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, size);
+		ok = false;
+	}
+	if (ok) {
+		for (size_t i = 0; i < size; i++)
+			if (buf[i] != expect[i]) {
+				fprintf(stderr, "   %s: byte %zu is 0x%02x, expected 0x%02x\n", path, i, buf[i],
+					expect[i]);
+				ok = false;
+				break;
+			}
+	}
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+/* Write a file with plain I/O and fsync it (data that exists on the device). */
+static void make_file(const char *path, const uint8_t *data, size_t size)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	REQUIRE(pwrite(fd, data, size, 0) == (ssize_t)size);
+	REQUIRE(fsync(fd) == 0);
+	close(fd);
+}
+
+static struct pc_file *open_new(struct pc_cache *c, const char *name, char *path, size_t pathlen)
+{
+	test_path(path, pathlen, dir, name);
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	return h;
+}
+
+/* Fault hook that holds the first device write armed for it (the folios
+ * stay under writeback) until released. */
+static pthread_mutex_t hk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hk_cv = PTHREAD_COND_INITIALIZER;
+static int hk_armed, hk_blocked, hk_release;
+
+static int hold_write_hook(void *arg, int op, int fd, off_t off, size_t len)
+{
+	(void)arg, (void)fd, (void)off, (void)len;
+	if (op != IO_WRITE)
+		return 0;
+	pthread_mutex_lock(&hk_lock);
+	if (hk_armed) {
+		hk_armed = 0;
+		hk_blocked = 1;
+		pthread_cond_broadcast(&hk_cv);
+		while (!hk_release)
+			pthread_cond_wait(&hk_cv, &hk_lock);
+	}
+	pthread_mutex_unlock(&hk_lock);
+	return 0;
+}
+
+static void hook_arm(void)
+{
+	pthread_mutex_lock(&hk_lock);
+	hk_armed = 1;
+	hk_blocked = 0;
+	hk_release = 0;
+	pthread_mutex_unlock(&hk_lock);
+}
+
+static bool hook_blocked(void)
+{
+	pthread_mutex_lock(&hk_lock);
+	bool b = hk_blocked;
+	pthread_mutex_unlock(&hk_lock);
+	return b;
+}
+
+static void hook_release(void)
+{
+	pthread_mutex_lock(&hk_lock);
+	hk_armed = 0;
+	hk_release = 1;
+	pthread_cond_broadcast(&hk_cv);
+	pthread_mutex_unlock(&hk_lock);
+}
+
+static void *fsync_thread(void *arg)
+{
+	intptr_t r = pc_fsync(arg);
+	return (void *)r;
+}
+
+/* ------------------------------------------------------------ (a)(b)(c) */
+
+static void test_edge_kept_completed(void)
+{
+	printf("-- (a) edge kept, (b) edge completed and dropped, (c) lone edge dropped at close\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	struct pc_file *h = open_new(c, "edge_ab", path, sizeof(path));
+	uint8_t buf[12000];
+	fill(buf, sizeof(buf), 1, 0);
+
+	/* (a) [0, 6000): block [0,4096) whole, [4096,8192) partly covered. */
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
+	struct pc_stats s = cst(c);
+	CHECK(s.edge_kept == 1);
+	CHECK(is_edge(h, 4096));
+	uint32_t fl = fstate(h, 0);
+	/* The flusher may have cleaned and dropped it already. */
+	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
+	CHECK(pc_fsync(h) == 0);
+	CHECK(!is_cached(h, 0));
+	fl = fstate(h, 4096);
+	CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && (fl & PF_UPTODATE) &&
+	      !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.dropbehind_drops >= 1);
+	CHECK(verify_disk(path, buf, 6000));
+
+	/* (b) [6000, 12000) completes [4096,8192) and leaves [8192,12288). */
+	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DONTCACHE) == 6000);
+	s = cst(c);
+	CHECK(s.edge_completed == 1);
+	CHECK(s.edge_kept == 2);
+	fl = fstate(h, 4096);
+	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
+	CHECK(is_edge(h, 8192));
+	CHECK(pc_fsync(h) == 0);
+	CHECK(!is_cached(h, 4096));
+	CHECK(is_edge(h, 8192));
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.rmw_reads == 0);
+	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
+	CHECK(verify_disk(path, buf, 12000));
+	if (s.cached_bytes != 4096) {
+		print_flags("after (b)", h, 0);
+		print_flags("after (b)", h, 4096);
+		print_flags("after (b)", h, 8192);
+	}
+
+	/* (c) the lone tail edge goes at close. */
+	uint64_t expired0 = s.edge_expired;
+	CHECK(pc_close(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.folios == 0);
+	CHECK(s.dev_read_ios == 0);
+	h = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h);
+	struct pc_stats fs;
+	pc_file_stats(h, &fs);
+	CHECK(fs.cached_bytes == 0);
+	uint8_t back[12000];
+	CHECK(pc_pread(h, back, sizeof(back), 0, PC_DONTCACHE) == 12000);
+	CHECK(memcmp(back, buf, sizeof(back)) == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, 12000));
+
+	/* (c) a lone edge still dirty at close: written, then dropped. */
+	h = open_new(c, "edge_c", path, sizeof(path));
+	s = cst(c);
+	expired0 = s.edge_expired;
+	uint64_t cached0 = s.cached_bytes, reads0 = s.dev_read_ios;
+	CHECK(pc_pwrite(h, buf, 100, 0, PC_DONTCACHE) == 100);
+	CHECK(is_edge(h, 0));
+	CHECK(pc_close(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(s.cached_bytes == cached0);
+	CHECK(s.dev_read_ios == reads0);
+	CHECK(verify_disk(path, buf, 100));
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------------ (d) */
+
+static void test_edge_age(void)
+{
+	printf("-- (d) lone edge dropped by age\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.edge_expire_ms = 200;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	uint8_t buf[6000];
+	fill(buf, sizeof(buf), 2, 0);
+
+	/* A clean edge (its data written by fsync, which keeps it). */
+	struct pc_file *h = open_new(c, "edge_d1", path, sizeof(path));
+	uint64_t t0 = now_ms();
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
+	CHECK(pc_fsync(h) == 0);
+	uint64_t t_sync = now_ms();
+	if (t_sync - t0 < 150)
+		CHECK(is_edge(h, 4096)); /* still young: still there */
+	CHECK(POLL(!is_cached(h, 4096), 5000));
+	uint64_t age = now_ms() - t0;
+	printf("   clean edge dropped after %llu ms (edge_expire_ms 200)\n", (unsigned long long)age);
+	CHECK(age >= 150);
+	struct pc_stats s = cst(c);
+	CHECK(s.edge_expired == 1);
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(verify_disk(path, buf, 6000));
+	CHECK(pc_close(h) == 0);
+
+	/* A dirty edge: no fsync, no close; the flusher must write it and
+	 * drop it.  Counted as expired (pc_stats: "edge folios dropped at
+	 * fsync/close/age"). */
+	h = open_new(c, "edge_d2", path, sizeof(path));
+	s = cst(c);
+	uint64_t expired0 = s.edge_expired, drops0 = s.dropbehind_drops;
+	t0 = now_ms();
+	CHECK(pc_pwrite(h, buf, 100, 0, PC_DONTCACHE) == 100);
+	CHECK(is_edge(h, 0) || now_ms() - t0 >= 150);
+	CHECK(POLL(!is_cached(h, 0), 5000));
+	printf("   dirty edge dropped after %llu ms\n", (unsigned long long)(now_ms() - t0));
+	s = cst(c);
+	printf("   edge_expired +%llu, dropbehind_drops +%llu\n", (unsigned long long)(s.edge_expired - expired0),
+	       (unsigned long long)(s.dropbehind_drops - drops0));
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(s.dirty_bytes == 0);
+	CHECK(s.dev_read_ios == 0);
+	uint8_t back[100];
+	CHECK(pc_pread(h, back, 100, 0, 0) == 100);
+	CHECK(memcmp(back, buf, 100) == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, 100));
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------------ (e) */
+
+static void test_whole_in_pieces(void)
+{
+	printf("-- (e) a block covered whole in pieces is not kept\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	uint8_t buf[20000];
+	fill(buf, sizeof(buf), 3, 0);
+
+	/* pwritev [0,2000) + [2000,4096) at 0: one whole block. */
+	struct pc_file *h = open_new(c, "whole_iov", path, sizeof(path));
+	struct iovec v[2] = { { buf, 2000 }, { buf + 2000, 2096 } };
+	CHECK(pc_pwritev(h, v, 2, 0, PC_DONTCACHE) == 4096);
+	struct pc_stats s = cst(c);
+	CHECK(s.edge_kept == 0);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(!is_cached(h, 0));
+	CHECK(s.cached_bytes == 0);
+	CHECK(verify_disk(path, buf, 4096));
+	/* Three iovecs, boundaries inside blocks, two whole blocks + an edge. */
+	struct iovec v3[3] = { { buf + 4096, 1 }, { buf + 4097, 5000 }, { buf + 9097, 4191 } };
+	CHECK(pc_pwritev(h, v3, 3, 4096, PC_DONTCACHE) == 9192);
+	CHECK(pc_fsync(h) == 0);
+	CHECK(!is_cached(h, 4096) && !is_cached(h, 8192));
+	CHECK(is_edge(h, 12288));
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(verify_disk(path, buf, 13288));
+	CHECK(pc_close(h) == 0);
+
+	/* Unaligned PC_DIRECT: two iovecs with a boundary inside the aligned
+	 * middle [0,8192) (direct, never cached), tail [8192,10000) an edge. */
+	h = open_new(c, "whole_direct", path, sizeof(path));
+	struct iovec d[2] = { { buf, 2000 }, { buf + 2000, 8000 } };
+	CHECK(pc_pwritev(h, d, 2, 0, PC_DIRECT) == 10000);
+	CHECK(!is_cached(h, 0) && !is_cached(h, 4096));
+	CHECK(is_edge(h, 8192));
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(!is_cached(h, 0) && !is_cached(h, 4096));
+	CHECK(s.cached_bytes == 4096);
+	CHECK(verify_disk(path, buf, 10000));
+	/* The next unaligned direct write completes that edge with its head
+	 * piece: it is dropped, and nothing was ever read. */
+	CHECK(pc_pwrite(h, buf + 10000, 6384, 10000, PC_DIRECT) == 6384);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(!is_cached(h, 8192));
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(s.rmw_reads == 0);
+	CHECK(verify_disk(path, buf, 16384));
+	CHECK(pc_close(h) == 0);
+
+	/* Neighbouring unaligned direct writes, all of it through edges. */
+	h = open_new(c, "direct_neigh", path, sizeof(path));
+	s = cst(c);
+	uint64_t reads0 = s.dev_read_ios, completed0 = s.edge_completed;
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DIRECT) == 6000);
+	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DIRECT) == 6000);
+	CHECK(pc_pwrite(h, buf + 12000, 4384, 12000, PC_DIRECT) == 4384);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_completed == completed0 + 2);
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.dev_read_ios == reads0);
+	CHECK(verify_disk(path, buf, 16384));
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	/* Blocks smaller than a page: the rule is per block, not per folio. */
+	base_cfg(&cfg, 512);
+	c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	test_path(path, sizeof(path), dir, "whole_512");
+	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!h) {
+		printf("   block size 512 refused (errno %d): 512-byte cases skipped\n", errno);
+		CHECK(pc_cache_destroy(c) == 0);
+		return;
+	}
+	/* Two iovecs inside one 512-byte block and one page. */
+	struct iovec v5[2] = { { buf, 300 }, { buf + 300, 3796 } };
+	CHECK(pc_pwritev(h, v5, 2, 0, PC_DONTCACHE) == 4096);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(s.cached_bytes == 0);
+	CHECK(verify_disk(path, buf, 4096));
+	/* [4096, 10240): every block it touches is covered whole, though the
+	 * page [8192,12288) only partly: nothing is an edge. */
+	CHECK(pc_pwrite(h, buf + 4096, 6144, 4096, PC_DONTCACHE) == 6144);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	printf("   bs 512, block-aligned write ending mid-page: edge_kept %llu, cached %llu after fsync\n",
+	       (unsigned long long)s.edge_kept, (unsigned long long)s.cached_bytes);
+	CHECK(s.cached_bytes == 0);
+	CHECK(!is_cached(h, 8192));
+	/* Its block-aligned neighbour [10240, 12288) then completes the page. */
+	CHECK(pc_pwrite(h, buf + 10240, 2048, 10240, PC_DONTCACHE) == 2048);
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(verify_disk(path, buf, 12288));
+	/* Unaligned direct with 512-byte blocks: middle direct, ends edges;
+	 * the neighbours complete them. */
+	uint64_t cached_before = cst(c).cached_bytes, reads_before = cst(c).dev_read_ios;
+	CHECK(pc_pwrite(h, buf + 12288, 1000, 12288, PC_DIRECT) == 1000);  /* [12288,13288) */
+	CHECK(pc_pwrite(h, buf + 13288, 3000, 13288, PC_DIRECT) == 3000);  /* [13288,16288) */
+	CHECK(pc_pwrite(h, buf + 16288, 96, 16288, PC_DIRECT) == 96);      /* to 16384 */
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(!is_cached(h, 12288));
+	CHECK(s.cached_bytes == cached_before);
+	CHECK(s.dev_read_ios == reads_before);
+	CHECK(verify_disk(path, buf, 16384));
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------------ (f) */
+
+static void test_cached_not_marked(void)
+{
+	printf("-- (f) a folio cached before an uncached write is not marked\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.readahead_max_bytes = 0;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	uint8_t buf[16384];
+	fill(buf, sizeof(buf), 4, 0);
+
+	/* Cached by a buffered write (dirty still). */
+	struct pc_file *h = open_new(c, "cached_w", path, sizeof(path));
+	CHECK(pc_pwrite(h, buf, 8192, 0, 0) == 8192);
+	fill(buf + 100, 100, 40, 100);
+	CHECK(pc_pwrite(h, buf + 100, 100, 100, PC_DONTCACHE) == 100);
+	fill(buf + 4096, 4096, 41, 4096);
+	CHECK(pc_pwrite(h, buf + 4096, 4096, 4096, PC_DONTCACHE) == 4096);
+	CHECK(pc_fsync(h) == 0);
+	uint32_t f0 = fstate(h, 0), f1 = fstate(h, 4096);
+	CHECK(f0 != NOT_CACHED && !(f0 & (PF_DROPBEHIND | PF_EDGE)));
+	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
+	struct pc_stats s = cst(c);
+	CHECK(s.cached_bytes == 8192);
+	CHECK(s.edge_kept == 0);
+	CHECK(verify_disk(path, buf, 8192));
+	CHECK(pc_close(h) == 0);
+
+	/* Cached by a buffered read of existing data (clean). */
+	test_path(path, sizeof(path), dir, "cached_r");
+	fill(buf, sizeof(buf), 5, 0);
+	make_file(path, buf, 16384);
+	h = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h);
+	s = cst(c);
+	uint64_t reads0 = s.dev_read_ios;
+	uint8_t back[4096];
+	CHECK(pc_pread(h, back, 4096, 4096, 0) == 4096);
+	CHECK(memcmp(back, buf + 4096, 4096) == 0);
+	fill(buf + 5000, 100, 50, 5000);
+	CHECK(pc_pwrite(h, buf + 5000, 100, 5000, PC_DONTCACHE) == 100);
+	CHECK(pc_fsync(h) == 0);
+	f1 = fstate(h, 4096);
+	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
+	s = cst(c);
+	CHECK(s.dev_read_ios == reads0 + 1);
+	CHECK(s.edge_kept == 0);
+	CHECK(verify_disk(path, buf, 16384));
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------------ (g) */
+
+static void test_mark_cleared(void)
+{
+	printf("-- (g) a cached access clears the drop-behind mark\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.uncached_kick_bytes = 8 * MiB;
+	cfg.readahead_max_bytes = 0;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = hold_write_hook; /* set before any I/O */
+	char path[4200];
+	const size_t R = 64 * KiB;
+	uint8_t *buf = malloc(R), *back = malloc(R);
+	REQUIRE(buf && back);
+
+	/* Before writeback.  The flusher may clean (and drop) the region
+	 * between our two calls; then the read misses and we retry. */
+	struct pc_file *h = open_new(c, "mark", path, sizeof(path));
+	bool raced = true;
+	for (int attempt = 0; attempt < 5 && raced; attempt++) {
+		uint64_t off = (uint64_t)attempt * R;
+		fill(buf, R, 60 + (uint64_t)attempt, off);
+		struct pc_stats s0 = cst(c);
+		CHECK(pc_pwrite(h, buf, R, (off_t)off, PC_DONTCACHE) == (ssize_t)R);
+		CHECK(pc_pread(h, back, R, (off_t)off, 0) == (ssize_t)R);
+		CHECK(memcmp(back, buf, R) == 0);
+		struct pc_stats s1 = cst(c);
+		raced = s1.dev_read_ios != s0.dev_read_ios || s1.dropbehind_drops != s0.dropbehind_drops ||
+			(fstate(h, off) != NOT_CACHED && (fstate(h, off) & PF_WRITEBACK));
+		if (raced) {
+			printf("   attempt %d: the flusher dropped it before the read; again\n", attempt);
+			continue;
+		}
+		for (uint64_t p = off; p < off + R; p += 4096) {
+			uint32_t fl = fstate(h, p);
+			if (fl == NOT_CACHED || (fl & PF_DROPBEHIND)) {
+				print_flags("after the cached read", h, p);
+				CHECK(0);
+				break;
+			}
+		}
+		CHECK(pc_fsync(h) == 0);
+		bool all = true;
+		for (uint64_t p = off; p < off + R; p += 4096)
+			all = all && is_cached(h, p);
+		CHECK(all);
+	}
+	CHECK(!raced);
+	CHECK(pc_close(h) == 0);
+
+	/* While the folio is under writeback: the device write is held by the
+	 * fault hook, the read is a cache hit, the mark must go. */
+	h = open_new(c, "mark_wb", path, sizeof(path));
+	fill(buf, R, 70, 0);
+	hook_arm();
+	CHECK(pc_pwrite(h, buf, R, 0, PC_DONTCACHE) == (ssize_t)R);
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, fsync_thread, h) == 0);
+	CHECK(POLL(hook_blocked(), 5000));
+	CHECK(POLL(fstate(h, 0) != NOT_CACHED && (fstate(h, 0) & PF_WRITEBACK), 5000));
+	struct pc_stats s0 = cst(c);
+	CHECK(pc_pread(h, back, R, 0, 0) == (ssize_t)R);
+	CHECK(memcmp(back, buf, R) == 0);
+	struct pc_stats s1 = cst(c);
+	CHECK(s1.dev_read_ios == s0.dev_read_ios);
+	uint32_t fl = fstate(h, 0);
+	CHECK(fl != NOT_CACHED && (fl & PF_WRITEBACK));
+	bool cleared = fl != NOT_CACHED && !(fl & PF_DROPBEHIND);
+	if (!cleared)
+		print_flags("cached read during writeback", h, 0);
+	CHECK(cleared);
+	hook_release();
+	void *ret;
+	pthread_join(t, &ret);
+	CHECK(ret == NULL);
+	CHECK(pc_fsync(h) == 0);
+	bool all = true;
+	for (uint64_t p = 0; p < R; p += 4096)
+		all = all && is_cached(h, p);
+	if (!all)
+		print_flags("after writeback", h, 0);
+	CHECK(all);
+	CHECK(verify_disk(path, buf, R));
+	CHECK(pc_close(h) == 0);
+	c->fault_hook = NULL;
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+	free(back);
+}
+
+/* ------------------------------------------------------------------ (h) */
+
+struct writer_arg {
+	struct pc_file *h;
+	const uint8_t *buf;
+	size_t len;
+	off_t off;
+	ssize_t ret;
+};
+
+static void *writer_thread(void *p)
+{
+	struct writer_arg *a = p;
+	a->ret = pc_pwrite(a->h, a->buf, a->len, a->off, PC_DONTCACHE);
+	return NULL;
+}
+
+static void test_not_dropped(void)
+{
+	printf("-- (h) dirty/writeback/held drop-behind folios are not dropped\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.uncached_kick_bytes = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = hold_write_hook;
+	char path[4200];
+	const size_t R = 64 * KiB;
+	uint8_t *a = malloc(R), *b = malloc(R), *back = malloc(R);
+	REQUIRE(a && b && back);
+
+	/* Deterministic: A under writeback (held), B written meanwhile by
+	 * another thread (which must wait for the writeback), then released. */
+	struct pc_file *h = open_new(c, "redirty", path, sizeof(path));
+	fill(a, R, 80, 0);
+	fill(b, R, 81, 0);
+	hook_arm();
+	CHECK(pc_pwrite(h, a, R, 0, PC_DONTCACHE) == (ssize_t)R);
+	pthread_t ft, wt;
+	REQUIRE(pthread_create(&ft, NULL, fsync_thread, h) == 0);
+	CHECK(POLL(hook_blocked(), 5000));
+	struct writer_arg wa = { h, b, R, 0, 0 };
+	REQUIRE(pthread_create(&wt, NULL, writer_thread, &wa) == 0);
+	usleep(20000); /* give the writer time to block (not needed for correctness) */
+	hook_release();
+	void *ret;
+	pthread_join(ft, &ret);
+	CHECK(ret == NULL);
+	pthread_join(wt, NULL);
+	CHECK(wa.ret == (ssize_t)R);
+	CHECK(pc_pread(h, back, R, 0, PC_DONTCACHE) == (ssize_t)R);
+	CHECK(memcmp(back, b, R) == 0);
+	CHECK(pc_fsync(h) == 0);
+	CHECK(verify_disk(path, b, R));
+	struct pc_stats s = cst(c);
+	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
+	CHECK(pc_close(h) == 0);
+	c->fault_hook = NULL;
+
+	/* Racy: rewrite the same region while the kicked flusher cleans it;
+	 * every read sees the latest data, the device the last. */
+	h = open_new(c, "redirty_loop", path, sizeof(path));
+	for (int i = 0; i < 300; i++) {
+		fill(a, R, 100 + (uint64_t)i, 0);
+		size_t off = (size_t)(i % 7) * 512, len = R - off - (size_t)(i % 5) * 1000;
+		if (pc_pwrite(h, a + off, len, (off_t)off, PC_DONTCACHE) != (ssize_t)len) {
+			CHECK(0);
+			break;
+		}
+		memcpy(b + off, a + off, len);
+		if (i == 0)
+			memcpy(b, a, R);
+		if (pc_pread(h, back, R, 0, PC_DONTCACHE) != (ssize_t)R || memcmp(back, b, R) != 0) {
+			fprintf(stderr, "   redirty loop: stale data after write %d\n", i);
+			CHECK(0);
+			break;
+		}
+		if (i % 50 == 49)
+			CHECK(pc_fsync(h) == 0);
+	}
+	CHECK(pc_fsync(h) == 0);
+	CHECK(verify_disk(path, b, R));
+	s = cst(c);
+	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
+	CHECK(pc_close(h) == 0);
+
+	/* A folio held by a reader across the writeback that would drop it. */
+	h = open_new(c, "held", path, sizeof(path));
+	fill(a, 4096, 90, 0);
+	CHECK(pc_pwrite(h, a, 4096, 0, PC_DONTCACHE) == 4096);
+	struct pc_folio *f = mapping_lookup(h->m, 0);
+	CHECK(f != NULL);
+	if (f) {
+		CHECK(folio_test(f, PF_DROPBEHIND));
+		CHECK(pc_fsync(h) == 0);
+		CHECK(folio_test(f, PF_INDEXED));
+		CHECK(f->mapping == h->m);
+		CHECK(folio_test(f, PF_UPTODATE) && !folio_test(f, PF_DIRTY | PF_WRITEBACK));
+		CHECK(memcmp(folio_data(c, f), a, 4096) == 0);
+		CHECK(atomic_load(&f->refcount) >= 2);
+		CHECK(is_cached(h, 0));
+		CHECK(pc_pread(h, back, 4096, 0, PC_DONTCACHE) == 4096);
+		CHECK(memcmp(back, a, 4096) == 0);
+		CHECK(memcmp(folio_data(c, f), a, 4096) == 0);
+		folio_put(c, f);
+	}
+	fill(a, 4096, 91, 0);
+	CHECK(pc_pwrite(h, a, 4096, 0, PC_DONTCACHE) == 4096);
+	CHECK(pc_pread(h, back, 4096, 0, 0) == 4096);
+	CHECK(memcmp(back, a, 4096) == 0);
+	CHECK(pc_fsync(h) == 0);
+	CHECK(verify_disk(path, a, 4096));
+	fill(a, 4096, 92, 0);
+	CHECK(pc_pwrite(h, a, 4096, 0, 0) == 4096);
+	CHECK(pc_pread(h, back, 4096, 0, 0) == 4096);
+	CHECK(memcmp(back, a, 4096) == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, a, 4096));
+	CHECK(pc_cache_destroy(c) == 0);
+	free(a);
+	free(b);
+	free(back);
+}
+
+/* ------------------------------------------------------------------ (i) */
+
+#define I_CAP (2 * MiB)
+#define I_MAXLEN (96 * KiB)
+
+/* Counter invariants: never negative; uncached <= dirty.  The two are not
+ * read atomically together while the flusher changes them, so a violation
+ * of the second must persist over a few samples to count. */
+static bool counters_ok(struct pc_cache *c, struct pc_file *h, const char *when, unsigned op)
+{
+	struct pc_mapping *m = h->m;
+	int64_t cu = atomic_load(&c->uncached), cd = atomic_load(&c->dirty), cw = atomic_load(&c->writeback);
+	int64_t mu = atomic_load(&m->nr_uncached), md = atomic_load(&m->nr_dirty);
+	int64_t du = atomic_load(&m->dom->uncached), dd = atomic_load(&m->dom->dirty);
+	if (cu < 0 || cd < 0 || cw < 0 || mu < 0 || md < 0 || du < 0 || dd < 0) {
+		fprintf(stderr,
+			"   op %u (%s): negative counter: cache uncached %lld dirty %lld writeback %lld, "
+			"mapping uncached %lld dirty %lld, domain uncached %lld dirty %lld\n",
+			op, when, (long long)cu, (long long)cd, (long long)cw, (long long)mu, (long long)md,
+			(long long)du, (long long)dd);
+		return false;
+	}
+	for (int i = 0; i < 50; i++) {
+		struct pc_stats s = cst(c);
+		if (s.dirty_uncached_bytes <= s.dirty_bytes && atomic_load(&c->uncached) <= atomic_load(&c->dirty))
+			return true;
+		usleep(1000);
+	}
+	struct pc_stats s = cst(c);
+	fprintf(stderr, "   op %u (%s): dirty_uncached_bytes %llu > dirty_bytes %llu (persisting)\n", op, when,
+		(unsigned long long)s.dirty_uncached_bytes, (unsigned long long)s.dirty_bytes);
+	return false;
+}
+
+static void test_counter_never_negative(void)
+{
+	uint64_t seed = test_seed("uncached counters", 0x5eed0003);
+	unsigned nops = 3000;
+	const char *e = getenv("PC_OPS");
+	if (e && atoi(e) > 0)
+		nops = (unsigned)atoi(e);
+	printf("-- (i) uncached dirty counter never negative (%u ops)\n", nops);
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.memory_limit = 4 * MiB;     /* eviction and throttling too */
+	cfg.max_folio_size = 64 * KiB;
+	cfg.uncached_kick_bytes = 128 * KiB;
+	cfg.dirty_expire_ms = 300;
+	cfg.edge_expire_ms = 400;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	struct pc_file *h = open_new(c, "counters", path, sizeof(path));
+	uint8_t *model = calloc(1, I_CAP + I_MAXLEN), *buf = malloc(I_MAXLEN), *back = malloc(I_MAXLEN);
+	REQUIRE(model && buf && back);
+	uint64_t size = 0;
+	static const int wflags[] = { 0, PC_DONTCACHE, PC_DONTCACHE, PC_DONTCACHE, PC_DSYNC,
+				      PC_DONTCACHE | PC_DSYNC, PC_DIRECT, PC_DIRECT | PC_DSYNC };
+	static const int rflags[] = { 0, PC_DONTCACHE, PC_DONTCACHE, PC_DIRECT };
+	bool ok = true;
+	for (unsigned op = 0; op < nops && ok; op++) {
+		unsigned kind = (unsigned)(tu_rand(&seed) % 100);
+		uint64_t off = tu_rand(&seed) % I_CAP;
+		if (tu_rand(&seed) % 3 == 0)
+			off &= ~4095ull;
+		uint64_t len = 1 + tu_rand(&seed) % (tu_rand(&seed) % 4 == 0 ? I_MAXLEN : 9000);
+		if (off + len > I_CAP)
+			len = I_CAP - off;
+		const char *what;
+		if (kind < 45) {
+			int fl = wflags[tu_rand(&seed) % 8];
+			what = "write";
+			for (uint64_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)tu_rand(&seed);
+			ssize_t r;
+			if (tu_rand(&seed) % 4 == 0 && len > 1) {
+				size_t cut = 1 + tu_rand(&seed) % (len - 1);
+				struct iovec v[2] = { { buf, cut }, { buf + cut, len - cut } };
+				r = pc_pwritev(h, v, 2, (off_t)off, fl);
+			} else {
+				r = pc_pwrite(h, buf, len, (off_t)off, fl);
+			}
+			if (r != (ssize_t)len) {
+				fprintf(stderr, "   op %u: write %llu+%llu flags %d returned %zd\n", op,
+					(unsigned long long)off, (unsigned long long)len, fl, r);
+				ok = false;
+			}
+			memcpy(model + off, buf, len);
+			if (off + len > size)
+				size = off + len;
+		} else if (kind < 80) {
+			int fl = rflags[tu_rand(&seed) % 4];
+			what = "read";
+			ssize_t r = pc_pread(h, back, len, (off_t)off, fl);
+			uint64_t want = off >= size ? 0 : (size - off < len ? size - off : len);
+			if (r != (ssize_t)want || memcmp(back, model + off, want) != 0) {
+				fprintf(stderr, "   op %u: read %llu+%llu flags %d: got %zd (want %llu) or wrong data\n",
+					op, (unsigned long long)off, (unsigned long long)len, fl, r,
+					(unsigned long long)want);
+				ok = false;
+			}
+		} else if (kind < 86) {
+			what = "truncate";
+			uint64_t ns = tu_rand(&seed) % I_CAP;
+			if (pc_ftruncate(h, (off_t)ns) != 0) {
+				ok = false;
+			}
+			if (ns < size)
+				memset(model + ns, 0, size - ns);
+			size = ns;
+		} else if (kind < 92) {
+			what = "punch";
+			int r = pc_fallocate(h, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+			if (r != 0) {
+				fprintf(stderr, "   op %u: punch failed errno %d\n", op, errno);
+				ok = false;
+			}
+			if (off < size)
+				memset(model + off, 0, (off + len > size ? size : off + len) - off);
+		} else if (kind < 97) {
+			what = "fsync";
+			if (pc_fsync(h) != 0)
+				ok = false;
+		} else {
+			what = "fadvise";
+			int adv = tu_rand(&seed) % 2 ? POSIX_FADV_NOREUSE : POSIX_FADV_NORMAL;
+			if (tu_rand(&seed) % 3 == 0)
+				adv = POSIX_FADV_DONTNEED;
+			if (pc_fadvise(h, (off_t)off, (off_t)len, adv) != 0)
+				ok = false;
+		}
+		if (!counters_ok(c, h, what, op))
+			ok = false;
+		if (!ok)
+			fprintf(stderr, "   stopped at op %u (%s); replay with PC_SEED\n", op, what);
+	}
+	CHECK(ok);
+	CHECK(pc_fsync(h) == 0);
+	struct pc_stats s = cst(c);
+	CHECK(s.dirty_uncached_bytes == 0);
+	CHECK(s.dirty_bytes == 0);
+	CHECK(atomic_load(&c->uncached) == 0);
+	CHECK(atomic_load(&c->dirty) == 0);
+	CHECK(atomic_load(&h->m->nr_uncached) == 0);
+	CHECK(atomic_load(&h->m->dom->uncached) == 0);
+	if (atomic_load(&c->uncached) != 0 || atomic_load(&c->dirty) != 0)
+		fprintf(stderr, "   after the final fsync: uncached %lld dirty %lld\n",
+			(long long)atomic_load(&c->uncached), (long long)atomic_load(&c->dirty));
+	CHECK(pc_size(h) == (off_t)size);
+	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, model, size));
+	CHECK(pc_cache_destroy(c) == 0);
+	free(model);
+	free(buf);
+	free(back);
+}
+
+/* ------------------------------------------------------------------ (j) */
+
+static void test_dontcache_dsync(void)
+{
+	printf("-- (j) PC_DONTCACHE|PC_DSYNC: durable on return, whole blocks gone\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	uint8_t buf[20480];
+	fill(buf, sizeof(buf), 6, 0);
+	struct pc_file *h = open_new(c, "dsync", path, sizeof(path));
+	CHECK(pc_pwrite(h, buf, 13288, 0, PC_DONTCACHE | PC_DSYNC) == 13288);
+	CHECK(verify_disk(path, buf, 13288));
+	CHECK(!is_cached(h, 0) && !is_cached(h, 4096) && !is_cached(h, 8192));
+	CHECK(is_edge(h, 12288));
+	struct pc_stats s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(s.dirty_bytes == 0);
+	/* The neighbour completes the edge: on return it is gone too. */
+	CHECK(pc_pwrite(h, buf + 13288, 7000, 13288, PC_DONTCACHE | PC_DSYNC) == 7000);
+	CHECK(verify_disk(path, buf, 20288));
+	CHECK(!is_cached(h, 12288));
+	CHECK(is_edge(h, 16384));
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(s.edge_completed == 1);
+	CHECK(s.dev_read_ios == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------------ (k) */
+
+static void test_uncached_read(void)
+{
+	printf("-- (k) uncached reads\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	const size_t N = 1 * MiB;
+	uint8_t *data = malloc(N), *back = malloc(N);
+	REQUIRE(data && back);
+	fill(data, N, 7, 0);
+	test_path(path, sizeof(path), dir, "uread");
+	make_file(path, data, N);
+
+	/* Sequential uncached reads of the whole file (read-ahead on). */
+	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	for (size_t off = 0; off < N; off += 64 * KiB)
+		CHECK(pc_pread(h, back + off, 64 * KiB, (off_t)off, PC_DONTCACHE) == (ssize_t)(64 * KiB));
+	CHECK(memcmp(back, data, N) == 0);
+	struct pc_stats s = cst(c);
+	printf("   sequential: %llu read I/Os, %llu drops, %llu bytes left cached\n",
+	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.dropbehind_drops,
+	       (unsigned long long)s.cached_bytes);
+	if (!POLL(cst(c).cached_bytes == 0, 2000)) {
+		CHECK(0);
+		for (uint64_t p = 0; p < N; p += 4096)
+			if (is_cached(h, p))
+				print_flags("left by sequential uncached reads", h, p);
+	}
+	CHECK(pc_close(h) == 0);
+
+	/* One random uncached read in the middle (no read-ahead). */
+	h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	uint64_t cached0 = cst(c).cached_bytes;
+	CHECK(pc_pread(h, back, 5000, 300000, PC_DONTCACHE) == 5000);
+	CHECK(memcmp(back, data + 300000, 5000) == 0);
+	s = cst(c);
+	CHECK(s.cached_bytes == cached0);
+	if (s.cached_bytes != cached0) {
+		print_flags("uncached read [300000,305000)", h, 300000);
+		print_flags("uncached read [300000,305000)", h, 304999);
+	}
+
+	/* Cached data stays cached. */
+	CHECK(pc_pread(h, back, 64 * KiB, 512 * KiB, 0) == (ssize_t)(64 * KiB));
+	CHECK(memcmp(back, data + 512 * KiB, 64 * KiB) == 0);
+	uint64_t cached = cst(c).cached_bytes, reads = cst(c).dev_read_ios;
+	CHECK(cached >= 64 * KiB);
+	CHECK(pc_pread(h, back, 64 * KiB, 512 * KiB, PC_DONTCACHE) == (ssize_t)(64 * KiB));
+	CHECK(memcmp(back, data + 512 * KiB, 64 * KiB) == 0);
+	s = cst(c);
+	CHECK(s.cached_bytes == cached);
+	CHECK(s.dev_read_ios == reads);
+	for (uint64_t p = 512 * KiB; p < 576 * KiB; p += 4096) {
+		uint32_t fl = fstate(h, p);
+		if (fl == NOT_CACHED || (fl & PF_DROPBEHIND)) {
+			print_flags("cached, then read uncached", h, p);
+			CHECK(0);
+			break;
+		}
+	}
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(data);
+	free(back);
+}
+
+/* ------------------------------------------------------------------ (l) */
+
+static void test_noreuse(void)
+{
+	printf("-- (l) POSIX_FADV_NOREUSE\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.readahead_max_bytes = 0;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	const size_t N = 64 * KiB + 6000;
+	uint8_t *buf = malloc(N), *back = malloc(N);
+	REQUIRE(buf && back);
+	fill(buf, N, 8, 0);
+	struct pc_file *h = open_new(c, "noreuse", path, sizeof(path));
+	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_NOREUSE) == 0);
+	CHECK(pc_pwrite(h, buf, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
+	uint32_t fl = fstate(h, 0);
+	CHECK(fl == NOT_CACHED || (fl & PF_DROPBEHIND));
+	CHECK(pc_pwrite(h, buf + 64 * KiB, 6000, 64 * KiB, 0) == 6000);
+	CHECK(is_edge(h, 64 * KiB + 4096));
+	CHECK(pc_fsync(h) == 0);
+	struct pc_stats s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	CHECK(verify_disk(path, buf, N));
+	/* Plain reads of the range are uncached too. */
+	CHECK(pc_pread(h, back, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
+	CHECK(memcmp(back, buf, 64 * KiB) == 0);
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096);
+	/* NORMAL ends it. */
+	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_NORMAL) == 0);
+	CHECK(pc_pread(h, back, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
+	s = cst(c);
+	CHECK(s.cached_bytes == 4096 + 64 * KiB);
+	fl = fstate(h, 0);
+	CHECK(fl != NOT_CACHED && !(fl & PF_DROPBEHIND));
+	CHECK(pc_close(h) == 0);
+
+	/* A NOREUSE range elsewhere leaves this I/O cached. */
+	h = open_new(c, "noreuse2", path, sizeof(path));
+	CHECK(pc_fadvise(h, 1 * MiB, 64 * KiB, POSIX_FADV_NOREUSE) == 0);
+	CHECK(pc_pwrite(h, buf, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
+	CHECK(pc_pwrite(h, buf, 64 * KiB, 1 * MiB, 0) == (ssize_t)(64 * KiB));
+	fl = fstate(h, 0);
+	CHECK(fl != NOT_CACHED && !(fl & PF_DROPBEHIND));
+	fl = fstate(h, 1 * MiB);
+	CHECK(fl == NOT_CACHED || (fl & PF_DROPBEHIND));
+	CHECK(pc_fsync(h) == 0);
+	CHECK(is_cached(h, 0));
+	CHECK(!is_cached(h, 1 * MiB));
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+	free(back);
+}
+
+/* ------------------------------------------------------------------ (m) */
+
+static void test_kick(void)
+{
+	printf("-- (m) an uncached writer past uncached_kick_bytes kicks the flusher\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.uncached_kick_bytes = 256 * KiB;
+	cfg.dirty_expire_ms = 600000; /* age never explains writeback here */
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	const size_t N = 1 * MiB;
+	uint8_t *buf = malloc(N);
+	REQUIRE(buf);
+	fill(buf, N, 9, 0);
+
+	/* A buffered writer below the background threshold does not kick. */
+	struct pc_file *hb = open_new(c, "kick_buffered", path, sizeof(path));
+	CHECK(pc_pwrite(hb, buf, N, 0, 0) == (ssize_t)N);
+	struct pc_stats s = cst(c);
+	CHECK(s.flusher_kicks == 0);
+	CHECK(pc_close(hb) == 0);
+
+	struct pc_file *h = open_new(c, "kick", path, sizeof(path));
+	for (size_t off = 0; off < N; off += 64 * KiB)
+		CHECK(pc_pwrite(h, buf + off, 64 * KiB, (off_t)off, PC_DONTCACHE) == (ssize_t)(64 * KiB));
+	s = cst(c);
+	printf("   flusher_kicks %llu, dirty now %llu\n", (unsigned long long)s.flusher_kicks,
+	       (unsigned long long)s.dirty_bytes);
+	CHECK(s.flusher_kicks > 0);
+	CHECK(POLL(cst(c).dirty_bytes == 0 && cst(c).writeback_bytes == 0, 5000));
+	struct pc_stats fs;
+	CHECK(POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 5000));
+	s = cst(c);
+	CHECK(s.dev_write_bytes >= 2 * N); /* both files' data */
+	CHECK(s.dev_read_ios == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, N));
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+}
+
+int main(void)
+{
+	dir = test_dir("uncached");
+	test_edge_kept_completed();
+	test_edge_age();
+	test_whole_in_pieces();
+	test_cached_not_marked();
+	test_mark_cleared();
+	test_not_dropped();
+	test_counter_never_negative();
+	test_dontcache_dsync();
+	test_uncached_read();
+	test_noreuse();
+	test_kick();
+	test_rmdir(dir);
+	return test_done();
+}

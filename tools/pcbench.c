@@ -1,0 +1,795 @@
+/*
+ * pcbench - the benchmark table of issue 2: pagecache against the kernel's
+ * page cache (pread/pwrite on a normal buffered descriptor of the same kind
+ * of file), measured in one run and compared as ratios.
+ *
+ *   pcbench [--dir D] [--mem BYTES] [--seconds S] [--quick]
+ *
+ * Workloads (each runs the kernel first, then pagecache, always in that
+ * order; every pagecache workload uses a fresh cache of --mem bytes):
+ *
+ *   a. 4 KiB random reads from a warm cache, 1 thread: a 64 MiB file (half
+ *      of --mem if that is smaller, so that it fits in both caches), read
+ *      whole once to warm it, then S seconds of random 4 KiB-aligned reads.
+ *      ops/s; target pagecache >= 2.5x kernel.
+ *   b. UnixBench fstime "w": a cached file of 2000 blocks of 1 KiB
+ *      (2,048,000 bytes), rewritten whole, sequentially from offset 0 in
+ *      1 KiB writes, over and over for S seconds.  KB/s (1024 bytes);
+ *      target >= 2x.
+ *   c. 1 MiB sequential writes of 4 x --mem bytes to a newly created file
+ *      (deleted before each side), then fsync; MiB/s including the fsync.
+ *      target >= 1.0x.
+ *   d. cold 1 MiB sequential reads of the file written by c: before each
+ *      side the kernel's cache of the file is dropped (fdatasync +
+ *      fadvise(DONTNEED), and drop_caches when root); pagecache reads with
+ *      a fresh cache.  MiB/s; target >= 0.9x.
+ *   e. metadata per cached 4 KiB folio, measured from the heap (see
+ *      measure_metadata() for exactly what is counted).  target <= 2 %.
+ *
+ * The exit status is 0 even when a target is missed (this is a benchmark,
+ * not a test); the table says PASS or FAIL.  A pagecache call that fails is
+ * reported with its name and errno and the row reads "error".
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <malloc.h>
+#include <math.h>
+
+#include "pagecache.h"
+#include "benchutil.h"
+
+struct opts {
+	const char *dir;
+	uint64_t mem;
+	double seconds;
+	bool quick;
+};
+
+/* One line of the table. */
+struct row {
+	const char *name;
+	const char *unit;
+	double kernel, pc;   /* NAN: not measured / failed */
+	const char *target;  /* printed */
+	double min_ratio;    /* PASS if pc/kernel >= this (when > 0) */
+	double max_pct;      /* e: PASS if pc (a percentage) <= this */
+	bool pct_row;
+	char note[1024];
+};
+
+static struct row rows[5];
+static int nrows;
+
+static struct opts o = {
+	.dir = ".",
+	.mem = 256 * BU_MiB,
+	.seconds = 3,
+	.quick = false,
+};
+
+/* A pagecache call failed: say which, with errno, for the report. */
+#define PC_FAIL(r, what) do { \
+		int e_ = errno; \
+		fprintf(stderr, "pcbench: %s: %s failed: %s (errno %d)\n", \
+			(r)->name, what, strerror(e_), e_); \
+		snprintf((r)->note + strlen((r)->note), \
+			 sizeof((r)->note) - strlen((r)->note), \
+			 "%s%s failed: %s (errno %d)", (r)->note[0] ? "; " : "", \
+			 what, strerror(e_), e_); \
+		(r)->pc = NAN; \
+	} while (0)
+
+static struct pc_cache *new_cache(struct row *r, size_t readahead_max)
+{
+	struct pc_config cfg;
+	struct pc_cache *c;
+
+	pc_config_init(&cfg);
+	cfg.memory_limit = (size_t)o.mem;
+	if (readahead_max != (size_t)-1)
+		cfg.readahead_max_bytes = readahead_max;
+	c = pc_cache_new(&cfg);
+	if (!c)
+		PC_FAIL(r, "pc_cache_new");
+	return c;
+}
+
+static void finish_cache(struct row *r, struct pc_cache *c, struct pc_file *f)
+{
+	if (f && pc_close(f) < 0)
+		PC_FAIL(r, "pc_close");
+	if (c && pc_cache_destroy(c) < 0)
+		PC_FAIL(r, "pc_cache_destroy");
+}
+
+static void stats_delta(struct pc_stats *d, const struct pc_stats *a,
+			const struct pc_stats *b)
+{
+	*d = *b;
+	d->dev_read_ios = b->dev_read_ios - a->dev_read_ios;
+	d->dev_read_bytes = b->dev_read_bytes - a->dev_read_bytes;
+	d->dev_write_ios = b->dev_write_ios - a->dev_write_ios;
+	d->dev_write_bytes = b->dev_write_bytes - a->dev_write_bytes;
+	d->hit_bytes = b->hit_bytes - a->hit_bytes;
+	d->miss_bytes = b->miss_bytes - a->miss_bytes;
+}
+
+static void note_io(struct row *r, const char *when, const struct pc_stats *d)
+{
+	size_t l = strlen(r->note);
+
+	snprintf(r->note + l, sizeof(r->note) - l,
+		 "%spagecache %s: device reads %" PRIu64 " (%s), writes %" PRIu64
+		 " (%s), hit %s, miss %s, io_uring %u",
+		 l ? "; " : "", when, d->dev_read_ios, bu_human(d->dev_read_bytes),
+		 d->dev_write_ios, bu_human(d->dev_write_bytes),
+		 bu_human(d->hit_bytes), bu_human(d->miss_bytes), d->io_uring);
+}
+
+/* Read the whole file through the kernel (warming its cache). */
+static void kernel_read_all(int fd, char *buf, size_t chunk)
+{
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, chunk, off)) > 0)
+		off += n;
+	if (n < 0)
+		bu_die("pread:");
+}
+
+static int pc_read_all(struct pc_file *f, char *buf, size_t chunk)
+{
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pc_pread(f, buf, chunk, off, 0)) > 0)
+		off += n;
+	return n < 0 ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- a */
+
+static void bench_random_reads(const char *path, uint64_t fsize)
+{
+	struct row *r = &rows[nrows++];
+	uint64_t npages = fsize / 4096, ops, t0, deadline;
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+	struct pc_stats s0, s1, d;
+	struct pc_cache *c;
+	struct pc_file *f = NULL;
+	struct bu_rng rng;
+	int fd;
+
+	r->name = "a. 4 KiB random read, warm, 1 thread";
+	r->unit = "ops/s";
+	r->target = ">= 2.5x";
+	r->min_ratio = 2.5;
+	snprintf(r->note, sizeof(r->note), "file %s", bu_human(fsize));
+
+	/* kernel */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		bu_die("open %s:", path);
+	kernel_read_all(fd, buf, BU_MiB);
+	bu_rng_seed(&rng, 42);
+	ops = 0;
+	t0 = bu_now_ns();
+	deadline = t0 + (uint64_t)(o.seconds * 1e9);
+	for (;;) {
+		int i;
+
+		for (i = 0; i < 256; i++) {
+			off_t off = (off_t)(bu_rng_below(&rng, npages) * 4096);
+
+			if (pread(fd, buf, 4096, off) != 4096)
+				bu_die("kernel pread at %lld:", (long long)off);
+		}
+		ops += 256;
+		if (bu_now_ns() >= deadline)
+			break;
+	}
+	r->kernel = (double)ops / bu_secs(bu_now_ns() - t0);
+	close(fd);
+
+	/* pagecache */
+	c = new_cache(r, (size_t)-1);
+	if (!c)
+		goto out;
+	f = pc_open(c, path, O_RDONLY, 0);
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_RDONLY)");
+		goto done;
+	}
+	if (pc_read_all(f, buf, BU_MiB) < 0) {
+		PC_FAIL(r, "pc_pread (warming, 1 MiB)");
+		goto done;
+	}
+	bu_rng_seed(&rng, 42);
+	pc_cache_stats(c, &s0);
+	ops = 0;
+	t0 = bu_now_ns();
+	deadline = t0 + (uint64_t)(o.seconds * 1e9);
+	for (;;) {
+		int i;
+
+		for (i = 0; i < 256; i++) {
+			off_t off = (off_t)(bu_rng_below(&rng, npages) * 4096);
+			ssize_t n = pc_pread(f, buf, 4096, off, 0);
+
+			if (n != 4096) {
+				if (n >= 0)
+					errno = EIO;
+				PC_FAIL(r, "pc_pread (4 KiB random)");
+				goto done;
+			}
+		}
+		ops += 256;
+		if (bu_now_ns() >= deadline)
+			break;
+	}
+	r->pc = (double)ops / bu_secs(bu_now_ns() - t0);
+	pc_cache_stats(c, &s1);
+	stats_delta(&d, &s0, &s1);
+	note_io(r, "timed phase", &d);
+done:
+	finish_cache(r, c, f);
+out:
+	free(buf);
+}
+
+/* ---------------------------------------------------------------- b */
+
+#define FSTIME_BLOCKS 2000
+#define FSTIME_BSIZE 1024
+
+static void bench_fstime_w(const char *path)
+{
+	struct row *r = &rows[nrows++];
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+	uint64_t count, t0, deadline;
+	struct pc_stats s0, s1, d;
+	struct pc_cache *c;
+	struct pc_file *f = NULL;
+	int fd;
+
+	r->name = "b. 1 KiB rewrite, 2000 blocks (fstime-w)";
+	r->unit = "KB/s";
+	r->target = ">= 2x";
+	r->min_ratio = 2.0;
+	bu_make_file(path, FSTIME_BLOCKS * FSTIME_BSIZE, 7);
+	memset(buf, 'w', FSTIME_BSIZE);
+
+	/* kernel: the file is cached (read once), then rewritten */
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		bu_die("open %s:", path);
+	kernel_read_all(fd, buf + 4096, 64 * 1024);
+	count = 0;
+	t0 = bu_now_ns();
+	deadline = t0 + (uint64_t)(o.seconds * 1e9);
+	for (;;) {
+		int blk;
+
+		for (blk = 0; blk < FSTIME_BLOCKS; blk++) {
+			if (pwrite(fd, buf, FSTIME_BSIZE, (off_t)blk * FSTIME_BSIZE) !=
+			    FSTIME_BSIZE)
+				bu_die("kernel pwrite:");
+			if ((++count & 63) == 0 && bu_now_ns() >= deadline)
+				goto kdone;
+		}
+	}
+kdone:
+	r->kernel = (double)count * FSTIME_BSIZE / 1024.0 / bu_secs(bu_now_ns() - t0);
+	close(fd);
+
+	/* pagecache */
+	c = new_cache(r, (size_t)-1);
+	if (!c)
+		goto out;
+	f = pc_open(c, path, O_RDWR, 0);
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_RDWR)");
+		goto done;
+	}
+	if (pc_read_all(f, buf + 4096, 64 * 1024) < 0) {
+		PC_FAIL(r, "pc_pread (warming)");
+		goto done;
+	}
+	pc_cache_stats(c, &s0);
+	count = 0;
+	t0 = bu_now_ns();
+	deadline = t0 + (uint64_t)(o.seconds * 1e9);
+	for (;;) {
+		int blk;
+
+		for (blk = 0; blk < FSTIME_BLOCKS; blk++) {
+			ssize_t n = pc_pwrite(f, buf, FSTIME_BSIZE,
+					      (off_t)blk * FSTIME_BSIZE, 0);
+
+			if (n != FSTIME_BSIZE) {
+				if (n >= 0)
+					errno = EIO;
+				PC_FAIL(r, "pc_pwrite (1 KiB)");
+				goto done;
+			}
+			if ((++count & 63) == 0 && bu_now_ns() >= deadline)
+				goto pdone;
+		}
+	}
+pdone:
+	r->pc = (double)count * FSTIME_BSIZE / 1024.0 / bu_secs(bu_now_ns() - t0);
+	pc_cache_stats(c, &s1);
+	stats_delta(&d, &s0, &s1);
+	note_io(r, "timed phase", &d);
+done:
+	finish_cache(r, c, f);
+out:
+	free(buf);
+}
+
+/* ---------------------------------------------------------------- c */
+
+static void bench_seq_write(const char *path, uint64_t total)
+{
+	struct row *r = &rows[nrows++];
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+	struct pc_stats s;
+	struct pc_cache *c;
+	struct pc_file *f = NULL;
+	uint64_t off, t0;
+	int fd;
+
+	r->name = "c. 1 MiB seq write 4x mem + fsync";
+	r->unit = "MiB/s";
+	r->target = ">= 1.0x";
+	r->min_ratio = 1.0;
+	snprintf(r->note, sizeof(r->note), "file %s, new each side",
+		 bu_human(total));
+	bu_fill_random(buf, BU_MiB, 99);
+
+	/* kernel */
+	if (unlink(path) < 0 && errno != ENOENT)
+		bu_die("unlink %s:", path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		bu_die("open %s:", path);
+	t0 = bu_now_ns();
+	for (off = 0; off < total; off += BU_MiB) {
+		if (pwrite(fd, buf, BU_MiB, (off_t)off) != (ssize_t)BU_MiB)
+			bu_die("kernel pwrite at %" PRIu64 ":", off);
+	}
+	if (fsync(fd) < 0)
+		bu_die("kernel fsync:");
+	r->kernel = (double)total / BU_MiB / bu_secs(bu_now_ns() - t0);
+	close(fd);
+
+	/* pagecache */
+	if (unlink(path) < 0 && errno != ENOENT)
+		bu_die("unlink %s:", path);
+	c = new_cache(r, (size_t)-1);
+	if (!c)
+		goto out;
+	f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_WRONLY|O_CREAT|O_TRUNC)");
+		goto done;
+	}
+	t0 = bu_now_ns();
+	for (off = 0; off < total; off += BU_MiB) {
+		ssize_t n = pc_pwrite(f, buf, BU_MiB, (off_t)off, 0);
+
+		if (n != (ssize_t)BU_MiB) {
+			if (n >= 0)
+				errno = EIO;
+			PC_FAIL(r, "pc_pwrite (1 MiB)");
+			goto done;
+		}
+	}
+	if (pc_fsync(f) < 0) {
+		PC_FAIL(r, "pc_fsync");
+		goto done;
+	}
+	r->pc = (double)total / BU_MiB / bu_secs(bu_now_ns() - t0);
+	pc_cache_stats(c, &s);
+	note_io(r, "whole run", &s);
+	{
+		size_t l = strlen(r->note);
+
+		snprintf(r->note + l, sizeof(r->note) - l,
+			 ", peak dirty %s, throttle waits %" PRIu64,
+			 bu_human(s.peak_dirty_bytes), s.throttle_waits);
+	}
+done:
+	finish_cache(r, c, f);
+out:
+	free(buf);
+}
+
+/* ---------------------------------------------------------------- d */
+
+static void bench_cold_read(const char *path, uint64_t total)
+{
+	struct row *r = &rows[nrows++];
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+	struct pc_stats s;
+	struct pc_cache *c;
+	struct pc_file *f = NULL;
+	uint64_t got, t0;
+	int fd, dropped;
+	ssize_t n;
+
+	r->name = "d. cold 1 MiB seq read (read-ahead)";
+	r->unit = "MiB/s";
+	r->target = ">= 0.9x";
+	r->min_ratio = 0.9;
+
+	/* kernel */
+	dropped = bu_drop_file_cache(path, true);
+	snprintf(r->note, sizeof(r->note), "file %s, kernel cache dropped by %s",
+		 bu_human(total),
+		 dropped == 1 ? "fadvise(DONTNEED) + drop_caches" :
+		 dropped == 0 ? "fadvise(DONTNEED) only" : "nothing (failed)");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		bu_die("open %s:", path);
+	got = 0;
+	t0 = bu_now_ns();
+	while ((n = pread(fd, buf, BU_MiB, (off_t)got)) > 0)
+		got += (uint64_t)n;
+	if (n < 0)
+		bu_die("kernel pread:");
+	r->kernel = (double)got / BU_MiB / bu_secs(bu_now_ns() - t0);
+	close(fd);
+	if (got != total)
+		bu_warn("pcbench: d: read %" PRIu64 " bytes, expected %" PRIu64, got, total);
+
+	/* pagecache: fresh cache; the kernel's copy dropped too, though
+	 * pagecache reads with O_DIRECT */
+	bu_drop_file_cache(path, true);
+	c = new_cache(r, (size_t)-1);
+	if (!c)
+		goto out;
+	f = pc_open(c, path, O_RDONLY, 0);
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_RDONLY)");
+		goto done;
+	}
+	got = 0;
+	t0 = bu_now_ns();
+	while ((n = pc_pread(f, buf, BU_MiB, (off_t)got, 0)) > 0)
+		got += (uint64_t)n;
+	if (n < 0) {
+		PC_FAIL(r, "pc_pread (1 MiB sequential)");
+		goto done;
+	}
+	r->pc = (double)got / BU_MiB / bu_secs(bu_now_ns() - t0);
+	if (got != total)
+		bu_warn("pcbench: d: pagecache read %" PRIu64 " bytes, expected %" PRIu64,
+			got, total);
+	pc_cache_stats(c, &s);
+	note_io(r, "whole run", &s);
+done:
+	finish_cache(r, c, f);
+out:
+	free(buf);
+}
+
+/* ---------------------------------------------------------------- e */
+
+/* Heap bytes in use: small chunks in every arena plus mmapped chunks. */
+static uint64_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+/*
+ * Metadata per cached 4 KiB folio, from what the process allocated:
+ *
+ *   H0 = heap in use before pc_cache_new()
+ *   H1 = after pc_cache_new()        -> cache metadata: the folio descriptor
+ *        table (one descriptor per arena page) and the cache's fixed tables
+ *   H2 = after pc_open() of the file  (per-file state, reported, not counted
+ *        per folio: it does not grow with the number of folios)
+ *   H3 = after reading every 4 KiB page of the file once, in a random
+ *        order, with read-ahead disabled, so that every folio is one page
+ *        -> index growth: radix-tree nodes (and any per-folio block state)
+ *
+ *   per folio = (H1 - H0) / (memory_limit / 4096)  +  (H3 - H2) / N
+ *
+ * where N is the number of folios cached (checked against pc_cache_stats:
+ * folios == N and cached_bytes == N * 4096).  "Heap" is glibc mallinfo2()
+ * uordblks + hblkhd: every malloc'ed byte in all arenas (with malloc's own
+ * chunk headers) plus mmapped malloc chunks.  The folio memory itself (an
+ * anonymous mmap of memory_limit bytes) is not metadata and is not counted;
+ * nor are thread stacks or io_uring rings (per cache, not per folio).  If
+ * the library mapped its descriptor table with mmap() instead of malloc()
+ * it would be missed here, so the growth of anonymous mappings at
+ * pc_cache_new beyond memory_limit, thread stacks and malloc is printed as
+ * a cross-check.
+ */
+struct mapsum {
+	uint64_t anon_rw;    /* private anonymous read-write mappings */
+	uint64_t guarded;    /* of which directly above a PROT_NONE guard page
+			      * (thread stacks) */
+};
+
+static void anon_mappings(struct mapsum *m)
+{
+	char line[512];
+	unsigned long prev_end = 0;
+	bool prev_guard = false;
+	FILE *fp = fopen("/proc/self/maps", "re");
+
+	memset(m, 0, sizeof(*m));
+	if (!fp)
+		return;
+	while (fgets(line, sizeof(line), fp)) {
+		unsigned long lo, hi, inode;
+		char perms[8], path[256] = "";
+		int n = sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &lo, &hi,
+			       perms, &inode, path);
+
+		if (n < 4)
+			continue;
+		if (inode == 0 && (path[0] == '\0' || strcmp(path, "[heap]") == 0) &&
+		    strcmp(perms, "rw-p") == 0) {
+			m->anon_rw += hi - lo;
+			if (prev_guard && prev_end == lo)
+				m->guarded += hi - lo;
+		}
+		prev_guard = strcmp(perms, "---p") == 0 && hi - lo <= 64 * 1024;
+		prev_end = hi;
+	}
+	fclose(fp);
+}
+
+static void bench_metadata(const char *path, uint64_t fsize)
+{
+	struct row *r = &rows[nrows++];
+	uint64_t npages = fsize / 4096, arena_pages = o.mem / 4096;
+	uint64_t h0, h1, h2, h3, *perm, i;
+	char *buf = bu_alloc_aligned(4096, 4096);
+	struct mapsum m0, m1;
+	struct pc_stats s;
+	struct pc_cache *c;
+	struct pc_file *f = NULL;
+	struct bu_rng rng;
+	double per_folio;
+	size_t l;
+
+	r->name = "e. metadata per cached 4 KiB folio";
+	r->unit = "B/folio";
+	r->target = "<= 2 %";
+	r->max_pct = 2.0;
+	r->pct_row = true;
+	r->kernel = NAN;
+
+	perm = malloc(npages * sizeof(*perm));
+	if (!perm)
+		bu_die("out of memory");
+	for (i = 0; i < npages; i++)
+		perm[i] = i;
+	bu_rng_seed(&rng, 1234);
+	for (i = npages - 1; i > 0; i--) {
+		uint64_t j = bu_rng_below(&rng, i + 1), t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+
+	malloc_trim(0);
+	anon_mappings(&m0);
+	h0 = heap_bytes();
+	c = new_cache(r, 0);
+	if (!c)
+		goto out;
+	h1 = heap_bytes();
+	anon_mappings(&m1);
+	f = pc_open(c, path, O_RDONLY, 0);
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_RDONLY)");
+		goto done;
+	}
+	h2 = heap_bytes();
+	for (i = 0; i < npages; i++) {
+		ssize_t n = pc_pread(f, buf, 4096, (off_t)(perm[i] * 4096), 0);
+
+		if (n != 4096) {
+			if (n >= 0)
+				errno = EIO;
+			PC_FAIL(r, "pc_pread (4 KiB, distinct pages)");
+			goto done;
+		}
+	}
+	h3 = heap_bytes();
+	pc_cache_stats(c, &s);
+
+	per_folio = (double)(int64_t)(h1 - h0) / (double)arena_pages +
+		    (double)(int64_t)(h3 - h2) / (double)npages;
+	r->pc = per_folio / 4096.0 * 100.0; /* the percentage is judged */
+	snprintf(r->note, sizeof(r->note),
+		 "%.1f B per 4 KiB folio = cache metadata %" PRId64 " B / %" PRIu64
+		 " arena pages (%.1f B) + index growth %" PRId64 " B / %" PRIu64
+		 " folios (%.1f B); per-file state at pc_open %" PRId64
+		 " B (not per folio); stats: folios %" PRIu64 ", cached %s, "
+		 "device reads %" PRIu64,
+		 per_folio, (int64_t)(h1 - h0), arena_pages,
+		 (double)(int64_t)(h1 - h0) / (double)arena_pages,
+		 (int64_t)(h3 - h2), npages, (double)(int64_t)(h3 - h2) / (double)npages,
+		 (int64_t)(h2 - h1), s.folios, bu_human(s.cached_bytes), s.dev_read_ios);
+	if (s.folios != npages || s.cached_bytes != npages * 4096) {
+		l = strlen(r->note);
+		snprintf(r->note + l, sizeof(r->note) - l,
+			 "; WARNING: expected %" PRIu64 " folios of 4 KiB", npages);
+	}
+	{
+		/* cross-check: anonymous memory mapped by pc_cache_new that is
+		 * not the arena, not a thread stack and not malloc's (should be
+		 * about 0; malloc heaps grow in steps, so small noise is normal) */
+		int64_t other = (int64_t)(m1.anon_rw - m0.anon_rw) -
+				(int64_t)(m1.guarded - m0.guarded) - (int64_t)o.mem -
+				(int64_t)(h1 - h0);
+
+		l = strlen(r->note);
+		snprintf(r->note + l, sizeof(r->note) - l,
+			 "; cross-check: anon rw mappings grew %s at pc_cache_new = "
+			 "arena %s + thread stacks %s + malloc %s + other %" PRId64 " B",
+			 bu_human(m1.anon_rw - m0.anon_rw), bu_human(o.mem),
+			 bu_human(m1.guarded - m0.guarded), bu_human(h1 - h0), other);
+	}
+done:
+	finish_cache(r, c, f);
+out:
+	free(perm);
+	free(buf);
+}
+
+/* ------------------------------------------------------------ output */
+
+static void fmt_num(char *b, size_t len, double v)
+{
+	if (isnan(v))
+		snprintf(b, len, "-");
+	else if (v >= 1e6)
+		snprintf(b, len, "%.0f", v);
+	else if (v >= 100)
+		snprintf(b, len, "%.1f", v);
+	else
+		snprintf(b, len, "%.2f", v);
+}
+
+static void print_table(void)
+{
+	int i;
+
+	printf("\n%-42s %-8s %14s %14s %8s %8s %s\n", "workload", "unit", "kernel",
+	       "pagecache", "ratio", "target", "result");
+	for (i = 0; i < nrows; i++) {
+		struct row *r = &rows[i];
+		char k[32], p[32], ratio[32];
+		const char *res;
+
+		fmt_num(k, sizeof(k), r->kernel);
+		if (r->pct_row) {
+			/* pc holds the percentage; show bytes per folio too */
+			if (isnan(r->pc)) {
+				snprintf(p, sizeof(p), "error");
+				snprintf(ratio, sizeof(ratio), "-");
+				res = "FAIL";
+			} else {
+				snprintf(p, sizeof(p), "%.1f", r->pc * 4096.0 / 100.0);
+				snprintf(ratio, sizeof(ratio), "%.2f %%", r->pc);
+				res = r->pc <= r->max_pct ? "PASS" : "FAIL";
+			}
+		} else if (isnan(r->pc) || isnan(r->kernel) || r->kernel <= 0) {
+			snprintf(p, sizeof(p), isnan(r->pc) ? "error" : "-");
+			if (!isnan(r->pc))
+				fmt_num(p, sizeof(p), r->pc);
+			snprintf(ratio, sizeof(ratio), "-");
+			res = "FAIL";
+		} else {
+			double q = r->pc / r->kernel;
+
+			fmt_num(p, sizeof(p), r->pc);
+			snprintf(ratio, sizeof(ratio), "%.2fx", q);
+			res = q >= r->min_ratio ? "PASS" : "FAIL";
+		}
+		printf("%-42s %-8s %14s %14s %8s %8s %s\n", r->name, r->unit, k, p,
+		       ratio, r->target, res);
+	}
+	printf("\nnotes:\n");
+	for (i = 0; i < nrows; i++)
+		if (rows[i].note[0])
+			printf("  %.2s %s\n", rows[i].name, rows[i].note);
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: pcbench [--dir D] [--mem BYTES] [--seconds S] [--quick]\n"
+		"  --dir D       where the benchmark files go (default .)\n"
+		"  --mem BYTES   pagecache memory_limit (default 256M)\n"
+		"  --seconds S   length of each timed phase of a and b (default 3)\n"
+		"  --quick       1 second phases unless --seconds is given, and a\n"
+		"                smaller random-read file (16 MiB)\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "mem", required_argument, NULL, 'm' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char rpath[PATH_MAX], wpath[PATH_MAX], spath[PATH_MAX];
+	bool seconds_given = false;
+	uint64_t rsize, big;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "d:m:s:qh", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd': o.dir = optarg; break;
+		case 'm': o.mem = bu_size_arg("--mem", optarg); break;
+		case 's': {
+			char *end;
+
+			o.seconds = strtod(optarg, &end);
+			if (*end || !(o.seconds > 0))
+				bu_die("--seconds: bad value '%s'", optarg);
+			seconds_given = true;
+			break;
+		}
+		case 'q': o.quick = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.quick && !seconds_given)
+		o.seconds = 1;
+	o.mem &= ~(uint64_t)4095;
+	if (o.mem < BU_MiB)
+		bu_die("--mem: at least 1 MiB");
+
+	bu_mkdir(o.dir);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	bu_print_cmdline(argc, argv);
+	bu_print_environment(o.dir);
+
+	rsize = o.quick ? 16 * BU_MiB : 64 * BU_MiB;
+	if (rsize > o.mem / 2)
+		rsize = (o.mem / 2) & ~(uint64_t)4095;
+	big = 4 * o.mem;
+	printf("memory_limit %s, timed phases %.3g s, random-read file %s, "
+	       "sequential file %s; each workload: kernel first, then pagecache\n",
+	       bu_human(o.mem), o.seconds, bu_human(rsize), bu_human(big));
+
+	bu_join(rpath, sizeof(rpath), o.dir, "pcbench-random.dat");
+	bu_join(wpath, sizeof(wpath), o.dir, "pcbench-fstime.dat");
+	bu_join(spath, sizeof(spath), o.dir, "pcbench-seq.dat");
+
+	bu_make_file(rpath, rsize, 1);
+	bench_random_reads(rpath, rsize);
+	bench_fstime_w(wpath);
+	bench_seq_write(spath, big);
+	bench_cold_read(spath, big);
+	bench_metadata(rpath, rsize);
+
+	print_table();
+
+	unlink(rpath);
+	unlink(wpath);
+	unlink(spath);
+	return 0;
+}
