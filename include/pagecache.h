@@ -120,7 +120,9 @@ struct pc_config {
 
 /* Per-call flags for pc_pread/pc_pwrite and their v-variants. */
 /* Data (and the metadata needed to read it back) is durable on return, as
- * RWF_DSYNC / O_DSYNC. */
+ * RWF_DSYNC / O_DSYNC.  Device writes are whole blocks, so until the next
+ * fsync/fdatasync/close the durable file size may be rounded up to a block
+ * boundary (the extra bytes read as zeros); those calls make it exact. */
 #define PC_DSYNC 0x1
 /* Return -1/EAGAIN instead of waiting for device I/O, a locked folio, free
  * memory or the dirty throttle.  A read returns what it could copy from the

@@ -183,7 +183,7 @@ static int check_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off_
 			return -EINVAL;
 		total += iov[i].iov_len;
 	}
-	if (write && total && (uint64_t)off + total > PC_MAX_FILE_OFFSET)
+	if (write && total && (uint64_t)off + total > (uint64_t)h->m->max_bytes)
 		return -EFBIG;
 	if (!write && (uint64_t)off + total > PC_MAX_FILE_OFFSET)
 		total = PC_MAX_FILE_OFFSET - (uint64_t)off;
@@ -272,6 +272,8 @@ int pc_ftruncate(struct pc_file *h, off_t len)
 		return (int)fail(-EBADF);
 	if (len < 0)
 		return (int)fail(-EINVAL);
+	if (len > h->m->max_bytes)
+		return (int)fail(-EFBIG);
 	int err = truncate_mapping(h->m, (uint64_t)len);
 	return err ? (int)fail(err) : 0;
 }
@@ -282,7 +284,7 @@ int pc_fallocate(struct pc_file *h, int mode, off_t off, off_t len)
 		return (int)fail(-EBADF);
 	if (off < 0 || len <= 0)
 		return (int)fail(-EINVAL);
-	if ((uint64_t)off + (uint64_t)len > PC_MAX_FILE_OFFSET)
+	if ((uint64_t)off + (uint64_t)len > (uint64_t)h->m->max_bytes)
 		return (int)fail(-EFBIG);
 	const int punch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&

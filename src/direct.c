@@ -111,11 +111,15 @@ static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, in
 	int err = writeback_and_wait(m, off, off + len, WB_ALL);
 	if (!err) {
 		invalidate_range(m, off, off + len, INVAL_STALE);
+		/* The size first: a concurrent size sync (ftruncate to i_size)
+		 * must never cut off what we are about to write.  If the write
+		 * fails the range reads as zeros, as after a failed extending
+		 * O_DIRECT write. */
+		raise_size(&m->i_size, off + len);
 		err = device_write(m, iov, iovcnt, skip, off, len, (flags & PC_DSYNC) && m->direct ? RWF_DSYNC : 0);
 	}
 	if (!err) {
 		raise_size(&m->disk_size, off + len);
-		raise_size(&m->i_size, off + len);
 		/* Readers may have cached the old data while we wrote. */
 		invalidate_range(m, off, off + len, INVAL_STALE);
 	}
@@ -159,17 +163,10 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		err = direct_write_middle(m, iov, iovcnt, astart - off, astart, aend - astart, flags);
 	if (!err && aend < end)
 		err = uncached_piece(h, iov, iovcnt, aend - off, aend, end - aend, piece_flags);
-	if (!err && (flags & PC_DSYNC)) {
-		/* The pieces synced themselves; the middle used RWF_DSYNC.
-		 * What is left is the file size. */
-		if (atomic_load(&m->disk_size) != atomic_load(&m->i_size)) {
-			err = mapping_sync_size(m);
-			if (!err && fdatasync(m->fd) != 0)
-				err = -errno;
-		} else if (!m->direct && fdatasync(m->fd) != 0) {
-			err = -errno;
-		}
-	}
+	/* With PC_DSYNC the pieces synced themselves and the middle used
+	 * RWF_DSYNC; a buffered backend still needs the flush. */
+	if (!err && (flags & PC_DSYNC) && !m->direct && fdatasync(m->fd) != 0)
+		err = -errno;
 	return err ? err : (ssize_t)len;
 }
 

@@ -87,6 +87,28 @@ static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const str
 	return 0;
 }
 
+/*
+ * The largest file size the backing file system allows (its s_maxbytes):
+ * lseek past it fails with EINVAL, so a binary search of SEEK_SET finds it
+ * in at most 63 calls.  Writes and truncates beyond it fail with EFBIG at
+ * the call, not later in writeback where the data could never be written.
+ */
+static int64_t probe_max_bytes(int fd)
+{
+	int64_t lo = 0, hi = INT64_MAX;
+	if (lseek(fd, hi, SEEK_SET) >= 0)
+		return hi;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2 + 1;
+		if (lseek(fd, mid, SEEK_SET) >= 0)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return lo;
+}
+
 static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool writable, const struct stat *st,
 				      int *err)
 {
@@ -104,6 +126,7 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	m->ino = st->st_ino;
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
+	m->max_bytes = probe_max_bytes(fd);
 	*err = choose_block_size(c, m, st);
 	if (!*err)
 		*err = domain_get(c, st->st_dev, &m->dom);

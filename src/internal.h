@@ -201,6 +201,7 @@ struct pc_mapping {
 	_Atomic int refs;      /* handles + users (flusher, etc.) */
 	_Atomic int64_t i_size;     /* logical size */
 	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
+	int64_t max_bytes;          /* largest size the file system allows */
 	pthread_mutex_t size_lock;  /* serialises backing size changes */
 	pthread_rwlock_t inval_lock;
 	pthread_rwlock_t tree_lock;

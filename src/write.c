@@ -215,20 +215,17 @@ static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 	return (ssize_t)n;
 }
 
-/* Make a PC_DSYNC write durable: its own range, then the device. */
+/*
+ * Make a PC_DSYNC write durable: its own range only, written with
+ * RWF_DSYNC (the file system makes the size that covers it durable too).
+ * The exact byte size is left to fsync/close: see mapping_sync_size().
+ */
 static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
 	int err = writeback_and_wait(m, off, end, WB_DSYNC);
-	if (err)
-		return err;
-	bool size_changed = atomic_load(&m->disk_size) != atomic_load(&m->i_size);
-	if (size_changed && (err = mapping_sync_size(m)))
-		return err;
-	/* Direct writes went out with RWF_DSYNC; only a size change or a
-	 * buffered backend needs the device flushed. */
-	if ((size_changed || !m->direct) && fdatasync(m->fd) != 0)
-		return -errno;
-	return 0;
+	if (!err && !m->direct && fdatasync(m->fd) != 0)
+		err = -errno;
+	return err;
 }
 
 ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)

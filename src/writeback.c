@@ -376,46 +376,44 @@ void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
 	}
 }
 
-/* Is any folio of the range still dirty? */
-static bool range_dirty(struct pc_mapping *m, uint64_t start, uint64_t end)
-{
-	uint64_t idx = start >> PC_PAGE_SHIFT;
-	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
-	struct pc_folio *f;
-	unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, &f, 1);
-	if (n)
-		folio_put(m->c, f);
-	return n != 0;
-}
-
+/*
+ * Write back what is dirty in [start, end) now and wait for it, and for
+ * writeback others started there.  Data dirtied meanwhile by other writers
+ * is theirs to sync.  An error of a write this call waited for but did not
+ * start (say, the flusher's write of our data) is seen through the errseq.
+ */
 int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int mode)
 {
-	int err = 0;
-	for (int attempt = 0; attempt < 3; attempt++) {
-		struct pc_wb_waiter w;
-		waiter_init(&w);
-		int64_t r = writeback_range(m, start, end, mode | WB_SYNC, &w);
-		err = waiter_wait(&w);
-		waiter_destroy(&w);
-		writeback_wait_range(m, start, end);
-		if (r < 0)
-			return (int)r;
-		if (err)
-			return err;
-		if (!range_dirty(m, start, end))
-			return 0;
-		/* Someone else's writeback of our data failed, or a partial
-		 * block could not be merged: try again, then report. */
-		err = -EIO;
-	}
+	uint64_t since = errseq_sample(&m->wb_err);
+	struct pc_wb_waiter w;
+	waiter_init(&w);
+	int64_t r = writeback_range(m, start, end, mode | WB_SYNC, &w);
+	int err = waiter_wait(&w);
+	waiter_destroy(&w);
+	writeback_wait_range(m, start, end);
+	if (r < 0)
+		return (int)r;
+	if (!err)
+		err = errseq_check_and_advance(&m->wb_err, &since);
 	return err;
 }
 
 /* ---------------------------------------------------- size of backing */
 
+/*
+ * Make the backing file's size exactly i_size.  Device writes are whole
+ * blocks, so while the file is in use its backing size is i_size rounded
+ * up to a block (which also keeps extending ftruncates free of the file
+ * system's zeroing of a partial last block).  Shrinking to the exact size
+ * must not cut off data being written past the i_size we read, so writers
+ * (who raise i_size under inval_lock, shared) are held off meanwhile.
+ */
 int mapping_sync_size(struct pc_mapping *m)
 {
 	int err = 0;
+	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))
+		return 0;
+	pthread_rwlock_wrlock(&m->inval_lock);
 	pthread_mutex_lock(&m->size_lock);
 	int64_t size = atomic_load(&m->i_size);
 	if (m->writable && atomic_load(&m->disk_size) != size) {
@@ -425,6 +423,7 @@ int mapping_sync_size(struct pc_mapping *m)
 			err = -errno;
 	}
 	pthread_mutex_unlock(&m->size_lock);
+	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
 

@@ -159,7 +159,8 @@ static bool verify(const char *path, uint64_t size, uint64_t seed)
 			(unsigned long long)size);
 	uint8_t *got = aligned_alloc(4096, MiB), *want = malloc(MiB);
 	REQUIRE(got && want);
-	for (uint64_t off = 0; ok && off < size; off += MiB) {
+	unsigned bad = 0; /* chunks with wrong bytes, first few reported */
+	for (uint64_t off = 0; off < size; off += MiB) {
 		size_t n = size - off < MiB ? (size_t)(size - off) : MiB;
 		size_t rd = (n + 4095) & ~(size_t)4095;
 		ssize_t r = pread(fd, got, rd, (off_t)off);
@@ -170,15 +171,23 @@ static bool verify(const char *path, uint64_t size, uint64_t seed)
 		}
 		fill(want, n, seed, off);
 		if (memcmp(got, want, n) != 0) {
-			for (size_t i = 0; i < n; i++)
-				if (got[i] != want[i]) {
-					fprintf(stderr, "   %s: byte %llu is 0x%02x, expected 0x%02x\n", path,
-						(unsigned long long)(off + i), got[i], want[i]);
-					break;
+			size_t i = 0, last = 0, nwrong = 0;
+			while (got[i] == want[i])
+				i++;
+			for (size_t j = i; j < n; j++)
+				if (got[j] != want[j]) {
+					last = j;
+					nwrong++;
 				}
+			if (bad++ < 8)
+				fprintf(stderr, "   %s: %zu wrong bytes in %llu..%llu (first 0x%02x, expected 0x%02x)\n",
+					path, nwrong, (unsigned long long)(off + i), (unsigned long long)(off + last),
+					got[i], want[i]);
 			ok = false;
 		}
 	}
+	if (bad)
+		fprintf(stderr, "   %s: %u MiB chunk(s) with wrong bytes\n", path, bad);
 	free(got);
 	free(want);
 	close(fd);
