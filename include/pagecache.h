@@ -70,12 +70,16 @@ struct pc_config {
 	 * uses 4 KiB folios (or block_size ones when the block is larger). */
 	size_t max_folio_size;
 	/* Block size: the unit of per-block uptodate/dirty state and of device
-	 * I/O.  0 (default): the backing file's direct-I/O offset alignment from
-	 * statx (STATX_DIOALIGN), else its logical block size, else 4096.  A
-	 * non-zero value is a power of two from 512 to 65536 and must be a
-	 * multiple of the file's direct-I/O alignment (pc_open fails with
-	 * EINVAL otherwise).  Blocks larger than 4 KiB make the smallest folio
-	 * one block. */
+	 * I/O.  0 (default): the file system's block size (st_blksize) when it
+	 * is a multiple of the file's direct-I/O offset alignment (statx
+	 * STATX_DIOALIGN) and at most max_folio_size, else that alignment, else
+	 * 4096.  The alignment alone (often 512) is only the minimum: direct
+	 * writes of part of a file system block make ext4 and XFS read or zero
+	 * the rest of the block and make XFS serialise direct writers.  A
+	 * non-zero value is a power of two from 512 to 65536, at most
+	 * max_folio_size, and a multiple of the direct-I/O alignment (pc_open
+	 * fails with EINVAL otherwise).  Blocks larger than 4 KiB make the
+	 * smallest folio one block. */
 	size_t block_size;
 	/* Past this many dirty bytes the flusher starts writing back.  0 (what
 	 * pc_config_init sets): half of dirty_limit_bytes. */

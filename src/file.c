@@ -75,9 +75,21 @@ static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const str
 		m->mem_align = mem_align ? mem_align : off_align;
 	else
 		m->mem_align = 1;
+	/*
+	 * Default: the file system's block size when direct I/O allows it.
+	 * The direct-I/O alignment (often 512) is only the minimum: a direct
+	 * write of part of a file system block makes ext4 and XFS zero or read
+	 * the rest of that block themselves and makes XFS serialise all direct
+	 * writers of the file, so smaller blocks cost device reads and
+	 * concurrency that per-block state would otherwise save.
+	 */
 	size_t bs = c->cfg.block_size;
-	if (!bs)
-		bs = off_align ? off_align : (st->st_blksize >= 512 && st->st_blksize <= 65536 ? (size_t)st->st_blksize : 4096);
+	size_t fsb = st->st_blksize;
+	if (!bs) {
+		bool fsb_ok = fsb >= 512 && fsb <= 65536 && !(fsb & (fsb - 1)) && fsb <= c->cfg.max_folio_size &&
+			      (!off_align || fsb % off_align == 0);
+		bs = fsb_ok ? fsb : (off_align ? off_align : 4096);
+	}
 	if (bs < 512 || bs > 65536 || (bs & (bs - 1)) || (off_align && bs % off_align) ||
 	    bs > c->cfg.max_folio_size)
 		return -EINVAL;
