@@ -134,6 +134,8 @@ static int sync_handle(struct pc_file *h, bool datasync)
 		if ((datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
 			err = -errno;
 	}
+	/* Edges no neighbour completed by now go, as at close. */
+	drop_edges(m, 0);
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
 	return seen ? seen : err;
 }

@@ -102,7 +102,7 @@ struct pc_folio {
 	uint8_t order;
 	uint8_t pad;
 	_Atomic uint16_t wb_pending; /* device writes in flight */
-	uint32_t stamp;             /* ms clock when it became an edge */
+	_Atomic uint32_t stamp;     /* ms clock: became an edge / got a partial block */
 	uint32_t lru_prev, lru_next; /* arena page numbers, PC_NONE ends */
 	struct pc_blockx *bx;       /* see struct pc_blockx, usually NULL */
 	uint64_t ubits, dbits;      /* uptodate / dirty blocks, <= 64 blocks */
@@ -512,7 +512,14 @@ HIDDEN void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t byte
 HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
 HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
-enum { WB_ALL = 0, WB_UNCACHED = 1 << 0, WB_SYNC = 1 << 1, WB_DSYNC = 1 << 2, WB_NOWAIT_LOCK = 1 << 3 };
+enum {
+	WB_ALL = 0,
+	WB_UNCACHED = 1 << 0,    /* only drop-behind data (and complete edges) */
+	WB_SYNC = 1 << 1,        /* lock and wait; count others' writeback */
+	WB_DSYNC = 1 << 2,       /* RWF_DSYNC device writes */
+	WB_NOWAIT_LOCK = 1 << 3, /* skip locked folios (the flusher) */
+	WB_LET_PARTIAL_WAIT = 1 << 4, /* skip young deferred partial blocks */
+};
 /* Start writeback of dirty data in [start, end) of m (WB_UNCACHED: only
  * drop-behind folios).  With a waiter, every write started is counted in it;
  * WB_SYNC locks and waits for folios already under writeback, and counts

@@ -165,9 +165,10 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 			return f;
 		}
 		/* Lost a race for the range, or no memory for block state. */
-		arena_free(m->c, folio_pfn(m->c, f), f->order);
+		size_t size = folio_size(f); /* before the page can be reused */
 		atomic_fetch_sub_explicit(&m->c->st_folios, 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&m->c->st_cached, folio_size(f), memory_order_relaxed);
+		atomic_fetch_sub_explicit(&m->c->st_cached, size, memory_order_relaxed);
+		arena_free(m->c, folio_pfn(m->c, f), f->order);
 		if (err != -EEXIST)
 			return ERR_FOLIO(err);
 	}

@@ -46,8 +46,11 @@ static void rd_done(struct pc_ioreq *io, ssize_t res)
 			got = got > sz ? got - sz : 0;
 			folio_mark_all_uptodate(m, f);
 		}
-		folio_unlock(f);
+		/* Our reference goes before the lock: a reader waiting on the
+		 * lock may drop an uncached folio as soon as it has copied it.
+		 * (The index still holds one, and nobody removes a locked folio.) */
 		folio_put(m->c, f);
+		folio_unlock(f);
 	}
 	mapping_put(m);
 	free(r);
@@ -251,8 +254,9 @@ int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f)
 
 /* ---------------------------------------------------------- read path */
 
-/* Sequential readers get read-ahead of a window that doubles each time. */
-static void readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool dontcache)
+/* Sequential readers get read-ahead of a window that doubles each time.
+ * Returns whether this read continues a sequential stream. */
+static bool readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool dontcache)
 {
 	struct pc_mapping *m = h->m;
 	size_t max = m->c->cfg.readahead_max_bytes;
@@ -281,9 +285,12 @@ static void readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool 
 		to = size;
 	if (from < to)
 		readahead_range(m, from, to, dontcache, NULL);
+	return seq && max;
 }
 
-/* A cached access of a folio an uncached call created: keep it cached. */
+/* A cached access of a folio an uncached call created: keep it cached.
+ * Under writeback (or if busy) the access mark (PF_REFERENCED, set by the
+ * caller) keeps it: the drop at write completion sees it. */
 static void clear_dropbehind(struct pc_mapping *m, struct pc_folio *f)
 {
 	if (!folio_test(f, PF_DROPBEHIND) || folio_test(f, PF_WRITEBACK) || !folio_trylock(f))
@@ -325,8 +332,8 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		return 0;
 	if (len > size - off)
 		len = size - off;
-	if (!nowait)
-		readahead_on_read(h, off, len, dontcache);
+	/* An uncached stream keeps the folio it stops in for its next read. */
+	bool keep_last = !nowait && readahead_on_read(h, off, len, dontcache);
 	uint64_t pos = off, end = off + len, missed_until = 0;
 	int err = 0;
 	while (pos < end) {
@@ -358,11 +365,12 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		atomic_fetch_add_explicit(ctr, n, memory_order_relaxed);
 		atomic_fetch_add_explicit(waited ? &c->st_miss : &c->st_hit, n, memory_order_relaxed);
 		if (dontcache) {
-			if (folio_test(f, PF_DROPBEHIND) && foff + n == folio_size(f))
+			bool done_with = foff + n == folio_size(f) || (pos + n == end && !keep_last);
+			if (folio_test(f, PF_DROPBEHIND) && done_with)
 				folio_try_drop(c, f, false);
 		} else {
-			clear_dropbehind(m, f);
 			folio_mark_accessed(f);
+			clear_dropbehind(m, f);
 		}
 		folio_put(c, f);
 		pos += n;

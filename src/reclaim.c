@@ -235,7 +235,16 @@ bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 	if (!locked && !folio_trylock(f))
 		return false;
 	struct pc_mapping *m = f->mapping;
-	bool ok = m && folio_test(f, PF_INDEXED) && mapping_remove_if_unused(m, f, 2);
+	bool ok = false;
+	if (folio_test(f, PF_REFERENCED)) {
+		/* A cached access came while it was under writeback (when
+		 * the mark cannot change): it stays cached.  It is clean, so no
+		 * uncached bytes are counted for it. */
+		if (!folio_test(f, PF_DIRTY))
+			folio_clear(f, PF_DROPBEHIND | PF_DROP_PENDING);
+	} else {
+		ok = m && folio_test(f, PF_INDEXED) && mapping_remove_if_unused(m, f, 2);
+	}
 	if (!locked)
 		folio_unlock(f);
 	if (ok)

@@ -67,7 +67,11 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 	uint8_t *p = folio_data(m->c, f) + (size_t)blk * bs;
 	uint32_t vs, ve;
 	bool has_valid = folio_block_valid(m, f, blk, &vs, &ve);
-	if (!has_valid && block_has_no_data(m, folio_pos(f) + (uint64_t)blk * bs)) {
+	uint64_t bpos = folio_pos(f) + (uint64_t)blk * bs;
+	/* Nothing to read: the block holds no data, or all we do not write of
+	 * it lies past the end of the backing file. */
+	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->disk_size);
+	if (!has_valid && (rest_is_zero || block_has_no_data(m, bpos))) {
 		memset(p, 0, s);
 		memset(p + e, 0, bs - e);
 		return 1;
@@ -83,6 +87,8 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 		if (!has_valid) {
 			atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
+			if (!f->stamp) /* when it started waiting for a neighbour */
+				f->stamp = (uint32_t)(pc_now_ms() - m->c->start_ms);
 		}
 		return 0;
 	}
@@ -146,7 +152,8 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 			   bool completes)
 {
 	struct pc_mapping *m = w->m;
-	bool whole = foff == 0 && n == folio_size(f);
+	/* Shared with a neighbour only if a *block* is partly ours. */
+	bool whole = foff % m->block_size == 0 && (foff + n) % m->block_size == 0;
 	if (!(w->flags & PC_DONTCACHE)) {
 		/* A cached write: whatever an uncached call left stays cached. */
 		if (folio_test(f, PF_DROPBEHIND)) {

@@ -308,6 +308,35 @@ static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping 
 	return r;
 }
 
+/*
+ * What the uncached kick writes: drop-behind folios, and edge folios kept
+ * for a neighbour whose blocks are all valid (a new block zero-filled past
+ * the end of file): writing those with their drop-behind neighbours keeps
+ * device writes large instead of breaking them at every record boundary.
+ * Edges holding a deferred partial block wait for the neighbour instead,
+ * since writing them now would need a read.
+ */
+static bool uncached_candidate(struct pc_folio *f)
+{
+	if (folio_test(f, PF_DROPBEHIND))
+		return true;
+	return folio_test(f, PF_EDGE) && !folio_has_partial(f);
+}
+
+/*
+ * A folio holding a deferred partial block waits a while for the
+ * neighbouring write to complete it: writing it now would cost a read.
+ * Only the flusher's background work waits; fsync, DSYNC and memory
+ * pressure do not.
+ */
+static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (!folio_has_partial(f))
+		return false;
+	uint64_t now = pc_now_ms() - m->c->start_ms;
+	return now < f->stamp || now - f->stamp < m->c->cfg.edge_expire_ms;
+}
+
 int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
 {
 	uint64_t idx = start >> PC_PAGE_SHIFT;
@@ -348,7 +377,9 @@ int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 					ok = false;
 				}
 			}
-			if (ok && (mode & WB_UNCACHED) && !folio_test(f, PF_DROPBEHIND))
+			if (ok && (mode & WB_UNCACHED) && !uncached_candidate(f))
+				ok = false;
+			if (ok && (mode & WB_LET_PARTIAL_WAIT) && partial_is_young(m, f))
 				ok = false;
 			if (ok && folio_test(f, PF_DIRTY))
 				r = folio_start_writeback(r, m, f, w, mode, &submitted);
@@ -431,7 +462,6 @@ int mapping_sync_size(struct pc_mapping *m)
 
 void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
 {
-	uint64_t now = pc_now_ms() - m->c->start_ms;
 	uint64_t idx = 0;
 	struct pc_folio *batch[32];
 	while (atomic_load(&m->nr_edges) > 0) {
@@ -440,7 +470,8 @@ void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			struct pc_folio *f = batch[i];
-			bool old = max_age_ms == 0 || now - f->stamp >= max_age_ms;
+			uint64_t now = pc_now_ms() - m->c->start_ms;
+			bool old = max_age_ms == 0 || (now >= f->stamp && now - f->stamp >= max_age_ms);
 			if (old && folio_trylock(f)) {
 				if (folio_test(f, PF_EDGE) && folio_test(f, PF_INDEXED)) {
 					if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
@@ -449,6 +480,7 @@ void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
 						mapping_clear_edge(m, f);
 						folio_set(f, PF_DROPBEHIND);
 						account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
+						atomic_fetch_add(&m->c->st_edge_expired, 1);
 						flusher_kick(m->dom);
 					} else if (mapping_remove_if_unused(m, f, 2)) {
 						atomic_fetch_add(&m->c->st_edge_expired, 1);
@@ -570,6 +602,9 @@ static void flush_round(struct pc_domain *d)
 	uint64_t now = pc_now_ms();
 	bool kicked = atomic_exchange(&d->kicked, false);
 	bool want_free = atomic_exchange(&d->want_free, false);
+	/* Under memory pressure or with writers throttled, partial blocks
+	 * do not wait for their neighbours. */
+	int patience = (want_free || over_limit(c)) ? 0 : WB_LET_PARTIAL_WAIT;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -577,7 +612,7 @@ static void flush_round(struct pc_domain *d)
 			continue;
 		/* Uncached dirty data first: its memory is meant to go now. */
 		if (atomic_load(&m->nr_uncached) > 0)
-			writeback_range(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK, NULL);
+			writeback_range(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -592,7 +627,7 @@ static void flush_round(struct pc_domain *d)
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
 		if (expired || background || want_free) {
 			m->dirtied_when_ms = now;
-			writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK, NULL);
+			writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL);
 		}
 	}
 	for (unsigned i = 0; i < n; i++) {

@@ -86,6 +86,7 @@ struct opts {
 	uint64_t mem;
 	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
 	bool skip_overwrite, skip_seq;
+	const char *only;      /* run only paths whose name contains this */
 };
 
 static struct opts o = {
@@ -523,6 +524,8 @@ static void interleaved_table(bool overwrite, struct verdicts *v)
 			const struct path_def *p = &paths[pi];
 			struct result *r = &res[ri][pi];
 
+			if (o.only && !strstr(p->name, o.only))
+				continue;
 			if (overwrite) {
 				int64_t left;
 
@@ -753,12 +756,13 @@ static void usage(FILE *fp)
 		"  --block-size BYTES pagecache block_size (default 0: the library's\n"
 		"                     choice, the file's direct-I/O alignment)\n"
 		"  --skip-overwrite   skip table 2 (overwrite of existing data)\n"
-		"  --skip-seq         skip table 3 (sequential writer)\n");
+		"  --skip-seq         skip table 3 (sequential writer)\n"
+		"  --only TEXT        tables 1-2: run only the paths whose name contains TEXT\n");
 }
 
 int main(int argc, char **argv)
 {
-	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE };
+	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE, O_ONLY };
 	static const struct option lo[] = {
 		{ "dir", required_argument, NULL, 'd' },
 		{ "total", required_argument, NULL, 't' },
@@ -769,6 +773,7 @@ int main(int argc, char **argv)
 		{ "block-size", required_argument, NULL, O_BLOCK_SIZE },
 		{ "skip-overwrite", no_argument, NULL, O_SKIP_OVER },
 		{ "skip-seq", no_argument, NULL, O_SKIP_SEQ },
+		{ "only", required_argument, NULL, O_ONLY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -803,6 +808,7 @@ int main(int argc, char **argv)
 			break;
 		case O_SKIP_OVER: o.skip_overwrite = true; break;
 		case O_SKIP_SEQ: o.skip_seq = true; break;
+		case O_ONLY: o.only = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
