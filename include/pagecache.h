@@ -21,8 +21,8 @@
  *
  * Memory
  *   The cache allocates `memory_limit` bytes of folio memory up front (an
- *   anonymous mapping; pages are only touched when used) plus a fixed table of
- *   folio descriptors (under 2 % of memory_limit).  Cached data never exceeds
+ *   anonymous mapping, faulted in at pc_cache_new unless PC_CFG_LAZY_MEMORY)
+ *   plus a fixed table of folio descriptors (under 2 % of memory_limit).  Cached data never exceeds
  *   memory_limit: clean data is evicted to make room, dirty data is written
  *   back first, never dropped.
  *
@@ -121,6 +121,9 @@ struct pc_config {
 /* Do not keep edge blocks of uncached writes (behave like the kernel before
  * the edge-pages patch).  For comparison and testing. */
 #define PC_CFG_NO_EDGE_KEEP 0x8u
+/* Do not fault the folio memory in at pc_cache_new (it is then touched, and
+ * zeroed by the kernel, on first use, which slows the first writes). */
+#define PC_CFG_LAZY_MEMORY 0x10u
 
 /* Per-call flags for pc_pread/pc_pwrite and their v-variants. */
 /* Data (and the metadata needed to read it back) is durable on return, as

@@ -51,6 +51,11 @@ int arena_init(struct pc_cache *c)
 	if (p == MAP_FAILED)
 		return -ENOMEM;
 	madvise(p, c->arena_bytes, MADV_HUGEPAGE);
+	/* Fault it in now (zeroing it), not in the first writes through each
+	 * folio: that cost belongs to setting the cache up, and the memory is
+	 * the cache's anyway.  PC_CFG_LAZY_MEMORY keeps it lazy. */
+	if (!(c->cfg.flags & PC_CFG_LAZY_MEMORY))
+		madvise(p, c->arena_bytes, MADV_POPULATE_WRITE);
 	c->arena = p;
 	c->folios = calloc(c->npages, sizeof(*c->folios));
 	if (!c->folios) {

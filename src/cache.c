@@ -40,7 +40,7 @@ static bool is_pow2(size_t x)
 static int config_validate(struct pc_config *cfg)
 {
 	const unsigned known = PC_CFG_ALLOW_BUFFERED_BACKEND | PC_CFG_NO_IO_URING | PC_CFG_NO_DEFERRED_RMW |
-			       PC_CFG_NO_EDGE_KEEP;
+			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY;
 	if (cfg->flags & ~known)
 		return -EINVAL;
 	if (!cfg->max_folio_size)

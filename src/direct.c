@@ -96,13 +96,6 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 	return err;
 }
 
-static void raise_size(_Atomic int64_t *v, uint64_t end)
-{
-	int64_t cur = atomic_load(v);
-	while ((int64_t)end > cur && !atomic_compare_exchange_weak(v, &cur, (int64_t)end))
-		;
-}
-
 /* The aligned middle: write back, invalidate, write, invalidate. */
 static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, int iovcnt, size_t skip, uint64_t off,
 			       size_t len, int flags)
@@ -115,11 +108,12 @@ static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, in
 		 * must never cut off what we are about to write.  If the write
 		 * fails the range reads as zeros, as after a failed extending
 		 * O_DIRECT write. */
-		raise_size(&m->i_size, off + len);
+		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
 		err = device_write(m, iov, iovcnt, skip, off, len, (flags & PC_DSYNC) && m->direct ? RWF_DSYNC : 0);
 	}
 	if (!err) {
-		raise_size(&m->disk_size, off + len);
+		atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
+		atomic_raise_i64(&m->data_end, (int64_t)(off + len));
 		/* Readers may have cached the old data while we wrote. */
 		invalidate_range(m, off, off + len, INVAL_STALE);
 	}
@@ -183,7 +177,7 @@ ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint
 		return err;
 	uint64_t bs = m->block_size;
 	uint64_t astart = pc_round_down(off, bs), aend = pc_round_up(off + len, bs);
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->disk_size), bs);
+	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), bs);
 	size_t chunk = pc_min_u64(aend - astart, DIRECT_CHUNK);
 	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, pc_round_up(chunk, 4096));
 	if (!bounce)

@@ -138,6 +138,7 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	m->ino = st->st_ino;
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
+	atomic_store(&m->data_end, st->st_size);
 	m->max_bytes = probe_max_bytes(fd);
 	*err = choose_block_size(c, m, st);
 	if (!*err)
@@ -206,6 +207,7 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 	mapping_discard_all(m);
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
+	atomic_store(&m->data_end, st->st_size);
 }
 
 /* Give a read-only mapping the writable descriptor fd and a write lock. */

@@ -43,6 +43,13 @@ static inline uint64_t pc_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b
 static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+/* *v = max(*v, x), atomically. */
+static inline void atomic_raise_i64(_Atomic int64_t *v, int64_t x)
+{
+	int64_t cur = atomic_load(v);
+	while (x > cur && !atomic_compare_exchange_weak(v, &cur, x))
+		;
+}
 
 /* ------------------------------------------------------------------ folio */
 
@@ -201,6 +208,9 @@ struct pc_mapping {
 	_Atomic int refs;      /* handles + users (flusher, etc.) */
 	_Atomic int64_t i_size;     /* logical size */
 	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
+	/* Where data written to the device ends: past it the backing file holds
+	 * only holes (we never wrote there), so nothing needs reading. */
+	_Atomic int64_t data_end;
 	int64_t max_bytes;          /* largest size the file system allows */
 	pthread_mutex_t size_lock;  /* serialises backing size changes */
 	pthread_rwlock_t inval_lock;

@@ -64,8 +64,8 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r)
 		free(r);
 		return;
 	}
-	/* Only the part below the backing file's end is read. */
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->disk_size), m->block_size);
+	/* Only the part below the end of written data is read. */
+	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
 	uint64_t start = (uint64_t)r->io.off;
 	size_t total = 0;
 	for (int i = 0; i < r->n; i++)
@@ -162,7 +162,7 @@ int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool don
  * the backing file reads zeros. */
 static int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
 {
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->disk_size), m->block_size);
+	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
 	size_t want = off >= disk_end ? 0 : (size_t)pc_min_u64(len, disk_end - off);
 	ssize_t got = 0;
 	if (want) {

@@ -73,9 +73,11 @@ static int backing_truncate(struct pc_mapping *m, uint64_t size)
 {
 	int err = 0;
 	pthread_mutex_lock(&m->size_lock);
-	if (ftruncate(m->fd, (off_t)size) == 0)
+	if (ftruncate(m->fd, (off_t)size) == 0) {
 		atomic_store(&m->disk_size, (int64_t)size);
-	else
+		if (atomic_load(&m->data_end) > (int64_t)size)
+			atomic_store(&m->data_end, (int64_t)size);
+	} else
 		err = -errno;
 	pthread_mutex_unlock(&m->size_lock);
 	return err;
@@ -101,9 +103,9 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 /* Deallocate or zero whole blocks [start, end) on the device. */
 static int backing_zero(struct pc_mapping *m, uint64_t start, uint64_t end, int mode)
 {
-	uint64_t disk = (uint64_t)atomic_load(&m->disk_size);
+	uint64_t disk = (uint64_t)atomic_load(&m->data_end);
 	if (start >= disk)
-		return 0; /* past the backing file's end: zeros already */
+		return 0; /* past the written data: holes already */
 	if (end > disk)
 		end = disk;
 	int bmode = (mode & FALLOC_FL_ZERO_RANGE) ? FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE
@@ -114,13 +116,6 @@ static int backing_zero(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 		return -errno;
 	/* The file system can't: write the zeros through the cache. */
 	return write_zeroes(m, start, end - start);
-}
-
-static void extend_size_to(struct pc_mapping *m, uint64_t end)
-{
-	int64_t cur = atomic_load(&m->i_size);
-	while ((int64_t)end > cur && !atomic_compare_exchange_weak(&m->i_size, &cur, (int64_t)end))
-		;
 }
 
 int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
@@ -134,10 +129,8 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 		if (fallocate(m->fd, mode, (off_t)off, (off_t)len) != 0) {
 			err = -errno;
 		} else if (!keep) {
-			int64_t cur = atomic_load(&m->disk_size);
-			if ((int64_t)end > cur)
-				atomic_store(&m->disk_size, (int64_t)end);
-			extend_size_to(m, end);
+			atomic_raise_i64(&m->disk_size, (int64_t)end);
+			atomic_raise_i64(&m->i_size, (int64_t)end);
 		}
 		pthread_rwlock_unlock(&m->inval_lock);
 		return err;
@@ -161,7 +154,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 		}
 	}
 	if (!err && !keep)
-		extend_size_to(m, off + len);
+		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }

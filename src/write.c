@@ -47,7 +47,7 @@ static unsigned write_order(const struct write_ctx *w, uint64_t pos)
 /* Is [off, off+len) of the backing file known to hold no data? */
 static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
 {
-	if (bpos >= (uint64_t)atomic_load(&m->disk_size))
+	if (bpos >= (uint64_t)atomic_load(&m->data_end))
 		return true;
 	return backend_is_hole(m->fd, (off_t)bpos, m->block_size);
 }
@@ -70,7 +70,7 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 	uint64_t bpos = folio_pos(f) + (uint64_t)blk * bs;
 	/* Nothing to read: the block holds no data, or all we do not write of
 	 * it lies past the end of the backing file. */
-	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->disk_size);
+	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->data_end);
 	if (!has_valid && (rest_is_zero || block_has_no_data(m, bpos))) {
 		memset(p, 0, s);
 		memset(p + e, 0, bs - e);
@@ -182,13 +182,6 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 	}
 }
 
-static void extend_size(struct pc_mapping *m, uint64_t end)
-{
-	int64_t cur = atomic_load(&m->i_size);
-	while ((int64_t)end > cur && !atomic_compare_exchange_weak(&m->i_size, &cur, (int64_t)end))
-		;
-}
-
 /* Write the part of the request that falls in one folio; returns bytes. */
 static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 {
@@ -216,7 +209,7 @@ static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 	account_dirty(m, f, (int64_t)newly);
 	if (!was_dirty)
 		mapping_dirtied(m, f);
-	extend_size(m, pos + n);
+	atomic_raise_i64(&m->i_size, (int64_t)(pos + n));
 	folio_unlock(f);
 	folio_put(m->c, f);
 	return (ssize_t)n;

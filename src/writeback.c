@@ -156,8 +156,10 @@ static void throttle_wake(struct pc_cache *c)
 {
 	if (!__atomic_load_n(&c->throttle_waiters, __ATOMIC_ACQUIRE))
 		return;
+	/* One writer per completion: each frees room for about one write,
+	 * and waking all of them only to put most back to sleep costs more. */
 	pthread_mutex_lock(&c->throttle_lock);
-	pthread_cond_broadcast(&c->throttle_cv);
+	pthread_cond_signal(&c->throttle_cv);
 	pthread_mutex_unlock(&c->throttle_lock);
 }
 
@@ -189,9 +191,8 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	struct pc_mapping *m = r->m;
 	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
 	if (!err) {
-		int64_t end = (int64_t)(io->off + io->len), cur = atomic_load(&m->disk_size);
-		while (end > cur && !atomic_compare_exchange_weak(&m->disk_size, &cur, end))
-			;
+		atomic_raise_i64(&m->disk_size, (int64_t)(io->off + io->len));
+		atomic_raise_i64(&m->data_end, (int64_t)(io->off + io->len));
 		atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->st_write_bytes, io->len, memory_order_relaxed);
 	} else {
@@ -324,6 +325,24 @@ static bool uncached_candidate(struct pc_folio *f)
 }
 
 /*
+ * Before writing back, extend the backing file to cover i_size (rounded up
+ * to a block).  Direct writes inside the file's size then take the file
+ * system's shared lock (ext4 i_rwsem, XFS iolock) instead of serialising
+ * as extending writes do.  Only ever extends; see mapping_sync_size() for
+ * the exact size.
+ */
+static void backing_extend(struct pc_mapping *m)
+{
+	int64_t want = (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
+	if (!m->writable || atomic_load(&m->disk_size) >= want)
+		return;
+	pthread_mutex_lock(&m->size_lock);
+	if (atomic_load(&m->disk_size) < want && ftruncate(m->fd, want) == 0)
+		atomic_store(&m->disk_size, want);
+	pthread_mutex_unlock(&m->size_lock);
+}
+
+/*
  * A folio holding a deferred partial block waits a while for the
  * neighbouring write to complete it: writing it now would cost a read.
  * Only the flusher's background work waits; fsync, DSYNC and memory
@@ -344,6 +363,7 @@ int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 	struct pc_folio *batch[32];
 	struct wb_req *r = NULL;
 	int64_t submitted = 0;
+	backing_extend(m);
 	while (idx < end_idx) {
 		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
 		if (!n)
