@@ -101,10 +101,14 @@ struct pc_config {
 	/* Largest read-ahead window.  Default 2 MiB; 0 disables read-ahead. */
 	size_t readahead_max_bytes;
 	/* PC_DONTCACHE dirty bytes per writeback domain past which a writer
-	 * kicks the flusher.  Default 2 MiB. */
+	 * kicks the flusher.  Default 8 MiB (at most half the background
+	 * threshold). */
 	size_t uncached_kick_bytes;
 	/* An edge block kept for a neighbouring uncached write is dropped after
-	 * this long even if no neighbour completes it.  Default 2000 ms. */
+	 * this long even if no neighbour completes it (fsync and close drop it
+	 * at once).  Also how long a deferred partial block waits for its
+	 * neighbour before background writeback reads and merges it.  Default
+	 * 5000 ms. */
 	unsigned edge_expire_ms;
 	/* Bit flags, PC_CFG_*. */
 	unsigned flags;

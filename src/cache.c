@@ -26,8 +26,8 @@ void pc_config_init(struct pc_config *cfg)
 	cfg->queue_depth = 64;
 	cfg->max_io_bytes = MIB;
 	cfg->readahead_max_bytes = 2 * MIB;
-	cfg->uncached_kick_bytes = 2 * MIB;
-	cfg->edge_expire_ms = 2000;
+	cfg->uncached_kick_bytes = 8 * MIB;
+	cfg->edge_expire_ms = 5000;
 	cfg->flags = 0;
 }
 
@@ -81,12 +81,12 @@ static int config_validate(struct pc_config *cfg)
 	if (cfg->readahead_max_bytes > cfg->memory_limit / 4)
 		cfg->readahead_max_bytes = cfg->memory_limit / 4;
 	if (!cfg->uncached_kick_bytes)
-		cfg->uncached_kick_bytes = 2 * MIB;
+		cfg->uncached_kick_bytes = 8 * MIB;
 	/* A small cache must not let uncached data pile up to the dirty limit. */
 	if (cfg->uncached_kick_bytes > cfg->dirty_background_bytes / 2)
 		cfg->uncached_kick_bytes = cfg->dirty_background_bytes / 2;
 	if (!cfg->edge_expire_ms)
-		cfg->edge_expire_ms = 2000;
+		cfg->edge_expire_ms = 5000;
 	return 0;
 }
 
