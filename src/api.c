@@ -212,32 +212,35 @@ static int effective_flags(struct pc_file *h, uint64_t off, size_t len, int flag
 	return flags;
 }
 
-ssize_t pc_preadv(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags)
+/* The body of every read and write call. */
+static ssize_t do_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags, bool write)
 {
 	size_t len;
-	int err = check_io(h, iov, iovcnt, off, flags, false, &len);
+	int err = check_io(h, iov, iovcnt, off, flags, write, &len);
 	if (err)
 		return fail(err);
 	if (!len)
 		return 0;
 	flags = effective_flags(h, (uint64_t)off, len, flags);
-	ssize_t r = (flags & PC_DIRECT) ? direct_read(h, iov, iovcnt, (uint64_t)off, len)
-					: pc_read_iter(h, iov, iovcnt, (uint64_t)off, len, flags);
+	uint64_t pos = (uint64_t)off;
+	ssize_t r;
+	if (write)
+		r = (flags & PC_DIRECT) ? direct_write(h, iov, iovcnt, pos, len, flags)
+					: pc_write_iter(h, iov, iovcnt, pos, len, flags);
+	else
+		r = (flags & PC_DIRECT) ? direct_read(h, iov, iovcnt, pos, len)
+					: pc_read_iter(h, iov, iovcnt, pos, len, flags);
 	return r < 0 ? fail((int)r) : r;
+}
+
+ssize_t pc_preadv(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	return do_io(h, iov, iovcnt, off, flags, false);
 }
 
 ssize_t pc_pwritev(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags)
 {
-	size_t len;
-	int err = check_io(h, iov, iovcnt, off, flags, true, &len);
-	if (err)
-		return fail(err);
-	if (!len)
-		return 0;
-	flags = effective_flags(h, (uint64_t)off, len, flags);
-	ssize_t r = (flags & PC_DIRECT) ? direct_write(h, iov, iovcnt, (uint64_t)off, len, flags)
-					: pc_write_iter(h, iov, iovcnt, (uint64_t)off, len, flags);
-	return r < 0 ? fail((int)r) : r;
+	return do_io(h, iov, iovcnt, off, flags, true);
 }
 
 ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)

@@ -188,12 +188,20 @@ bool folio_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, 
 	return r;
 }
 
-void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+/* Blocks lying wholly inside [off, off+len): the first rounded up, the end
+ * rounded down.  False if there are none. */
+static bool whole_blocks(const struct pc_mapping *m, size_t off, size_t len, unsigned *first, unsigned *end)
 {
 	size_t bs = m->block_size;
-	unsigned first = (unsigned)(pc_round_up(off, bs) >> m->block_shift);
-	unsigned end = (unsigned)(pc_round_down(off + len, bs) >> m->block_shift);
-	if (end <= first)
+	*first = (unsigned)(pc_round_up(off, bs) >> m->block_shift);
+	*end = (unsigned)(pc_round_down(off + len, bs) >> m->block_shift);
+	return *end > *first;
+}
+
+void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+{
+	unsigned first, end;
+	if (!whole_blocks(m, off, len, &first, &end))
 		return;
 	state_lock(f);
 	bits_assign(ubits(f), first, end - first, true);
@@ -284,10 +292,8 @@ size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, siz
 
 size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
-	size_t bs = m->block_size;
-	unsigned first = (unsigned)(pc_round_up(off, bs) >> m->block_shift);
-	unsigned end = (unsigned)(pc_round_down(off + len, bs) >> m->block_shift);
-	if (end <= first)
+	unsigned first, end;
+	if (!whole_blocks(m, off, len, &first, &end))
 		return 0;
 	state_lock(f);
 	unsigned n = bits_assign(dbits(f), first, end - first, false);
@@ -298,10 +304,8 @@ size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t 
 
 size_t folio_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool zeroed)
 {
-	size_t bs = m->block_size;
-	unsigned first = (unsigned)(pc_round_up(off, bs) >> m->block_shift);
-	unsigned end = (unsigned)(pc_round_down(off + len, bs) >> m->block_shift);
-	if (end <= first)
+	unsigned first, end;
+	if (!whole_blocks(m, off, len, &first, &end))
 		return 0;
 	state_lock(f);
 	unsigned n = bits_assign(dbits(f), first, end - first, false);

@@ -177,7 +177,6 @@ ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint
 		return err;
 	uint64_t bs = m->block_size;
 	uint64_t astart = pc_round_down(off, bs), aend = pc_round_up(off + len, bs);
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), bs);
 	size_t chunk = pc_min_u64(aend - astart, DIRECT_CHUNK);
 	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, pc_round_up(chunk, 4096));
 	if (!bounce)
@@ -185,19 +184,9 @@ ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint
 	size_t copied = 0;
 	for (uint64_t pos = astart; pos < aend && !err; pos += chunk) {
 		size_t n = pc_min_u64(chunk, aend - pos);
-		size_t want = pos >= disk_end ? 0 : pc_min_u64(n, disk_end - pos);
-		ssize_t got = 0;
-		if (want) {
-			struct iovec v = { bounce, want };
-			atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
-			got = backend_preadv(m->c, m->fd, &v, 1, (off_t)pos);
-			if (got < 0) {
-				err = (int)got;
-				break;
-			}
-		}
-		memset(bounce + got, 0, n - (size_t)got);
+		err = read_blocks(m, bounce, pos, n);
+		if (err)
+			break;
 		uint64_t s = pc_max_u64(pos, off), e = pc_min_u64(pos + n, off + len);
 		iov_copy_to(iov, iovcnt, copied, bounce + (s - pos), e - s);
 		copied += e - s;

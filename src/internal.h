@@ -554,6 +554,10 @@ HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
 HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
 /* Make the backing file's size equal i_size (ftruncate) if it differs. */
 HIDDEN int mapping_sync_size(struct pc_mapping *m);
+/* ftruncate the backing file to size, safely against our own direct
+ * writes of the block the file system zeroes; caller holds inval_lock
+ * exclusively. */
+HIDDEN int backing_set_size(struct pc_mapping *m, uint64_t size);
 /* Drop clean edge folios of m (all, or only those older than max_age_ms). */
 HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
 
@@ -569,6 +573,9 @@ HIDDEN int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, b
 /* Bring blocks overlapping [off, off+len) of a locked folio uptodate,
  * merging device data around deferred partial writes. */
 HIDDEN int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+/* Read block-aligned [off, off+len) of the file into buf (aligned for
+ * direct I/O) with one device read; past the written data: zeros, no I/O. */
+HIDDEN int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len);
 /* Merge device data into the folio's partly written blocks only (the
  * flusher, before writing them back). */
 HIDDEN int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f);

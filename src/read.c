@@ -158,9 +158,7 @@ int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool don
 
 /* ------------------------------------------------------ sync filling */
 
-/* Read block-aligned [off, off+len) of the file into buf; past the end of
- * the backing file reads zeros. */
-static int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
+int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
 {
 	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
 	size_t want = off >= disk_end ? 0 : (size_t)pc_min_u64(len, disk_end - off);

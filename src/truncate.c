@@ -69,20 +69,6 @@ void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int ho
 }
 
 /* Set the backing file's size now (under size_lock). */
-static int backing_truncate(struct pc_mapping *m, uint64_t size)
-{
-	int err = 0;
-	pthread_mutex_lock(&m->size_lock);
-	if (ftruncate(m->fd, (off_t)size) == 0) {
-		atomic_store(&m->disk_size, (int64_t)size);
-		if (atomic_load(&m->data_end) > (int64_t)size)
-			atomic_store(&m->data_end, (int64_t)size);
-	} else
-		err = -errno;
-	pthread_mutex_unlock(&m->size_lock);
-	return err;
-}
-
 int truncate_mapping(struct pc_mapping *m, uint64_t size)
 {
 	int err = 0;
@@ -94,7 +80,7 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 		 * bit); its tail is zeroed and everything after it goes, dirty
 		 * or not. */
 		invalidate_range(m, size, UINT64_MAX, INVAL_ZERO);
-		err = backing_truncate(m, size);
+		err = backing_set_size(m, size);
 	}
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;

@@ -21,6 +21,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -325,21 +326,26 @@ static bool uncached_candidate(struct pc_folio *f)
 }
 
 /*
- * Before writing back, extend the backing file to cover i_size (rounded up
- * to a block).  Direct writes inside the file's size then take the file
- * system's shared lock (ext4 i_rwsem, XFS iolock) instead of serialising
- * as extending writes do.  Only ever extends; see mapping_sync_size() for
- * the exact size.
+ * Before writing back, allocate the backing file up to i_size (rounded up
+ * to a block).  Direct writes inside the file's size and its allocation
+ * then take the file system's shared lock (ext4 i_rwsem, XFS iolock) and
+ * need no block allocation at submission, instead of serialising as
+ * extending writes do.  fallocate, unlike ftruncate, never shrinks a file,
+ * so it is safe against direct writes in flight that extend it further.
+ * Only modest gaps are allocated (a sparse write far past the end is left
+ * to extend the file itself); see mapping_sync_size() for the exact size.
  */
+#define EXTEND_AHEAD_MAX (64ll << 20)
 static void backing_extend(struct pc_mapping *m)
 {
 	int64_t want = (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
-	if (!m->writable || atomic_load(&m->disk_size) >= want)
+	int64_t disk = atomic_load(&m->disk_size);
+	/* From a size inside a block the file system would zero that block's
+	 * tail through its page cache: leave that to the writes themselves. */
+	if (!m->writable || !m->direct || disk >= want || disk % m->block_size || want - disk > EXTEND_AHEAD_MAX)
 		return;
-	pthread_mutex_lock(&m->size_lock);
-	if (atomic_load(&m->disk_size) < want && ftruncate(m->fd, want) == 0)
-		atomic_store(&m->disk_size, want);
-	pthread_mutex_unlock(&m->size_lock);
+	if (fallocate(m->fd, 0, disk, want - disk) == 0)
+		atomic_raise_i64(&m->disk_size, want);
 }
 
 /*
@@ -459,21 +465,53 @@ int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int m
  * must not cut off data being written past the i_size we read, so writers
  * (who raise i_size under inval_lock, shared) are held off meanwhile.
  */
+int backing_set_size(struct pc_mapping *m, uint64_t size)
+{
+	uint64_t bs = m->block_size;
+	bool partial = size % bs || (uint64_t)atomic_load(&m->disk_size) % bs;
+	/* The block the file system will zero through its own page cache: no
+	 * direct write of ours may be in flight to it meanwhile. */
+	struct pc_folio *tail = partial ? mapping_lookup(m, pc_round_down(size, bs)) : NULL;
+	if (tail) {
+		folio_lock(tail);
+		folio_wait_clear(tail, PF_WRITEBACK);
+	}
+	int err = 0;
+	pthread_mutex_lock(&m->size_lock);
+	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
+	if (ftruncate(m->fd, (off_t)size) == 0) {
+		atomic_store(&m->disk_size, (int64_t)size);
+		if ((uint64_t)atomic_load(&m->data_end) > size)
+			atomic_store(&m->data_end, (int64_t)size);
+	} else {
+		err = -errno;
+	}
+	/* Write and drop the kernel's cached copy of the zeroed block(s), so
+	 * later direct writes of them do not collide with it. */
+	if (!err && partial && m->direct) {
+		uint64_t lo = pc_round_down(pc_min_u64(size, old), bs);
+		uint64_t hi = pc_round_up(pc_max_u64(size, old), bs);
+		sync_file_range(m->fd, (off_t)lo, (off_t)(hi - lo),
+				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+	}
+	pthread_mutex_unlock(&m->size_lock);
+	if (tail) {
+		folio_unlock(tail);
+		folio_put(m->c, tail);
+	}
+	return err;
+}
+
 int mapping_sync_size(struct pc_mapping *m)
 {
 	int err = 0;
 	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))
 		return 0;
 	pthread_rwlock_wrlock(&m->inval_lock);
-	pthread_mutex_lock(&m->size_lock);
 	int64_t size = atomic_load(&m->i_size);
-	if (m->writable && atomic_load(&m->disk_size) != size) {
-		if (ftruncate(m->fd, size) == 0)
-			atomic_store(&m->disk_size, size);
-		else
-			err = -errno;
-	}
-	pthread_mutex_unlock(&m->size_lock);
+	if (m->writable && atomic_load(&m->disk_size) != size)
+		err = backing_set_size(m, (uint64_t)size);
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
