@@ -311,18 +311,15 @@ static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping 
 }
 
 /*
- * What the uncached kick writes: drop-behind folios, and edge folios kept
- * for a neighbour whose blocks are all valid (a new block zero-filled past
- * the end of file): writing those with their drop-behind neighbours keeps
- * device writes large instead of breaking them at every record boundary.
- * Edges holding a deferred partial block wait for the neighbour instead,
- * since writing them now would need a read.
+ * What the uncached kick writes: drop-behind folios only.  Edge folios wait
+ * for the neighbour that completes them (then they are drop-behind too):
+ * writing them earlier would write their block twice, and the newest
+ * uncached data, where edges still wait, is left for the next round anyway
+ * (see flush_round), so runs are long without them.
  */
 static bool uncached_candidate(struct pc_folio *f)
 {
-	if (folio_test(f, PF_DROPBEHIND))
-		return true;
-	return folio_test(f, PF_EDGE) && !folio_has_partial(f);
+	return folio_test(f, PF_DROPBEHIND);
 }
 
 /*
@@ -362,7 +359,9 @@ static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 	return now < f->stamp || now - f->stamp < m->c->cfg.edge_expire_ms;
 }
 
-int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
+/* writeback_range, stopping once `budget` bytes are submitted (0: all). */
+static int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w,
+			      int64_t budget)
 {
 	uint64_t idx = start >> PC_PAGE_SHIFT;
 	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
@@ -370,13 +369,17 @@ int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 	struct wb_req *r = NULL;
 	int64_t submitted = 0;
 	backing_extend(m);
-	while (idx < end_idx) {
+	while (idx < end_idx && !(budget && submitted >= budget)) {
 		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
 		if (!n)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			struct pc_folio *f = batch[i];
 			bool locked;
+			if (budget && submitted >= budget) {
+				folio_put(m->c, f);
+				continue;
+			}
 			if (mode & WB_NOWAIT_LOCK) {
 				locked = folio_trylock(f);
 			} else {
@@ -415,6 +418,11 @@ int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 	}
 	req_submit(r);
 	return submitted;
+}
+
+int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
+{
+	return writeback_some(m, start, end, mode, w, 0);
 }
 
 void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
@@ -668,9 +676,17 @@ static void flush_round(struct pc_domain *d)
 		struct pc_mapping *m = v[i];
 		if (mapping_backing_off(m, now))
 			continue;
-		/* Uncached dirty data first: its memory is meant to go now. */
-		if (atomic_load(&m->nr_uncached) > 0)
-			writeback_range(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL);
+		/* Uncached dirty data first: its memory is meant to go now.
+		 * While uncached writers are active (they kicked), the newest
+		 * half-threshold of it is left for the next round: in file order
+		 * that is where neighbouring writes are still filling gaps, and
+		 * waiting a moment turns many small device writes into few large
+		 * ones.  With no kick (a tick), everything goes. */
+		int64_t unc = atomic_load(&m->nr_uncached);
+		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes / 2 : 0;
+		if (unc > keep)
+			writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL,
+				       keep ? unc - keep : 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -694,7 +710,6 @@ static void flush_round(struct pc_domain *d)
 		mapping_put(v[i]);
 	}
 	free(v);
-	(void)kicked;
 }
 
 static bool flusher_has_work(struct pc_domain *d)
