@@ -98,7 +98,8 @@ struct pc_config {
 	/* Largest single device I/O built by write clustering and read-ahead.
 	 * Default 1 MiB. */
 	size_t max_io_bytes;
-	/* Largest read-ahead window.  Default 2 MiB; 0 disables read-ahead. */
+	/* Largest read-ahead window.  Default 8 MiB (at most a quarter of
+	 * memory_limit); 0 disables read-ahead. */
 	size_t readahead_max_bytes;
 	/* PC_DONTCACHE dirty bytes per writeback domain past which a writer
 	 * kicks the flusher.  Default 8 MiB (at most half the background

@@ -25,7 +25,7 @@ void pc_config_init(struct pc_config *cfg)
 	cfg->writeback_threads = 1;
 	cfg->queue_depth = 64;
 	cfg->max_io_bytes = MIB;
-	cfg->readahead_max_bytes = 2 * MIB;
+	cfg->readahead_max_bytes = 8 * MIB;
 	cfg->uncached_kick_bytes = 8 * MIB;
 	cfg->edge_expire_ms = 5000;
 	cfg->flags = 0;

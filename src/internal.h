@@ -246,9 +246,9 @@ struct pc_file {
 	struct pc_mapping *m;
 	uint64_t wb_err_seen;
 	pthread_mutex_t ra_lock;   /* read-ahead state */
-	int64_t ra_prev_end;       /* end of the previous read */
+	_Atomic int64_t ra_prev_end; /* end of the previous read */
 	int64_t ra_issued_end;     /* read-ahead issued up to here */
-	size_t ra_window;
+	_Atomic size_t ra_window;  /* 0: not in a sequential stream */
 	struct pc_file *next_closed; /* quarantine of closed handles */
 	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
 };

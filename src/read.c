@@ -259,6 +259,13 @@ static bool readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool 
 	struct pc_mapping *m = h->m;
 	size_t max = m->c->cfg.readahead_max_bytes;
 	uint64_t from = 0, to = 0;
+	/* Random reads, the common case of a cache hit, take no lock. */
+	int64_t prev = atomic_load_explicit(&h->ra_prev_end, memory_order_relaxed);
+	if (prev != (int64_t)off && !(off == 0 && prev < 0) &&
+	    !atomic_load_explicit(&h->ra_window, memory_order_relaxed)) {
+		atomic_store_explicit(&h->ra_prev_end, (int64_t)(off + len), memory_order_relaxed);
+		return false;
+	}
 	pthread_mutex_lock(&h->ra_lock);
 	bool seq = h->ra_prev_end == (int64_t)off || (off == 0 && h->ra_prev_end < 0);
 	h->ra_prev_end = (int64_t)(off + len);
