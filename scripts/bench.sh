@@ -5,7 +5,7 @@
 # build/benchdata (on the build tree's file system, which supports O_DIRECT),
 # then build/edgebench if it exists.  Extra arguments go to pcbench:
 #   bash scripts/bench.sh --help
-# Environment: PC_EDGEBENCH_TOTAL overrides edgebench's --total (default 2G).
+# Environment: PC_EDGEBENCH_TOTAL overrides edgebench's --total (default 1G).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,7 +31,7 @@ echo "==== pcbench --dir build/benchdata $* ===="
 "$ROOT/build/pcbench" --dir "$BENCHDIR" "$@" || status=$?
 
 if [ -x "$ROOT/build/edgebench" ]; then
-	total=${PC_EDGEBENCH_TOTAL:-2G}
+	total=${PC_EDGEBENCH_TOTAL:-1G}
 	echo "==== edgebench --dir build/benchdata --total $total ===="
 	"$ROOT/build/edgebench" --dir "$BENCHDIR" --total "$total" || status=$?
 fi
