@@ -167,6 +167,9 @@ struct pc_domain {
 	struct pc_domain *next;
 	pthread_mutex_t lock;
 	pthread_cond_t kick_cv;     /* wakes the flusher */
+	pthread_cond_t io_cv;       /* a device write completed */
+	_Atomic int64_t inflight;   /* bytes of device writes submitted, not done */
+	int64_t inflight_cap;       /* keep at most this many in flight */
 	struct pc_mapping *dirty_head, *dirty_tail; /* oldest first */
 	_Atomic int64_t dirty, uncached, writeback;
 	_Atomic bool kicked;        /* uncached writers want writeback */

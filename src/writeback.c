@@ -190,6 +190,11 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 {
 	struct wb_req *r = (struct wb_req *)io;
 	struct pc_mapping *m = r->m;
+	struct pc_domain *d = m->dom;
+	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
+	pthread_mutex_lock(&d->lock);
+	pthread_cond_broadcast(&d->io_cv);
+	pthread_mutex_unlock(&d->lock);
 	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
 	if (!err) {
 		atomic_raise_i64(&m->disk_size, (int64_t)(io->off + io->len));
@@ -230,6 +235,22 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
 	return r;
 }
 
+/*
+ * Little's law: a write waits behind every byte in flight before it, so a
+ * deep queue of large writes makes each take tens of milliseconds, and a
+ * throttled writer waits that long for the first to end.  Keeping a few
+ * large writes in flight keeps the device busy with short completions.
+ */
+static void wait_for_room(struct pc_domain *d)
+{
+	if (atomic_load(&d->inflight) < d->inflight_cap)
+		return;
+	pthread_mutex_lock(&d->lock);
+	while (atomic_load(&d->inflight) >= d->inflight_cap)
+		pthread_cond_wait(&d->io_cv, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+}
+
 static void req_submit(struct wb_req *r)
 {
 	if (!r || !r->nseg) {
@@ -242,6 +263,8 @@ static void req_submit(struct wb_req *r)
 	r->io.iovcnt = r->nseg;
 	if (r->w)
 		waiter_add(r->w);
+	wait_for_room(r->m->dom);
+	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	ioq_submit(r->m->dom->ioq, &r->io);
 }
 
@@ -660,18 +683,13 @@ static bool mapping_backing_off(struct pc_mapping *m, uint64_t now)
 	return e && now - e < 1000;
 }
 
-static void flush_round(struct pc_domain *d)
+/* One pass over the domain's files; returns the bytes submitted. */
+static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n, bool kicked, bool want_free,
+			  int patience)
 {
 	struct pc_cache *c = d->c;
-	struct pc_mapping **v;
-	unsigned n = domain_mappings(d, &v);
 	uint64_t now = pc_now_ms();
-	bool kicked = atomic_exchange(&d->kicked, false);
-	bool want_free = atomic_exchange(&d->want_free, false);
-	/* Under memory pressure or with writers throttled, partial blocks
-	 * do not wait for their neighbours. */
-	int patience = (want_free || over_limit(c)) ? 0 : WB_LET_PARTIAL_WAIT;
-
+	int64_t submitted = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
 		if (mapping_backing_off(m, now))
@@ -685,8 +703,8 @@ static void flush_round(struct pc_domain *d)
 		int64_t unc = atomic_load(&m->nr_uncached);
 		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes / 2 : 0;
 		if (unc > keep)
-			writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL,
-				       keep ? unc - keep : 0);
+			submitted += writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL,
+						    keep ? unc - keep : 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -701,15 +719,34 @@ static void flush_round(struct pc_domain *d)
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
 		if (expired || background || want_free) {
 			m->dirtied_when_ms = now;
-			writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL);
+			submitted += writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL);
 		}
 	}
+	return submitted;
+}
+
+/*
+ * One round of the flusher.  Deferred partial blocks wait for their
+ * neighbours (a read saved) unless memory is short, or unless writers are
+ * throttled and nothing else was left to write.
+ */
+static int64_t flush_round(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	struct pc_mapping **v;
+	unsigned n = domain_mappings(d, &v);
+	bool kicked = atomic_exchange(&d->kicked, false);
+	bool want_free = atomic_exchange(&d->want_free, false);
+	int64_t submitted = flush_pass(d, v, n, kicked, want_free, want_free ? 0 : WB_LET_PARTIAL_WAIT);
+	if (!submitted && !want_free && over_limit(c))
+		submitted = flush_pass(d, v, n, kicked, want_free, 0);
 	for (unsigned i = 0; i < n; i++) {
 		if (atomic_load(&v[i]->nr_edges) > 0)
 			drop_edges(v[i], c->cfg.edge_expire_ms);
 		mapping_put(v[i]);
 	}
 	free(v);
+	return submitted;
 }
 
 static bool flusher_has_work(struct pc_domain *d)
@@ -723,13 +760,16 @@ static void *flusher_main(void *arg)
 {
 	struct pc_domain *d = arg;
 	pthread_mutex_lock(&d->lock);
+	bool idle = true;
 	while (!d->stop) {
-		if (!flusher_has_work(d))
+		/* A round that found nothing it may write waits for a kick or
+		 * the tick, even above the background threshold. */
+		if (idle || !flusher_has_work(d))
 			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
 		if (d->stop)
 			break;
 		pthread_mutex_unlock(&d->lock);
-		flush_round(d);
+		idle = flush_round(d) == 0;
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -752,6 +792,10 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 	d->dev = dev;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->kick_cv, NULL);
+	pthread_cond_init(&d->io_cv, NULL);
+	/* A dirty limit's worth of latency is too much: an eighth of it, but
+	 * room for a few of the largest writes. */
+	d->inflight_cap = (int64_t)pc_max_u64(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
 	int err = ioq_create(c, c->cfg.queue_depth, c->use_uring, &d->ioq);
 	if (err)
 		goto fail;
@@ -784,6 +828,7 @@ fail_ioq:
 fail:
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->kick_cv);
+	pthread_cond_destroy(&d->io_cv);
 	free(d);
 	return err;
 }
@@ -820,6 +865,7 @@ void domains_destroy(struct pc_cache *c)
 		free(d->threads);
 		pthread_mutex_destroy(&d->lock);
 		pthread_cond_destroy(&d->kick_cv);
+		pthread_cond_destroy(&d->io_cv);
 		free(d);
 	}
 }
