@@ -369,14 +369,14 @@ static void backing_extend(struct pc_mapping *m)
 }
 
 /*
- * A folio holding a deferred partial block waits a while for the
- * neighbouring write to complete it: writing it now would cost a read.
- * Only the flusher's background work waits; fsync, DSYNC and memory
- * pressure do not.
+ * A folio holding a deferred partial block, or an edge kept for a
+ * neighbouring uncached write, waits a while for that neighbour: writing it
+ * now would cost a read, or write the block twice.  Only the flusher's
+ * background work waits; fsync, DSYNC and memory pressure do not.
  */
 static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 {
-	if (!folio_has_partial(f))
+	if (!folio_test(f, PF_EDGE) && !folio_has_partial(f))
 		return false;
 	uint64_t now = pc_now_ms() - m->c->start_ms;
 	return now < f->stamp || now - f->stamp < m->c->cfg.edge_expire_ms;
@@ -701,7 +701,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		 * waiting a moment turns many small device writes into few large
 		 * ones.  With no kick (a tick), everything goes. */
 		int64_t unc = atomic_load(&m->nr_uncached);
-		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes / 2 : 0;
+		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes : 0;
 		if (unc > keep)
 			submitted += writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL,
 						    keep ? unc - keep : 0);

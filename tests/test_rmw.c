@@ -139,6 +139,7 @@ struct fx {
 
 static unsigned fx_seq;
 static unsigned fx_expire_ms = 60000; /* dirty_expire_ms of the next fx_open */
+static unsigned fx_edge_expire_ms = 60000; /* edge_expire_ms of the next fx_open */
 
 /* A file of `size` bytes of known data, written and synced with plain I/O,
  * then opened in a fresh cache.  False if the block size is refused. */
@@ -166,7 +167,7 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 	cfg.block_size = bs;
 	cfg.readahead_max_bytes = 0;
 	cfg.dirty_expire_ms = fx_expire_ms;
-	cfg.edge_expire_ms = 60000;
+	cfg.edge_expire_ms = fx_edge_expire_ms;
 	cfg.flags = cfg_flags;
 	x->c = pc_cache_new(&cfg);
 	REQUIRE(x->c);
@@ -283,16 +284,26 @@ static void case_b(size_t bs, const struct geo *g)
 	CHECK(fx_read_check(&x, 0, FILE_SIZE)); /* the rest is read now */
 	fx_close(&x);
 
-	/* The flusher on its own (age), not the writer. */
+	/* The flusher on its own (age), not the writer.  A deferred partial
+	 * block waits edge_expire_ms for a neighbour to complete it before
+	 * background writeback reads and merges it (pagecache.h,
+	 * edge_expire_ms): short here, and longer than the dirty expiry. */
 	fx_expire_ms = 100;
+	fx_edge_expire_ms = 300;
 	bool opened = fx_open(&x, bs, FILE_SIZE, 0, 0);
 	fx_expire_ms = 60000;
+	fx_edge_expire_ms = 60000;
 	if (!opened)
 		return;
+	uint64_t t0 = now_ms();
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 3) == (ssize_t)ln(g, 100));
 	s = cst(x.c);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(POLL(cst(x.c).dirty_bytes == 0 && cst(x.c).writeback_bytes == 0, 5000));
+	uint64_t waited = now_ms() - t0;
+	printf("   flusher merged and wrote the partial block after %llu ms (dirty expiry 100, partial wait 300)\n",
+	       (unsigned long long)waited);
+	CHECK(waited >= 250);
 	s = cst(x.c);
 	CHECK(s.rmw_reads == 1);
 	CHECK(s.dev_read_ios == 1);

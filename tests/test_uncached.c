@@ -146,9 +146,15 @@ static void print_flags(const char *what, struct pc_file *h, uint64_t pos)
 		       fl & PF_UPTODATE ? " UPTODATE" : "");
 }
 
-/* The backing file, read with plain O_DIRECT, must hold expect[0, size);
- * exact_size: and be exactly that long. */
-static bool verify_disk_data(const char *path, const uint8_t *expect, size_t size, bool exact_size)
+/*
+ * The backing file, read with plain O_DIRECT, must hold expect[0, size).
+ * round_bs 0: and be exactly size bytes long.  Otherwise its size may be
+ * anything from size to size rounded up to round_bs, the bytes past size
+ * reading as zeros: the durable size before fsync/close (pagecache.h,
+ * PC_DSYNC: "rounded up to a block boundary (the extra bytes read as
+ * zeros)"; the same holds after the flusher's writeback).
+ */
+static bool verify_disk_data(const char *path, const uint8_t *expect, size_t size, size_t round_bs)
 {
 	int fd = open(path, O_RDONLY | O_DIRECT);
 	if (fd < 0) {
@@ -157,11 +163,14 @@ static bool verify_disk_data(const char *path, const uint8_t *expect, size_t siz
 	}
 	struct stat st;
 	bool ok = fstat(fd, &st) == 0;
-	if (ok && (exact_size ? (size_t)st.st_size != size : (size_t)st.st_size < size)) {
-		fprintf(stderr, "   %s: backing size %lld, expected %zu\n", path, (long long)st.st_size, size);
+	size_t max_size = round_bs ? (size + round_bs - 1) / round_bs * round_bs : size;
+	if (ok && ((size_t)st.st_size < size || (size_t)st.st_size > max_size)) {
+		fprintf(stderr, "   %s: backing size %lld, expected %zu%s%zu\n", path, (long long)st.st_size, size,
+			round_bs ? " to " : "", round_bs ? max_size : (size_t)0);
 		ok = false;
 	}
-	size_t cap = (size + 4095) & ~(size_t)4095;
+	size_t disk = ok ? (size_t)st.st_size : size;
+	size_t cap = (disk + 4095) & ~(size_t)4095;
 	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
 	REQUIRE(buf);
 	size_t got = 0;
@@ -176,8 +185,8 @@ static bool verify_disk_data(const char *path, const uint8_t *expect, size_t siz
 			break;
 		got += (size_t)r;
 	}
-	if (ok && got < size) {
-		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, size);
+	if (ok && got < disk) {
+		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, disk);
 		ok = false;
 	}
 	if (ok) {
@@ -188,21 +197,84 @@ static bool verify_disk_data(const char *path, const uint8_t *expect, size_t siz
 				ok = false;
 				break;
 			}
+		for (size_t i = size; ok && i < disk; i++)
+			if (buf[i] != 0) {
+				fprintf(stderr, "   %s: byte %zu past the end %zu is 0x%02x, expected 0\n", path, i,
+					size, buf[i]);
+				ok = false;
+			}
 	}
 	free(buf);
 	close(fd);
 	return ok;
 }
 
-static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
+/* The backing file's first n bytes (a multiple of 4096) are expect[0, n). */
+static bool disk_prefix_is(const char *path, const uint8_t *expect, size_t n)
 {
-	return verify_disk_data(path, expect, size, true);
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0) {
+		perror(path);
+		return false;
+	}
+	uint8_t *buf = aligned_alloc(4096, n);
+	REQUIRE(buf);
+	ssize_t r = pread(fd, buf, n, 0);
+	bool ok = r == (ssize_t)n && memcmp(buf, expect, n) == 0;
+	if (!ok)
+		fprintf(stderr, "   %s: first %zu bytes: read %zd, or wrong bytes\n", path, n, r);
+	free(buf);
+	close(fd);
+	return ok;
 }
 
-static off_t backing_size(const char *path)
+/* Exactly expect[0, size): after fsync or close. */
+static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
 {
-	struct stat st;
-	return stat(path, &st) == 0 ? st.st_size : -1;
+	return verify_disk_data(path, expect, size, 0);
+}
+
+/* expect[0, size) with the size possibly rounded up to a block (zeros):
+ * after a PC_DSYNC write or the flusher's writeback, before fsync/close. */
+static bool verify_disk_rounded(const char *path, const uint8_t *expect, size_t size, size_t bs)
+{
+	return verify_disk_data(path, expect, size, bs);
+}
+
+/*
+ * Wait, without fsync, until no drop-behind data is dirty and nothing is
+ * under writeback.  The configs here set dirty_expire_ms (and
+ * edge_expire_ms) to 60 s, so only the flusher's uncached writeback (a
+ * kick, or its round every 100 ms) can get there.  Kept edges are not
+ * drop-behind: they may still be dirty (the flusher leaves them for the
+ * neighbour that completes them).  At most 5 s, polled every 5 ms.
+ */
+static bool wait_uncached_written(struct pc_cache *c)
+{
+	uint64_t until = now_ms() + 5000;
+	for (;;) {
+		struct pc_stats s = cst(c);
+		if (s.dirty_uncached_bytes == 0 && s.writeback_bytes == 0)
+			return true;
+		if (now_ms() > until) {
+			fprintf(stderr, "   uncached data not written after 5 s without fsync: uncached dirty %llu, "
+				"writeback %llu\n", (unsigned long long)s.dirty_uncached_bytes,
+				(unsigned long long)s.writeback_bytes);
+			return false;
+		}
+		usleep(5000);
+	}
+}
+
+/* A kept edge after its neighbours' writeback: cached, PF_EDGE, neither
+ * drop-behind nor under writeback (dirty, or clean if it was written). */
+static bool is_kept_edge(struct pc_file *h, uint64_t pos)
+{
+	uint32_t fl = fstate(h, pos);
+	bool ok = fl != NOT_CACHED && (fl & PF_EDGE) && (fl & PF_UPTODATE) && !(fl & (PF_DROPBEHIND | PF_WRITEBACK));
+	if (!ok)
+		print_flags("expected a kept edge", h, pos);
+	return ok;
 }
 
 /* Write a file with plain I/O and fsync it (data that exists on the device). */
@@ -282,7 +354,7 @@ static void *fsync_thread(void *arg)
 
 static void test_edge_kept_completed(void)
 {
-	printf("-- (a) edge kept, (b) edge completed and dropped, (c) lone edge dropped at close\n");
+	printf("-- (a) edge kept, (b) edge completed and dropped, (c) lone edge dropped at fsync and close\n");
 	struct pc_config cfg;
 	base_cfg(&cfg, 4096);
 	struct pc_cache *c = pc_cache_new(&cfg);
@@ -292,7 +364,9 @@ static void test_edge_kept_completed(void)
 	uint8_t buf[12000];
 	fill(buf, sizeof(buf), 1, 0);
 
-	/* (a) [0, 6000): block [0,4096) whole, [4096,8192) partly covered. */
+	/* (a) [0, 6000): block [0,4096) whole, [4096,8192) partly covered.
+	 * No fsync (it drops lone edges): the flusher writes the uncached
+	 * data on its own, and that writeback must not drop the edge. */
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
 	struct pc_stats s = cst(c);
 	CHECK(s.edge_kept == 1);
@@ -300,16 +374,15 @@ static void test_edge_kept_completed(void)
 	uint32_t fl = fstate(h, 0);
 	/* The flusher may have cleaned and dropped it already. */
 	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
-	CHECK(pc_fsync(h) == 0);
-	CHECK(!is_cached(h, 0));
-	fl = fstate(h, 4096);
-	CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && (fl & PF_UPTODATE) &&
-	      !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(!is_cached(h, 0), 2000));
+	CHECK(is_kept_edge(h, 4096));
 	s = cst(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.dropbehind_drops >= 1);
-	CHECK(verify_disk(path, buf, 6000));
+	CHECK(s.edge_expired == 0);
+	CHECK(disk_prefix_is(path, buf, 4096)); /* the dropped block was written */
 
 	/* (b) [6000, 12000) completes [4096,8192) and leaves [8192,12288). */
 	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DONTCACHE) == 6000);
@@ -319,15 +392,16 @@ static void test_edge_kept_completed(void)
 	fl = fstate(h, 4096);
 	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
 	CHECK(is_edge(h, 8192));
-	CHECK(pc_fsync(h) == 0);
-	CHECK(!is_cached(h, 4096));
-	CHECK(is_edge(h, 8192));
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(!is_cached(h, 4096), 2000));
+	CHECK(is_kept_edge(h, 8192));
 	s = cst(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
-	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
-	CHECK(verify_disk(path, buf, 12000));
+	CHECK(s.edge_expired == 0);
+	CHECK(s.dirty_bytes <= 4096 && s.dirty_uncached_bytes == 0); /* at most the kept edge */
+	CHECK(disk_prefix_is(path, buf, 8192));
 	if (s.cached_bytes != 4096) {
 		print_flags("after (b)", h, 0);
 		print_flags("after (b)", h, 4096);
@@ -342,6 +416,7 @@ static void test_edge_kept_completed(void)
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.folios == 0);
 	CHECK(s.dev_read_ios == 0);
+	CHECK(verify_disk(path, buf, 12000));
 	h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
 	struct pc_stats fs;
@@ -366,6 +441,65 @@ static void test_edge_kept_completed(void)
 	CHECK(s.cached_bytes == cached0);
 	CHECK(s.dev_read_ios == reads0);
 	CHECK(verify_disk(path, buf, 100));
+
+	/* (c) pc_fsync drops a lone edge too (issue 3 (a): "at fsync/close of
+	 * its file"), clean or dirty, and makes the size exact.  A clean one:
+	 * PC_DSYNC writes its whole range, edge included, and keeps the edge. */
+	struct pc_stats fs0;
+	h = open_new(c, "edge_fsync", path, sizeof(path));
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE | PC_DSYNC) == 6000);
+	fl = fstate(h, 4096);
+	CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
+	pc_file_stats(h, &fs0);
+	CHECK(fs0.cached_bytes == 4096);
+	s = cst(c);
+	expired0 = s.edge_expired;
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(!is_cached(h, 4096));
+	pc_file_stats(h, &fs);
+	CHECK(fs.cached_bytes == 0);
+	CHECK(verify_disk(path, buf, 6000));
+	CHECK(pc_close(h) == 0);
+	/* A dirty one, left by the flusher's uncached writeback. */
+	h = open_new(c, "edge_fsync2", path, sizeof(path));
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(!is_cached(h, 0), 2000));
+	CHECK(is_kept_edge(h, 4096));
+	s = cst(c);
+	expired0 = s.edge_expired;
+	CHECK(pc_fsync(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(!is_cached(h, 4096));
+	CHECK(s.dirty_bytes == 0 && s.writeback_bytes == 0);
+	pc_file_stats(h, &fs);
+	CHECK(fs.cached_bytes == 0);
+	CHECK(verify_disk(path, buf, 6000));
+	/* A dirty lone edge (nothing else dirty, so the flusher leaves it):
+	 * pc_fdatasync writes it and drops it. */
+	reads0 = cst(c).dev_read_ios;
+	CHECK(pc_pwrite(h, buf + 6000, 100, 6000, PC_DONTCACHE) == 100);
+	CHECK(is_edge(h, 4096));
+	fl = fstate(h, 4096);
+	CHECK(fl != NOT_CACHED && (fl & PF_DIRTY));
+	s = cst(c);
+	expired0 = s.edge_expired;
+	CHECK(s.dev_read_ios == reads0); /* deferred: not read at write time */
+	CHECK(pc_fdatasync(h) == 0);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(!is_cached(h, 4096));
+	CHECK(s.dirty_bytes == 0 && s.writeback_bytes == 0);
+	pc_file_stats(h, &fs);
+	CHECK(fs.cached_bytes == 0);
+	CHECK(verify_disk(path, buf, 6100));
+	/* The block held data on the device and was not cached: writeback
+	 * merged it with one read. */
+	CHECK(s.dev_read_ios == reads0 + 1);
+	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -383,14 +517,16 @@ static void test_edge_age(void)
 	uint8_t buf[6000];
 	fill(buf, sizeof(buf), 2, 0);
 
-	/* A clean edge (its data written by fsync, which keeps it). */
+	/* A clean edge: its data made durable by PC_DSYNC, which keeps it
+	 * (fsync would drop it). */
 	struct pc_file *h = open_new(c, "edge_d1", path, sizeof(path));
 	uint64_t t0 = now_ms();
-	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
-	CHECK(pc_fsync(h) == 0);
-	uint64_t t_sync = now_ms();
-	if (t_sync - t0 < 150)
-		CHECK(is_edge(h, 4096)); /* still young: still there */
+	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE | PC_DSYNC) == 6000);
+	uint64_t t_clean = now_ms();
+	if (t_clean - t0 < 150) {
+		uint32_t fl = fstate(h, 4096); /* still young: still there, clean */
+		CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
+	}
 	CHECK(POLL(!is_cached(h, 4096), 5000));
 	uint64_t age = now_ms() - t0;
 	printf("   clean edge dropped after %llu ms (edge_expire_ms 200)\n", (unsigned long long)age);
@@ -399,8 +535,9 @@ static void test_edge_age(void)
 	CHECK(s.edge_expired == 1);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(verify_disk(path, buf, 6000));
+	CHECK(verify_disk_rounded(path, buf, 6000, 4096));
 	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, 6000));
 
 	/* A dirty edge: no fsync, no close; the flusher must write it and
 	 * drop it.  Counted as expired (pc_stats: "edge folios dropped at
@@ -451,37 +588,44 @@ static void test_whole_in_pieces(void)
 	CHECK(!is_cached(h, 0));
 	CHECK(s.cached_bytes == 0);
 	CHECK(verify_disk(path, buf, 4096));
-	/* Three iovecs, boundaries inside blocks, two whole blocks + an edge. */
+	/* Three iovecs, boundaries inside blocks, two whole blocks + an edge.
+	 * Written by the flusher (fsync would drop the lone edge). */
 	struct iovec v3[3] = { { buf + 4096, 1 }, { buf + 4097, 5000 }, { buf + 9097, 4191 } };
 	CHECK(pc_pwritev(h, v3, 3, 4096, PC_DONTCACHE) == 9192);
-	CHECK(pc_fsync(h) == 0);
-	CHECK(!is_cached(h, 4096) && !is_cached(h, 8192));
-	CHECK(is_edge(h, 12288));
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(!is_cached(h, 4096) && !is_cached(h, 8192), 2000));
+	CHECK(is_kept_edge(h, 12288));
 	s = cst(c);
 	CHECK(s.cached_bytes == 4096);
+	CHECK(s.edge_kept == 1);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(verify_disk(path, buf, 13288));
+	CHECK(disk_prefix_is(path, buf, 12288));
 	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, 13288));
 
 	/* Unaligned PC_DIRECT: two iovecs with a boundary inside the aligned
-	 * middle [0,8192) (direct, never cached), tail [8192,10000) an edge. */
+	 * middle [0,8192) (direct, never cached), tail [8192,10000) an edge.
+	 * The edge is the only uncached data, still dirty: no fsync here (it
+	 * would drop it); the middle is on the device already. */
 	h = open_new(c, "whole_direct", path, sizeof(path));
 	struct iovec d[2] = { { buf, 2000 }, { buf + 2000, 8000 } };
 	CHECK(pc_pwritev(h, d, 2, 0, PC_DIRECT) == 10000);
 	CHECK(!is_cached(h, 0) && !is_cached(h, 4096));
 	CHECK(is_edge(h, 8192));
-	CHECK(pc_fsync(h) == 0);
 	s = cst(c);
-	CHECK(!is_cached(h, 0) && !is_cached(h, 4096));
 	CHECK(s.cached_bytes == 4096);
-	CHECK(verify_disk(path, buf, 10000));
+	CHECK(disk_prefix_is(path, buf, 8192));
+	uint64_t expired0 = s.edge_expired;
 	/* The next unaligned direct write completes that edge with its head
 	 * piece: it is dropped, and nothing was ever read. */
 	CHECK(pc_pwrite(h, buf + 10000, 6384, 10000, PC_DIRECT) == 6384);
+	s = cst(c);
+	CHECK(s.edge_completed == 1);
 	CHECK(pc_fsync(h) == 0);
 	s = cst(c);
 	CHECK(!is_cached(h, 8192));
 	CHECK(s.cached_bytes == 0);
+	CHECK(s.edge_expired == expired0); /* completed, not dropped as lone */
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
 	CHECK(verify_disk(path, buf, 16384));
@@ -491,12 +635,14 @@ static void test_whole_in_pieces(void)
 	h = open_new(c, "direct_neigh", path, sizeof(path));
 	s = cst(c);
 	uint64_t reads0 = s.dev_read_ios, completed0 = s.edge_completed;
+	expired0 = s.edge_expired;
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DIRECT) == 6000);
 	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DIRECT) == 6000);
 	CHECK(pc_pwrite(h, buf + 12000, 4384, 12000, PC_DIRECT) == 4384);
 	CHECK(pc_fsync(h) == 0);
 	s = cst(c);
 	CHECK(s.edge_completed == completed0 + 2);
+	CHECK(s.edge_expired == expired0);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == reads0);
 	CHECK(verify_disk(path, buf, 16384));
@@ -522,12 +668,19 @@ static void test_whole_in_pieces(void)
 	CHECK(s.cached_bytes == 0);
 	CHECK(verify_disk(path, buf, 4096));
 	/* [4096, 10240): every block it touches is covered whole, though the
-	 * page [8192,12288) only partly: nothing is an edge. */
+	 * page [8192,12288) only partly: nothing is an edge, and the
+	 * flusher's writeback drops it all (no fsync, which would drop an
+	 * edge too and hide one). */
+	uint64_t kept0 = cst(c).edge_kept;
 	CHECK(pc_pwrite(h, buf + 4096, 6144, 4096, PC_DONTCACHE) == 6144);
-	CHECK(pc_fsync(h) == 0);
+	CHECK(!is_edge(h, 8192));
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(cst(c).cached_bytes == 0, 2000));
 	s = cst(c);
-	printf("   bs 512, block-aligned write ending mid-page: edge_kept %llu, cached %llu after fsync\n",
-	       (unsigned long long)s.edge_kept, (unsigned long long)s.cached_bytes);
+	CHECK(s.dirty_bytes == 0);
+	printf("   bs 512, block-aligned write ending mid-page: edge_kept +%llu, cached %llu after writeback\n",
+	       (unsigned long long)(s.edge_kept - kept0), (unsigned long long)s.cached_bytes);
+	CHECK(s.edge_kept == kept0);
 	CHECK(s.cached_bytes == 0);
 	CHECK(!is_cached(h, 8192));
 	/* Its block-aligned neighbour [10240, 12288) then completes the page. */
@@ -540,12 +693,16 @@ static void test_whole_in_pieces(void)
 	/* Unaligned direct with 512-byte blocks: middle direct, ends edges;
 	 * the neighbours complete them. */
 	uint64_t cached_before = cst(c).cached_bytes, reads_before = cst(c).dev_read_ios;
+	completed0 = cst(c).edge_completed;
+	expired0 = cst(c).edge_expired;
 	CHECK(pc_pwrite(h, buf + 12288, 1000, 12288, PC_DIRECT) == 1000);  /* [12288,13288) */
 	CHECK(pc_pwrite(h, buf + 13288, 3000, 13288, PC_DIRECT) == 3000);  /* [13288,16288) */
 	CHECK(pc_pwrite(h, buf + 16288, 96, 16288, PC_DIRECT) == 96);      /* to 16384 */
 	CHECK(pc_fsync(h) == 0);
 	s = cst(c);
 	CHECK(!is_cached(h, 12288));
+	CHECK(s.edge_completed == completed0 + 2);
+	CHECK(s.edge_expired == expired0);
 	CHECK(s.cached_bytes == cached_before);
 	CHECK(s.dev_read_ios == reads_before);
 	CHECK(verify_disk(path, buf, 16384));
@@ -574,8 +731,13 @@ static void test_cached_not_marked(void)
 	CHECK(pc_pwrite(h, buf + 100, 100, 100, PC_DONTCACHE) == 100);
 	fill(buf + 4096, 4096, 41, 4096);
 	CHECK(pc_pwrite(h, buf + 4096, 4096, 4096, PC_DONTCACHE) == 4096);
-	CHECK(pc_fsync(h) == 0);
+	/* Before fsync too (fsync drops lone edges, which would hide one). */
 	uint32_t f0 = fstate(h, 0), f1 = fstate(h, 4096);
+	CHECK(f0 != NOT_CACHED && !(f0 & (PF_DROPBEHIND | PF_EDGE)));
+	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
+	CHECK(pc_fsync(h) == 0);
+	f0 = fstate(h, 0);
+	f1 = fstate(h, 4096);
 	CHECK(f0 != NOT_CACHED && !(f0 & (PF_DROPBEHIND | PF_EDGE)));
 	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
 	struct pc_stats s = cst(c);
@@ -597,6 +759,8 @@ static void test_cached_not_marked(void)
 	CHECK(memcmp(back, buf + 4096, 4096) == 0);
 	fill(buf + 5000, 100, 50, 5000);
 	CHECK(pc_pwrite(h, buf + 5000, 100, 5000, PC_DONTCACHE) == 100);
+	f1 = fstate(h, 4096);
+	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
 	CHECK(pc_fsync(h) == 0);
 	f1 = fstate(h, 4096);
 	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
@@ -661,39 +825,62 @@ static void test_mark_cleared(void)
 	CHECK(pc_close(h) == 0);
 
 	/* While the folio is under writeback: the device write is held by the
-	 * fault hook, the read is a cache hit, the mark must go. */
+	 * fault hook, the read is a cache hit.  The mark may stay while the
+	 * write is in flight, but the access must keep the folio: when the
+	 * writeback completes it is not dropped, and not drop-behind any more.
+	 * The control: an uncached folio of the same fsync that nobody read
+	 * is dropped when its writeback completes. */
 	h = open_new(c, "mark_wb", path, sizeof(path));
-	fill(buf, R, 70, 0);
+	const uint64_t ctl = 4 * R; /* the control folio, far from [0, R) */
+	uint8_t *model = calloc(1, ctl + R);
+	REQUIRE(model);
+	fill(model, R, 70, 0);
+	fill(model + ctl, R, 71, ctl);
 	hook_arm();
-	CHECK(pc_pwrite(h, buf, R, 0, PC_DONTCACHE) == (ssize_t)R);
+	CHECK(pc_pwrite(h, model, R, 0, PC_DONTCACHE) == (ssize_t)R);
+	CHECK(pc_pwrite(h, model + ctl, R, (off_t)ctl, PC_DONTCACHE) == (ssize_t)R);
 	pthread_t t;
 	REQUIRE(pthread_create(&t, NULL, fsync_thread, h) == 0);
 	CHECK(POLL(hook_blocked(), 5000));
 	CHECK(POLL(fstate(h, 0) != NOT_CACHED && (fstate(h, 0) & PF_WRITEBACK), 5000));
 	struct pc_stats s0 = cst(c);
 	CHECK(pc_pread(h, back, R, 0, 0) == (ssize_t)R);
-	CHECK(memcmp(back, buf, R) == 0);
+	CHECK(memcmp(back, model, R) == 0);
 	struct pc_stats s1 = cst(c);
 	CHECK(s1.dev_read_ios == s0.dev_read_ios);
 	uint32_t fl = fstate(h, 0);
 	CHECK(fl != NOT_CACHED && (fl & PF_WRITEBACK));
-	bool cleared = fl != NOT_CACHED && !(fl & PF_DROPBEHIND);
-	if (!cleared)
-		print_flags("cached read during writeback", h, 0);
-	CHECK(cleared);
 	hook_release();
 	void *ret;
 	pthread_join(t, &ret);
 	CHECK(ret == NULL);
+	/* PF_WRITEBACK is cleared just before the completion's drop attempt:
+	 * wait for that attempt to have decided. */
+	CHECK(POLL(fstate(h, 0) == NOT_CACHED || !(fstate(h, 0) & (PF_WRITEBACK | PF_DROPBEHIND)), 2000));
+	bool kept = true;
+	for (uint64_t p = 0; p < R; p += 4096) {
+		fl = fstate(h, p);
+		if (fl == NOT_CACHED || (fl & (PF_DROPBEHIND | PF_DIRTY | PF_WRITEBACK))) {
+			print_flags("read during writeback, after it", h, p);
+			kept = false;
+			break;
+		}
+	}
+	CHECK(kept);
+	bool ctl_dropped = POLL(!is_cached(h, ctl), 2000);
+	if (!ctl_dropped)
+		print_flags("control (not read) after writeback", h, ctl);
+	CHECK(ctl_dropped);
 	CHECK(pc_fsync(h) == 0);
 	bool all = true;
 	for (uint64_t p = 0; p < R; p += 4096)
 		all = all && is_cached(h, p);
 	if (!all)
-		print_flags("after writeback", h, 0);
+		print_flags("after a second fsync", h, 0);
 	CHECK(all);
-	CHECK(verify_disk(path, buf, R));
+	CHECK(verify_disk(path, model, ctl + R));
 	CHECK(pc_close(h) == 0);
+	free(model);
 	c->fault_hook = NULL;
 	CHECK(pc_cache_destroy(c) == 0);
 	free(buf);
@@ -995,10 +1182,12 @@ static void test_dontcache_dsync(void)
 	fill(buf, sizeof(buf), 6, 0);
 	struct pc_file *h = open_new(c, "dsync", path, sizeof(path));
 	CHECK(pc_pwrite(h, buf, 13288, 0, PC_DONTCACHE | PC_DSYNC) == 13288);
-	/* The data, and the size needed to read it back (pagecache.h: "as
-	 * RWF_DSYNC / O_DSYNC"), durable on return. */
-	CHECK(verify_disk_data(path, buf, 13288, false));
-	CHECK(backing_size(path) == 13288);
+	/* The data, and a size that covers it, durable on return.  Until the
+	 * next fsync/fdatasync/close the backing size may be rounded up to a
+	 * block, the extra bytes zeros (pagecache.h, PC_DSYNC); pc_size is
+	 * exact all along. */
+	CHECK(verify_disk_rounded(path, buf, 13288, 4096));
+	CHECK(pc_size(h) == 13288);
 	CHECK(!is_cached(h, 0) && !is_cached(h, 4096) && !is_cached(h, 8192));
 	CHECK(is_edge(h, 12288));
 	struct pc_stats s = cst(c);
@@ -1006,15 +1195,25 @@ static void test_dontcache_dsync(void)
 	CHECK(s.dirty_bytes == 0);
 	/* The neighbour completes the edge: on return it is gone too. */
 	CHECK(pc_pwrite(h, buf + 13288, 7000, 13288, PC_DONTCACHE | PC_DSYNC) == 7000);
-	CHECK(verify_disk_data(path, buf, 20288, false));
-	CHECK(backing_size(path) == 20288);
+	CHECK(verify_disk_rounded(path, buf, 20288, 4096));
+	CHECK(pc_size(h) == 20288);
 	CHECK(!is_cached(h, 12288));
 	CHECK(is_edge(h, 16384));
 	s = cst(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.edge_completed == 1);
 	CHECK(s.dev_read_ios == 0);
+	/* fsync makes the size exact and drops the lone tail edge. */
+	uint64_t expired0 = s.edge_expired;
+	CHECK(pc_fsync(h) == 0);
+	CHECK(verify_disk(path, buf, 20288));
+	CHECK(pc_size(h) == 20288);
+	s = cst(c);
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(s.cached_bytes == 0);
+	CHECK(s.dev_read_ios == 0);
 	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, 20288));
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -1053,7 +1252,40 @@ static void test_uncached_read(void)
 	}
 	CHECK(pc_close(h) == 0);
 
-	/* One random uncached read in the middle (no read-ahead). */
+	/* Sequential uncached reads of 5000 bytes: the folio each one stops
+	 * in is kept for the next read (so nothing is read from the device
+	 * twice) and dropped once a read passes its end; nothing is left. */
+	h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	s = cst(c);
+	uint64_t rbytes0 = s.dev_read_bytes;
+	bool kept_ok = true;
+	for (size_t off = 0; off < N; off += 5000) {
+		size_t len = N - off < 5000 ? N - off : 5000;
+		CHECK(pc_pread(h, back + off, len, (off_t)off, PC_DONTCACHE) == (ssize_t)len);
+		uint64_t e = off + len;
+		if (e % 4096 && kept_ok && !is_cached(h, e - 1)) {
+			printf("   sequential 5000-byte reads: folio of byte %llu not kept for the next read\n",
+			       (unsigned long long)(e - 1));
+			kept_ok = false;
+		}
+	}
+	CHECK(kept_ok);
+	CHECK(memcmp(back, data, N) == 0);
+	s = cst(c);
+	printf("   sequential 5000-byte reads: %llu bytes read from the device for %zu\n",
+	       (unsigned long long)(s.dev_read_bytes - rbytes0), N);
+	CHECK(s.dev_read_bytes - rbytes0 == N);
+	if (!POLL(cst(c).cached_bytes == 0, 2000)) {
+		CHECK(0);
+		for (uint64_t p = 0; p < N; p += 4096)
+			if (is_cached(h, p))
+				print_flags("left by sequential 5000-byte uncached reads", h, p);
+	}
+	CHECK(pc_close(h) == 0);
+
+	/* One random uncached read in the middle (no read-ahead): it drops
+	 * the folio it stops in too. */
 	h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	uint64_t cached0 = cst(c).cached_bytes;
@@ -1085,6 +1317,25 @@ static void test_uncached_read(void)
 		}
 	}
 	CHECK(pc_close(h) == 0);
+
+	/* A sequential uncached read that ends at end of file, inside a
+	 * folio: no later read can pass that folio's end, so it is dropped
+	 * now (pagecache.h, PC_DONTCACHE: "folios this call creates are
+	 * dropped once the call is done with them (reads: after copying
+	 * out)"). */
+	test_path(path, sizeof(path), dir, "uread_eof");
+	make_file(path, data, 12000);
+	h = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(h);
+	CHECK(pc_pread(h, back, 12000, 0, PC_DONTCACHE) == 12000); /* at 0: a stream starts */
+	CHECK(memcmp(back, data, 12000) == 0);
+	CHECK(pc_pread(h, back, 4096, 12000, PC_DONTCACHE) == 0);
+	struct pc_stats fs;
+	bool eof_dropped = POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 1000);
+	if (!eof_dropped)
+		print_flags("sequential uncached read to EOF 12000", h, 8192);
+	CHECK(eof_dropped);
+	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 	free(data);
 	free(back);
@@ -1112,10 +1363,13 @@ static void test_noreuse(void)
 	CHECK(fl == NOT_CACHED || (fl & PF_DROPBEHIND));
 	CHECK(pc_pwrite(h, buf + 64 * KiB, 6000, 64 * KiB, 0) == 6000);
 	CHECK(is_edge(h, 64 * KiB + 4096));
-	CHECK(pc_fsync(h) == 0);
+	/* Written by the flusher, not fsync (which would drop the edge). */
+	CHECK(wait_uncached_written(c));
+	CHECK(POLL(cst(c).cached_bytes == 4096, 2000));
 	struct pc_stats s = cst(c);
 	CHECK(s.cached_bytes == 4096);
-	CHECK(verify_disk(path, buf, N));
+	CHECK(is_kept_edge(h, 64 * KiB + 4096));
+	CHECK(disk_prefix_is(path, buf, 64 * KiB + 4096));
 	/* Plain reads of the range are uncached too. */
 	CHECK(pc_pread(h, back, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
 	CHECK(memcmp(back, buf, 64 * KiB) == 0);
@@ -1129,6 +1383,7 @@ static void test_noreuse(void)
 	fl = fstate(h, 0);
 	CHECK(fl != NOT_CACHED && !(fl & PF_DROPBEHIND));
 	CHECK(pc_close(h) == 0);
+	CHECK(verify_disk(path, buf, N));
 
 	/* A NOREUSE range elsewhere leaves this I/O cached. */
 	h = open_new(c, "noreuse2", path, sizeof(path));
