@@ -370,7 +370,10 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		atomic_fetch_add_explicit(ctr, n, memory_order_relaxed);
 		atomic_fetch_add_explicit(waited ? &c->st_miss : &c->st_hit, n, memory_order_relaxed);
 		if (dontcache) {
-			bool done_with = foff + n == folio_size(f) || (pos + n == end && !keep_last);
+			/* Done with it: read to its end, or this call stops in it
+			 * and no next read of a stream (or the file ends) needs it. */
+			bool done_with = foff + n == folio_size(f) || pos + n >= size ||
+					 (pos + n == end && !keep_last);
 			if (folio_test(f, PF_DROPBEHIND) && done_with)
 				folio_try_drop(c, f, false);
 		} else {

@@ -3,24 +3,31 @@
  * (issue 3, "Behaviour that must hold"):
  *
  *   a  edge kept: the folio of a block a write covers only partly survives
- *      the write's writeback, the wholly covered part is dropped
+ *      the write's writeback (done by the flusher on its own: fsync would
+ *      drop a lone edge), the wholly covered part is dropped
  *   b  edge completed and dropped: the neighbouring write marks it, its
  *      writeback drops it; nothing is ever read from the device
- *   c  a lone edge is dropped at close (dirty or clean)
+ *   c  a lone edge is dropped at close and at fsync/fdatasync (dirty or
+ *      clean), and those leave the backing size exact
  *   d  a lone edge is dropped by age (edge_expire_ms), clean or dirty
  *   e  a block covered whole in two pieces is not kept: a pwritev whose
  *      iovec boundary falls inside a block, block granularity with blocks
  *      smaller than a page, unaligned PC_DIRECT writes (middle direct, ends
  *      uncached) and neighbouring direct writes completing each other
  *   f  a folio that was cached before an uncached write is not marked
- *   g  a cached access clears the drop-behind mark (also while the folio is
- *      under writeback)
+ *   g  a cached access clears the drop-behind mark; one while the folio is
+ *      under writeback keeps it: not dropped when the writeback completes,
+ *      and no longer drop-behind then
  *   h  a drop-behind folio dirtied again is not dropped before its data is
  *      written; a folio held by a reader is not freed
  *   i  the uncached dirty counter never goes negative nor above the dirty
  *      counter, over a random mix of every kind of operation (printed seed)
- *   j  PC_DONTCACHE|PC_DSYNC: durable on return, whole blocks already gone
- *   k  uncached reads: nothing left cached; cached data stays cached
+ *   j  PC_DONTCACHE|PC_DSYNC: durable on return (backing size at most
+ *      rounded up to a block until fsync, zeros past the end), whole blocks
+ *      already gone
+ *   k  uncached reads: nothing left cached (a lone read drops the folio it
+ *      stops in; a sequential stream keeps it for its next read, and a read
+ *      ending at end of file drops it); cached data stays cached
  *   l  POSIX_FADV_NOREUSE makes plain I/O of the range uncached
  *   m  an uncached writer past uncached_kick_bytes kicks the flusher, which
  *      writes its data back without fsync
