@@ -699,31 +699,6 @@ static void fill_pattern(uint8_t *p, size_t len, uint64_t off, unsigned salt)
 	}
 }
 
-/* The backing file read with plain O_DIRECT (its whole size). */
-static uint8_t *read_backing(const char *path, size_t *size)
-{
-	int fd = open(path, O_RDONLY | O_DIRECT);
-	REQUIRE(fd >= 0);
-	struct stat st;
-	REQUIRE(fstat(fd, &st) == 0);
-	size_t cap = pc_round_up((uint64_t)st.st_size, 4096) + 4096;
-	uint8_t *buf;
-	REQUIRE(posix_memalign((void **)&buf, 4096, cap) == 0);
-	memset(buf, 0xee, cap);
-	size_t got = 0;
-	while (got < (size_t)st.st_size) {
-		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-		REQUIRE(r >= 0);
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	close(fd);
-	*size = (size_t)st.st_size;
-	CHECK(got == (size_t)st.st_size);
-	return buf;
-}
-
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -792,7 +767,7 @@ static void api_dirty_runs_only(void)
 	CHECK(pc_close(e.h) == 0);
 	e.h = NULL;
 	size_t size;
-	uint8_t *disk = read_backing(e.path, &size);
+	uint8_t *disk = tu_read_backing(e.path, &size);
 	CHECK(size == r + 2610);
 	CHECK(memcmp(disk, buf, sizeof(buf)) == 0);
 	CHECK(all_zero(disk + sizeof(buf), r + 600 - sizeof(buf)));
@@ -849,7 +824,7 @@ static void api_truncate_punch_clear_dirty(void)
 	CHECK(pc_close(e.h) == 0);
 	e.h = NULL;
 	size_t size;
-	uint8_t *disk = read_backing(e.path, &size);
+	uint8_t *disk = tu_read_backing(e.path, &size);
 	CHECK(size == 12288);
 	CHECK(memcmp(disk, buf, 1000) == 0);
 	CHECK(all_zero(disk + 1000, 8192 - 1000));

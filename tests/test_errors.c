@@ -81,53 +81,37 @@ static void fill(uint8_t *p, size_t n, unsigned salt)
 		p[i] = (uint8_t)((i * 131 + salt * 17 + (i >> 9)) & 0xff);
 }
 
-/* The backing file, read with plain O_DIRECT into a fresh buffer. */
-static uint8_t *read_backing(const char *path, size_t *size)
-{
-	int fd = open(path, O_RDONLY | O_DIRECT);
-	REQUIRE(fd >= 0);
-	struct stat st;
-	REQUIRE(fstat(fd, &st) == 0);
-	size_t cap = pc_round_up((uint64_t)st.st_size, 4096) + 4096;
-	uint8_t *buf;
-	REQUIRE(posix_memalign((void **)&buf, 4096, cap) == 0);
-	ssize_t r = pread(fd, buf, cap, 0);
-	CHECK(r == st.st_size);
-	close(fd);
-	*size = (size_t)st.st_size;
-	return buf;
-}
-
-/* Wait (up to 5 s) until the cache has counted a failed device write. */
-static bool wait_write_error(struct pc_cache *c, uint64_t before)
-{
-	for (int i = 0; i < 500; i++) {
-		struct pc_stats s;
-		pc_cache_stats(c, &s);
-		if (s.write_errors > before)
-			return true;
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-	return false;
-}
-
 /* Start background writeback of the file (it fails while the fault is on)
- * and wait until it has failed. */
+ * and wait (up to 5 s) until the cache has counted the failed write. */
 static void background_writeback_fails(struct pc_cache *c, struct pc_file *h)
 {
-	struct pc_stats s;
-	pc_cache_stats(c, &s);
+	uint64_t before = tu_stats(c).write_errors;
 	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_DONTNEED) == 0);
-	CHECK(wait_write_error(c, s.write_errors));
+	CHECK(TU_POLL(tu_stats(c).write_errors > before, 5000));
 	/* Let the completion finish redirtying before the fault goes. */
-	for (int i = 0; i < 500; i++) {
-		pc_cache_stats(c, &s);
-		if (s.writeback_bytes == 0)
-			break;
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
+	(void)TU_POLL(tu_stats(c).writeback_bytes == 0, 5000);
+}
+
+/* The backing file holds exactly data[0, n): CHECKs its size and bytes. */
+static void check_backing(const char *path, const uint8_t *data, size_t n)
+{
+	size_t size;
+	uint8_t *disk = tu_read_backing(path, &size);
+	CHECK(size == n);
+	CHECK(memcmp(disk, data, n) == 0);
+	free(disk);
+}
+
+/* A fresh cache (*c) with `path` created empty in it and data[0, n)
+ * written there while device writes fail (fail_writes left on). */
+static struct pc_file *open_write_failing(struct pc_cache **c, const char *path, const uint8_t *data, size_t n)
+{
+	*c = new_cache();
+	struct pc_file *h = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	atomic_store(&fail_writes, 1);
+	CHECK(pc_pwrite(h, data, n, 0, 0) == (ssize_t)n);
+	return h;
 }
 
 /* ---------------------------------------------------------------- (a) */
@@ -167,11 +151,7 @@ static void a_writeback_failure_keeps_dirty(void)
 	pc_cache_stats(c, &s);
 	CHECK(s.dirty_bytes == 0);
 	CHECK(pc_fsync(h) == 0);
-	size_t size;
-	uint8_t *disk = read_backing(path, &size);
-	CHECK(size == sizeof(data));
-	CHECK(memcmp(disk, data, sizeof(data)) == 0);
-	free(disk);
+	check_backing(path, data, sizeof(data));
 
 	/* Through background writeback: the next fsync reports it once. */
 	fill(data, sizeof(data), 2);
@@ -186,7 +166,8 @@ static void a_writeback_failure_keeps_dirty(void)
 	pc_cache_stats(c, &s);
 	CHECK(s.dirty_bytes == 0); /* that fsync wrote it */
 	CHECK(pc_fsync(h) == 0);
-	disk = read_backing(path, &size);
+	size_t size;
+	uint8_t *disk = tu_read_backing(path, &size);
 	CHECK(size == 4096 + sizeof(data));
 	CHECK(memcmp(disk + 4096, data, sizeof(data)) == 0);
 	free(disk);
@@ -237,11 +218,7 @@ static void b_errseq(void)
 	errno = 0;
 	CHECK(pc_close(h3) == -1 && errno == EIO);
 
-	size_t size;
-	uint8_t *disk = read_backing(path, &size);
-	CHECK(size == sizeof(data));
-	CHECK(memcmp(disk, data, sizeof(data)) == 0);
-	free(disk);
+	check_backing(path, data, sizeof(data));
 	CHECK(pc_cache_destroy(c) == 0);
 	unlink(path);
 }
@@ -256,21 +233,14 @@ static void c_destroy_reports_lost_data(void)
 	fill(data, sizeof(data), 5);
 
 	/* The handle still open. */
-	struct pc_cache *c = new_cache();
-	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(h);
-	atomic_store(&fail_writes, 1);
-	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	struct pc_cache *c;
+	struct pc_file *h = open_write_failing(&c, path, data, sizeof(data));
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 	atomic_store(&fail_writes, 0);
 
 	/* After a failed close. */
-	c = new_cache();
-	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(h);
-	atomic_store(&fail_writes, 1);
-	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	h = open_write_failing(&c, path, data, sizeof(data));
 	errno = 0;
 	CHECK(pc_close(h) == -1 && errno == EIO);
 	errno = 0;
@@ -278,20 +248,12 @@ static void c_destroy_reports_lost_data(void)
 	atomic_store(&fail_writes, 0);
 
 	/* And a clean destroy is 0 (the fault gone before it). */
-	c = new_cache();
-	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(h);
-	atomic_store(&fail_writes, 1);
-	CHECK(pc_pwrite(h, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
+	h = open_write_failing(&c, path, data, sizeof(data));
 	errno = 0;
 	CHECK(pc_fsync(h) == -1 && errno == EIO);
 	atomic_store(&fail_writes, 0);
 	CHECK(pc_cache_destroy(c) == 0);
-	size_t size;
-	uint8_t *disk = read_backing(path, &size);
-	CHECK(size == sizeof(data));
-	CHECK(memcmp(disk, data, sizeof(data)) == 0);
-	free(disk);
+	check_backing(path, data, sizeof(data));
 	unlink(path);
 }
 
@@ -303,13 +265,7 @@ static void d_read_failure(void)
 	test_path(path, sizeof(path), dir, "d");
 	uint8_t data[64 * 1024];
 	fill(data, sizeof(data), 6);
-	{
-		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-		REQUIRE(fd >= 0);
-		REQUIRE(write(fd, data, sizeof(data)) == (ssize_t)sizeof(data));
-		REQUIRE(fsync(fd) == 0);
-		close(fd);
-	}
+	tu_write_file(path, data, sizeof(data));
 	struct pc_cache *c = new_cache();
 	struct pc_file *h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
@@ -376,11 +332,7 @@ static void d_read_failure(void)
 	CHECK(s.dirty_bytes == 0);
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-	size_t size;
-	uint8_t *disk = read_backing(path, &size);
-	CHECK(size == sizeof(data));
-	CHECK(memcmp(disk, data, sizeof(data)) == 0);
-	free(disk);
+	check_backing(path, data, sizeof(data));
 	free(rd);
 	unlink(path);
 }

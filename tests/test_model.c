@@ -198,17 +198,7 @@ static uint64_t rnd(struct run *r, uint64_t n)
 	return n ? tu_rand(&r->rng) % n : 0;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static uint64_t round_down(uint64_t x, uint64_t a) { return x / a * a; }
-static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ------------------------------------------------------------ printing */
 
@@ -370,7 +360,7 @@ static void model_zero(struct run *r, uint64_t off, uint64_t len, bool keep_size
 	if (keep_size) {
 		if (off >= r->size)
 			return;
-		len = min_u64(len, r->size - off);
+		len = tu_min_u64(len, r->size - off);
 	}
 	memset(r->model + off, 0, len);
 	if (!keep_size && off + len > r->size)
@@ -386,7 +376,7 @@ static void model_truncate(struct run *r, uint64_t size)
 
 static uint64_t expect_read(struct run *r, uint64_t off, uint64_t len)
 {
-	return off >= r->size ? 0 : min_u64(len, r->size - off);
+	return off >= r->size ? 0 : tu_min_u64(len, r->size - off);
 }
 
 /* ------------------------------------------------------- backing file */
@@ -411,7 +401,7 @@ static bool verify_backing(struct run *r, const struct op *op, const char *when)
 			return fail(r, op, "%s: pread(O_DIRECT) of the backing file at %llu returned %zd", when,
 				    (unsigned long long)off, n);
 		}
-		uint64_t cmp = min_u64((uint64_t)n, r->size - off);
+		uint64_t cmp = tu_min_u64((uint64_t)n, r->size - off);
 		char what[128];
 		snprintf(what, sizeof(what), "%s: backing file (O_DIRECT) content", when);
 		if (!compare(r, op, diskbuf, off, cmp, what)) {
@@ -483,7 +473,7 @@ static bool do_read(struct run *r, const struct op *op)
 			if (dst[p + g] != canary)
 				return fail(r, op, "pc_preadv wrote into the gap before iov %d", i);
 		p += op->where[i];
-		uint64_t take = min_u64(op->seglen[i], exp - done);
+		uint64_t take = tu_min_u64(op->seglen[i], exp - done);
 		char what[64];
 		snprintf(what, sizeof(what), "pc_preadv data (iov %d)", i);
 		if (take && !compare(r, op, dst + p, op->off + done, take, what))
@@ -686,7 +676,7 @@ static uint64_t gen_len(struct run *r)
 	if (p < 850)
 		return 1 + rnd(r, 64 * KiB);
 	if (p < 980)
-		return 1 + rnd(r, min_u64(3 * r->max_folio, BIG_LEN));
+		return 1 + rnd(r, tu_min_u64(3 * r->max_folio, BIG_LEN));
 	return 1 + rnd(r, BIG_LEN);
 }
 
@@ -697,7 +687,7 @@ static uint64_t gen_off(struct run *r, uint64_t len)
 	if (p < 30) {
 		off = rnd(r, span + span / 8);
 	} else if (p < 55) {
-		off = round_down(rnd(r, span + bs), bs);
+		off = tu_round_down(rnd(r, span + bs), bs);
 		uint64_t q = rnd(r, 4);
 		if (q == 1)
 			off += 1;
@@ -710,7 +700,7 @@ static uint64_t gen_off(struct run *r, uint64_t len)
 		uint64_t back = rnd(r, 2 * bs + 2);
 		off = (r->size > back ? r->size - back : 0) + rnd(r, 2 * bs + 2);
 	} else if (p < 85) {
-		off = round_down(rnd(r, MAX_OFF), r->max_folio);
+		off = tu_round_down(rnd(r, MAX_OFF), r->max_folio);
 		uint64_t q = rnd(r, 3);
 		if (q == 1)
 			off += 1;
@@ -754,14 +744,14 @@ static void gen_split(struct run *r, struct op *op)
 		uint64_t q = rnd(r, 4), c;
 		if (q == 0) {
 			/* at a block boundary (+-1) of the file */
-			uint64_t b = round_up(op->off + rnd(r, op->len + 1), r->bs);
+			uint64_t b = tu_round_up(op->off + rnd(r, op->len + 1), r->bs);
 			c = b > op->off ? b - op->off : 0;
 			c += rnd(r, 3);
 			c = c > 0 ? c - 1 : 0;
 		} else {
 			c = rnd(r, op->len + 1);
 		}
-		cuts[i] = min_u64(c, op->len);
+		cuts[i] = tu_min_u64(c, op->len);
 	}
 	/* sort the inner cuts */
 	for (int i = 1; i < n; i++)
@@ -779,7 +769,7 @@ static uint32_t gen_pool_off(struct run *r, uint64_t len, bool aligned)
 {
 	uint64_t o = rnd(r, POOL_SIZE - len + 1);
 	if (aligned)
-		o = round_down(o, 4096);
+		o = tu_round_down(o, 4096);
 	return (uint32_t)o;
 }
 
@@ -813,7 +803,7 @@ static void gen_op(struct run *r, struct op *op)
 		if (read && rnd(r, 100) < 70) {
 			/* reads mostly where there is data */
 			uint64_t span = max_u64(r->size, 1);
-			op->off = rnd(r, 3) == 0 ? round_down(rnd(r, span), r->bs) : rnd(r, span + span / 16);
+			op->off = rnd(r, 3) == 0 ? tu_round_down(rnd(r, span), r->bs) : rnd(r, span + span / 16);
 			if (op->off + op->len > FILE_CAP)
 				op->off = FILE_CAP - op->len;
 		} else {
@@ -822,8 +812,8 @@ static void gen_op(struct run *r, struct op *op)
 		/* direct I/O: half of it block aligned, memory too */
 		bool aligned = (op->flags & PC_DIRECT) && rnd(r, 2);
 		if (aligned) {
-			op->off = round_down(op->off, r->bs);
-			op->len = round_up(max_u64(op->len, 1), r->bs);
+			op->off = tu_round_down(op->off, r->bs);
+			op->len = tu_round_up(max_u64(op->len, 1), r->bs);
 			if (op->len > BIG_LEN)
 				op->len = BIG_LEN;
 			if (op->off + op->len > FILE_CAP)
@@ -866,16 +856,16 @@ static void gen_op(struct run *r, struct op *op)
 		if (q < 35)
 			s = rnd(r, r->size + 1);
 		else if (q < 60)
-			s = r->size + rnd(r, 2 * r->bs + 1) - min_u64(r->size, r->bs);
+			s = r->size + rnd(r, 2 * r->bs + 1) - tu_min_u64(r->size, r->bs);
 		else if (q < 75)
-			s = round_down(rnd(r, r->size + 1), r->bs) + rnd(r, 3) - (r->size ? 1 : 0);
+			s = tu_round_down(rnd(r, r->size + 1), r->bs) + rnd(r, 3) - (r->size ? 1 : 0);
 		else if (q < 80)
 			s = 0;
 		else
 			s = rnd(r, MAX_OFF + 1);
 		if ((int64_t)s < 0)
 			s = 0;
-		op->off = min_u64(s, FILE_CAP);
+		op->off = tu_min_u64(s, FILE_CAP);
 		break;
 	}
 	case OP_PUNCH:
@@ -886,7 +876,7 @@ static void gen_op(struct run *r, struct op *op)
 		op->len = gen_len(r);
 		uint64_t span = max_u64(r->size, 1);
 		if (rnd(r, 100) < 75)
-			op->off = rnd(r, 4) == 0 ? round_down(rnd(r, span), r->bs) + rnd(r, 3) : rnd(r, span);
+			op->off = rnd(r, 4) == 0 ? tu_round_down(rnd(r, span), r->bs) + rnd(r, 3) : rnd(r, span);
 		else
 			op->off = gen_off(r, op->len);
 		if (op->off + op->len > FILE_CAP)
@@ -1088,7 +1078,7 @@ static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops, const char *
 	r->model = calloc(1, FILE_CAP + BIG_LEN);
 	REQUIRE(r->model);
 
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	static const int scen_flags[] = { 0, PC_DONTCACHE, PC_DIRECT, PC_DSYNC, PC_DONTCACHE | PC_DSYNC };
 	r->in_scenario = true;
 	for (unsigned i = 0; i < sizeof(scen_flags) / sizeof(scen_flags[0]) && !r->failed; i++)
@@ -1124,7 +1114,7 @@ static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops, const char *
 	}
 	if (!r->failed)
 		tu_passed++;
-	double t1 = now_s();
+	double t1 = tu_now_s();
 
 	/* close every handle, then the backing file must equal the model */
 	bool close_ok = true;
@@ -1197,7 +1187,7 @@ int main(void)
 		fprintf(stderr, "PC_CONFIG=%d: no such configuration (0..%zu)\n", only, NCONFIGS - 1);
 		return 1;
 	}
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	uint64_t ran = 0;
 	for (unsigned i = 0; i < NCONFIGS; i++) {
 		if (only >= 0 && (int)i != only)
@@ -1208,7 +1198,7 @@ int main(void)
 			s = 1;
 		ran += run_config((int)i, s, n, dir, verbose);
 	}
-	printf("test_model: %llu random operations in %.1f s\n", (unsigned long long)ran, now_s() - t0);
+	printf("test_model: %llu random operations in %.1f s\n", (unsigned long long)ran, tu_now_s() - t0);
 	test_rmdir(dir);
 	free(pool);
 	free(dst);

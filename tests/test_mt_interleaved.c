@@ -53,42 +53,6 @@
 
 static const char *dir;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-/* Pattern `seed` at file offset off: byte k of word (off >> 3). */
-static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
-{
-	uint64_t k = seed * 0x9E3779B97F4A7C15ULL;
-	size_t i = 0;
-	while (i < n && ((off + i) & 7)) {
-		uint64_t o = off + i;
-		b[i++] = (uint8_t)(mix64(k + (o >> 3)) >> ((o & 7) * 8));
-	}
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w = mix64(k + ((off + i) >> 3));
-		memcpy(b + i, &w, 8); /* little endian: byte j is w >> 8j */
-	}
-	for (; i < n; i++) {
-		uint64_t o = off + i;
-		b[i] = (uint8_t)(mix64(k + (o >> 3)) >> ((o & 7) * 8));
-	}
-}
-
 /* ------------------------------------------------------------- writers */
 
 struct writer {
@@ -114,7 +78,7 @@ static void *writer_main(void *arg)
 	}
 	for (uint64_t i = w->t; i < w->nrec; i += THREADS) {
 		uint64_t off = i * w->rec;
-		fill(buf, w->rec, w->seed, off);
+		tu_fill_pattern(buf, w->rec, w->seed, off);
 		ssize_t r = pc_pwrite(w->h, buf, w->rec, (off_t)off, w->flags);
 		if (r != (ssize_t)w->rec) {
 			w->err = r < 0 ? errno : EIO;
@@ -137,7 +101,7 @@ static void prewrite(const char *path, uint64_t size, uint64_t seed)
 	REQUIRE(buf);
 	for (uint64_t off = 0; off < size; off += MiB) {
 		size_t n = size - off < MiB ? (size_t)(size - off) : MiB;
-		fill(buf, n, seed, off);
+		tu_fill_pattern(buf, n, seed, off);
 		REQUIRE(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n);
 	}
 	REQUIRE(fsync(fd) == 0);
@@ -171,7 +135,7 @@ static bool verify(const char *path, uint64_t size, uint64_t seed)
 			ok = false;
 			break;
 		}
-		fill(want, n, seed, off);
+		tu_fill_pattern(want, n, seed, off);
 		if (memcmp(got, want, n) != 0) {
 			size_t i = 0, last = 0, nwrong = 0;
 			while (got[i] == want[i])
@@ -236,7 +200,7 @@ static void run_pass(size_t rec, int flags, bool existing, uint64_t total)
 	REQUIRE(h);
 
 	struct writer w[THREADS];
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	for (unsigned t = 0; t < THREADS; t++) {
 		w[t] = (struct writer){ .h = h, .rec = rec, .flags = flags, .nrec = nrec, .t = t, .seed = seed };
 		REQUIRE(pthread_create(&w[t].tid, NULL, writer_main, &w[t]) == 0);
@@ -250,10 +214,10 @@ static void run_pass(size_t rec, int flags, bool existing, uint64_t total)
 			writes_ok = false;
 		}
 	}
-	double t_write = now_s() - t0;
+	double t_write = tu_now_s() - t0;
 	CHECK(writes_ok);
 	CHECK(pc_fsync(h) == 0);
-	double t_all = now_s() - t0;
+	double t_all = tu_now_s() - t0;
 	struct pc_stats s;
 	pc_cache_stats(c, &s);
 	printf("   R=%-5zu %-15s %s: %llu writes, %.2f s (+fsync %.2f s), %.0f MiB/s; dev reads %llu (%.4f/write), "

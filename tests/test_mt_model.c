@@ -100,17 +100,6 @@ static uint64_t rnd(struct thr *th, uint64_t n)
 	return n ? tu_rand(&th->rng) % n : 0;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static uint64_t round_down(uint64_t x, uint64_t a) { return x / a * a; }
-static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static const char *flags_str(int fl, char *buf, size_t n)
 {
 	snprintf(buf, n, "%s%s%s%s%s", fl ? "" : "0", (fl & PC_DSYNC) ? "DSYNC " : "",
@@ -197,12 +186,12 @@ static void gen_range(struct thr *th, uint64_t *offp, uint64_t *lenp)
 {
 	uint64_t k = (uint64_t)th->t + (uint64_t)nthreads * rnd(th, STRIPES_PER_THREAD);
 	uint64_t s0 = k * STRIPE;
-	uint64_t len = min_u64(gen_len(th), STRIPE), off;
+	uint64_t len = tu_min_u64(gen_len(th), STRIPE), off;
 	uint64_t p = rnd(th, 100);
 	if (p < 30)
 		off = rnd(th, 3) ? 0 : rnd(th, bs); /* at the start edge */
 	else if (p < 60)
-		off = STRIPE - len - (rnd(th, 3) ? 0 : min_u64(rnd(th, bs), STRIPE - len)); /* at the end edge */
+		off = STRIPE - len - (rnd(th, 3) ? 0 : tu_min_u64(rnd(th, bs), STRIPE - len)); /* at the end edge */
 	else
 		off = rnd(th, STRIPE - len + 1);
 	if (off + len > STRIPE)
@@ -225,7 +214,7 @@ static void do_write(struct thr *th, struct pc_file *f, bool vec)
 	int flags = gen_flags(th);
 	if ((flags & PC_DIRECT) && rnd(th, 2)) {
 		/* aligned direct: only whole blocks inside the own range */
-		uint64_t a = round_up(off, bs), b = round_down(off + len, bs);
+		uint64_t a = tu_round_up(off, bs), b = tu_round_down(off + len, bs);
 		if (b > a) {
 			off = a;
 			len = b - a;
@@ -249,7 +238,7 @@ static void do_write(struct thr *th, struct pc_file *f, bool vec)
 		uint64_t sl = cuts[i + 1] - cuts[i];
 		uint64_t po = rnd(th, POOL_SIZE - sl + 1);
 		if (aligned_mem)
-			po = round_down(po, 4096);
+			po = tu_round_down(po, 4096);
 		iov[i].iov_base = pool + po;
 		iov[i].iov_len = sl;
 	}
@@ -273,7 +262,7 @@ static void do_read(struct thr *th, struct pc_file *f, bool vec)
 	gen_range(th, &off, &len);
 	int flags = gen_flags(th);
 	if ((flags & PC_DIRECT) && rnd(th, 2)) {
-		uint64_t a = round_up(off, bs), b = round_down(off + len, bs);
+		uint64_t a = tu_round_up(off, bs), b = tu_round_down(off + len, bs);
 		if (b > a) {
 			off = a;
 			len = b - a;
@@ -464,7 +453,7 @@ static bool verify_cached(struct pc_file *f, const uint8_t *exp, uint64_t size, 
 		ok = false;
 	}
 	for (uint64_t off = 0; off < size && s == (off_t)size; off += MiB) {
-		uint64_t want = min_u64(MiB, size - off);
+		uint64_t want = tu_min_u64(MiB, size - off);
 		ssize_t n = pc_pread(f, buf, MiB, (off_t)off, 0);
 		if (n < 0 || (uint64_t)n != want) {
 			fprintf(stderr, "%s: pc_pread at %llu returned %zd, expected %llu\n", what,
@@ -503,7 +492,7 @@ static bool verify_backing(const char *p, const uint8_t *exp, uint64_t size, con
 			ok = false;
 			break;
 		}
-		uint64_t c = min_u64((uint64_t)n, size - off);
+		uint64_t c = tu_min_u64((uint64_t)n, size - off);
 		if (memcmp(buf, exp + off, c) != 0) {
 			report_diff(what, buf, exp + off, off, c);
 			ok = false;
@@ -578,7 +567,7 @@ static uint64_t records_round(const char *dir, uint64_t R, uint64_t total, int f
 	struct pc_stats s0, s1;
 	pc_file_stats(f, &s0);
 	struct recjob jobs[MAX_THREADS];
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	for (int t = 0; t < nthreads; t++) {
 		jobs[t] = (struct recjob){ .t = t, .f = f, .R = R, .nrec = nrec, .flags = flags };
 		REQUIRE(pthread_create(&jobs[t].tid, NULL, rec_worker, &jobs[t]) == 0);
@@ -586,7 +575,7 @@ static uint64_t records_round(const char *dir, uint64_t R, uint64_t total, int f
 	for (int t = 0; t < nthreads; t++)
 		REQUIRE(pthread_join(jobs[t].tid, NULL) == 0);
 	CHECK(pc_fsync(f) == 0);
-	double t1 = now_s();
+	double t1 = tu_now_s();
 	pc_file_stats(f, &s1);
 
 	uint8_t *exp = malloc(size + 1);
@@ -665,13 +654,13 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 	}
 
 	uint64_t ops = 0;
-	double t0 = now_s(), t1 = t0;
+	double t0 = tu_now_s(), t1 = t0;
 	int f0 = atomic_load(&failures);
 	if (strchr(phases, 'A')) {
 		ops += run_phase(ths, 'A');
 		combine(ths, all);
 		CHECK(verify_cached(shared_f, all, fsize, "after phase A (shared handle)"));
-		t1 = now_s();
+		t1 = tu_now_s();
 	}
 	if (strchr(phases, 'B')) {
 		/* on-disk blocks now (not holes): partial overwrites */
@@ -685,7 +674,7 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 	pc_cache_stats(cache, &st);
 	CHECK(st.dirty_bytes == 0);
 	CHECK(verify_backing(path, all, fsize, "after phases A and B"));
-	double t2 = now_s();
+	double t2 = tu_now_s();
 	CHECK(atomic_load(&failures) == f0);
 	printf("  phase A %.2f s, phase B %.2f s, %llu ops; evictions %llu, throttle_waits %llu, dev reads %llu, "
 	       "rmw_reads %llu, deferred_rmw %llu, write_errors %llu\n",
@@ -754,12 +743,12 @@ int main(void)
 		memcpy(pool + i, &v, 8);
 	}
 	const char *dir = test_dir("test_mt_model");
-	double t0 = now_s();
+	double t0 = tu_now_s();
 	uint64_t ops = 0;
 	for (unsigned i = 0; i < NMTCONFIGS; i++)
 		if (only < 0 || (int)i == only)
 			ops += run_config((int)i, seed + i * 0x51ed27ull, dir, quick);
-	printf("test_mt_model: %llu operations in %.1f s\n", (unsigned long long)ops, now_s() - t0);
+	printf("test_mt_model: %llu operations in %.1f s\n", (unsigned long long)ops, tu_now_s() - t0);
 	test_rmdir(dir);
 	free(pool);
 	return test_done();

@@ -34,96 +34,6 @@
 
 static const char *dir;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-#define POLL(cond, ms)                                                        \
-	({                                                                    \
-		bool ok_ = false;                                             \
-		uint64_t until_ = now_ms() + (ms);                            \
-		for (;;) {                                                    \
-			if (cond) {                                           \
-				ok_ = true;                                   \
-				break;                                        \
-			}                                                     \
-			if (now_ms() > until_)                                \
-				break;                                        \
-			usleep(10000);                                        \
-		}                                                             \
-		ok_;                                                          \
-	})
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t o = off + i;
-		b[i] = (uint8_t)(mix64(seed * 0x9E3779B97F4A7C15ULL + (o >> 3)) >> ((o & 7) * 8));
-	}
-}
-
-static struct pc_stats cst(struct pc_cache *c)
-{
-	struct pc_stats s;
-	pc_cache_stats(c, &s);
-	return s;
-}
-
-static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_DIRECT);
-	if (fd < 0) {
-		perror(path);
-		return false;
-	}
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0;
-	if (ok && (size_t)st.st_size != size) {
-		fprintf(stderr, "   %s: backing size %lld, expected %zu\n", path, (long long)st.st_size, size);
-		ok = false;
-	}
-	size_t cap = (size + 4095) & ~(size_t)4095;
-	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
-	REQUIRE(buf);
-	size_t got = 0;
-	while (ok && got < cap) {
-		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-		if (r < 0) {
-			perror("pread O_DIRECT");
-			ok = false;
-			break;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	if (ok && got < size) {
-		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, size);
-		ok = false;
-	}
-	for (size_t i = 0; ok && i < size; i++)
-		if (buf[i] != expect[i]) {
-			fprintf(stderr, "   %s: byte %zu is 0x%02x, expected 0x%02x\n", path, i, buf[i], expect[i]);
-			ok = false;
-		}
-	free(buf);
-	close(fd);
-	return ok;
-}
-
 /* ------------------------------------------------------------ fixture */
 
 #define FILE_SIZE (64 * KiB)
@@ -153,12 +63,8 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 	test_path(x->path, sizeof(x->path), dir, name);
 	x->model = malloc(size + 64 * KiB);
 	REQUIRE(x->model);
-	fill(x->model, size, 0xD0 + fx_seq, 0);
-	int fd = open(x->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(fd >= 0);
-	REQUIRE(pwrite(fd, x->model, size, 0) == (ssize_t)size);
-	REQUIRE(fsync(fd) == 0);
-	close(fd);
+	tu_fill_pattern(x->model, size, 0xD0 + fx_seq, 0);
+	tu_write_file(x->path, x->model, size);
 	struct pc_config cfg;
 	pc_config_init(&cfg);
 	cfg.memory_limit = memory_limit ? memory_limit : 64 * MiB;
@@ -185,7 +91,7 @@ static void fx_close(struct fx *x)
 {
 	CHECK(pc_close(x->h) == 0);
 	CHECK(pc_cache_destroy(x->c) == 0);
-	CHECK(verify_disk(x->path, x->model, x->size));
+	CHECK(tu_verify_disk(x->path, x->model, x->size));
 	unlink(x->path);
 	free(x->model);
 }
@@ -194,7 +100,7 @@ static void fx_close(struct fx *x)
 static ssize_t fx_write(struct fx *x, uint64_t off, size_t len, int flags, uint64_t seed)
 {
 	uint8_t *b = x->model + off;
-	fill(b, len, seed, off);
+	tu_fill_pattern(b, len, seed, off);
 	if (off + len > x->size)
 		x->size = off + len;
 	return pc_pwrite(x->h, b, len, (off_t)off, flags);
@@ -241,16 +147,16 @@ static void case_a(size_t bs, const struct geo *g)
 		struct fx x;
 		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
 			return;
-		struct pc_stats s0 = cst(x.c);
+		struct pc_stats s0 = tu_stats(x.c);
 		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), uncached ? PC_DONTCACHE : 0, 1) == (ssize_t)ln(g, 100));
-		struct pc_stats s1 = cst(x.c);
+		struct pc_stats s1 = tu_stats(x.c);
 		CHECK(s1.deferred_rmw == s0.deferred_rmw + 1);
 		CHECK(s1.dev_read_ios == s0.dev_read_ios);
 		struct pc_stats fs;
 		pc_file_stats(x.h, &fs);
 		CHECK(fs.deferred_rmw == 1);
 		CHECK(fx_read_check(&x, g->base, bs));
-		struct pc_stats s2 = cst(x.c);
+		struct pc_stats s2 = tu_stats(x.c);
 		printf("   %s: read of the block: %llu device read(s), %llu merge(s)\n", uncached ? "PC_DONTCACHE" : "buffered",
 		       (unsigned long long)(s2.dev_read_ios - s1.dev_read_ios),
 		       (unsigned long long)(s2.rmw_reads - s1.rmw_reads));
@@ -258,10 +164,10 @@ static void case_a(size_t bs, const struct geo *g)
 		CHECK(s2.rmw_reads == s1.rmw_reads + 1);
 		CHECK(fx_read_check(&x, g->base, bs)); /* now a hit */
 		CHECK(pc_fsync(x.h) == 0);
-		struct pc_stats s3 = cst(x.c);
+		struct pc_stats s3 = tu_stats(x.c);
 		CHECK(s3.dev_read_ios == s2.dev_read_ios);
 		CHECK(s3.rmw_reads == s2.rmw_reads);
-		CHECK(verify_disk(x.path, x.model, x.size));
+		CHECK(tu_verify_disk(x.path, x.model, x.size));
 		fx_close(&x);
 	}
 }
@@ -274,13 +180,13 @@ static void case_b(size_t bs, const struct geo *g)
 	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
 		return;
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 2) == (ssize_t)ln(g, 100));
-	struct pc_stats s = cst(x.c);
+	struct pc_stats s = tu_stats(x.c);
 	CHECK(s.dev_read_ios == 0 && s.deferred_rmw == 1);
 	CHECK(pc_fsync(x.h) == 0);
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	CHECK(s.rmw_reads == 1);
 	CHECK(s.dev_read_ios == 1);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	CHECK(fx_read_check(&x, 0, FILE_SIZE)); /* the rest is read now */
 	fx_close(&x);
 
@@ -295,19 +201,19 @@ static void case_b(size_t bs, const struct geo *g)
 	fx_edge_expire_ms = 60000;
 	if (!opened)
 		return;
-	uint64_t t0 = now_ms();
+	uint64_t t0 = tu_now_ms();
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 3) == (ssize_t)ln(g, 100));
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(POLL(cst(x.c).dirty_bytes == 0 && cst(x.c).writeback_bytes == 0, 5000));
-	uint64_t waited = now_ms() - t0;
+	CHECK(TU_POLL(tu_stats(x.c).dirty_bytes == 0 && tu_stats(x.c).writeback_bytes == 0, 5000));
+	uint64_t waited = tu_now_ms() - t0;
 	printf("   flusher merged and wrote the partial block after %llu ms (dirty expiry 100, partial wait 300)\n",
 	       (unsigned long long)waited);
 	CHECK(waited >= 250);
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	CHECK(s.rmw_reads == 1);
 	CHECK(s.dev_read_ios == 1);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 
 	/* Memory pressure: 1 MiB of cache, 4 MiB of partly written blocks
@@ -324,7 +230,7 @@ static void case_b(size_t bs, const struct geo *g)
 		}
 	}
 	CHECK(pc_fsync(x.h) == 0);
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	printf("   pressure: %zu partial writes, deferred %llu, merges %llu, device reads %llu, evictions %llu\n", n,
 	       (unsigned long long)s.deferred_rmw, (unsigned long long)s.rmw_reads,
 	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.evictions);
@@ -332,7 +238,7 @@ static void case_b(size_t bs, const struct geo *g)
 	CHECK(s.rmw_reads == n);
 	CHECK(s.dev_read_ios == n);
 	CHECK(s.evictions > 0);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	CHECK(fx_read_check(&x, 0, big));
 	fx_close(&x);
 }
@@ -356,17 +262,17 @@ static void case_c(size_t bs, const struct geo *g)
 			CHECK(fx_write(&x, at(g, 1000), at(g, 4096) - at(g, 1000), fl, 4) > 0);
 			CHECK(fx_write(&x, at(g, 0), at(g, 1000) - at(g, 0), fl, 6) > 0);
 		}
-		struct pc_stats s = cst(x.c);
+		struct pc_stats s = tu_stats(x.c);
 		CHECK(s.deferred_rmw == 1);
 		CHECK(fx_read_check(&x, g->base, bs)); /* complete: a hit */
 		CHECK(pc_fsync(x.h) == 0);
-		s = cst(x.c);
+		s = tu_stats(x.c);
 		printf("   %s: device reads %llu, merges %llu, cached after fsync %llu\n",
 		       uncached ? "PC_DONTCACHE" : "buffered", (unsigned long long)s.dev_read_ios,
 		       (unsigned long long)s.rmw_reads, (unsigned long long)s.cached_bytes);
 		CHECK(s.dev_read_ios == 0);
 		CHECK(s.rmw_reads == 0);
-		CHECK(verify_disk(x.path, x.model, x.size));
+		CHECK(tu_verify_disk(x.path, x.model, x.size));
 		fx_close(&x);
 	}
 	/* Two uncached neighbours, each with one partial edge in the block:
@@ -379,12 +285,12 @@ static void case_c(size_t bs, const struct geo *g)
 	CHECK(fx_write(&x, mid, a_end - mid, PC_DONTCACHE, 7) > 0);
 	CHECK(fx_write(&x, b_start, mid - b_start, PC_DONTCACHE, 8) > 0);
 	CHECK(pc_fsync(x.h) == 0);
-	struct pc_stats s = cst(x.c);
+	struct pc_stats s = tu_stats(x.c);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
 	CHECK(s.edge_completed == 1);
 	CHECK(s.cached_bytes == 0);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 }
 
@@ -395,17 +301,17 @@ static void case_d(size_t bs, const struct geo *g)
 	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
 		return;
 	CHECK(fx_write(&x, at(g, 100), ln(g, 100), 0, 9) > 0);
-	struct pc_stats s1 = cst(x.c);
+	struct pc_stats s1 = tu_stats(x.c);
 	CHECK(s1.dev_read_ios == 0 && s1.deferred_rmw == 1);
 	CHECK(fx_write(&x, at(g, 3000), ln(g, 100), 0, 10) > 0);
-	struct pc_stats s2 = cst(x.c);
+	struct pc_stats s2 = tu_stats(x.c);
 	CHECK(s2.dev_read_ios == 1);
 	CHECK(s2.rmw_reads == 1);
 	CHECK(fx_read_check(&x, g->base, bs));
 	CHECK(pc_fsync(x.h) == 0);
-	struct pc_stats s3 = cst(x.c);
+	struct pc_stats s3 = tu_stats(x.c);
 	CHECK(s3.dev_read_ios == 1);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 	/* Overlapping and adjacent ranges stay deferred. */
 	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
@@ -413,12 +319,12 @@ static void case_d(size_t bs, const struct geo *g)
 	CHECK(fx_write(&x, at(g, 1000), at(g, 2000) - at(g, 1000), 0, 11) > 0);
 	CHECK(fx_write(&x, at(g, 1500), at(g, 2500) - at(g, 1500), 0, 12) > 0); /* overlaps */
 	CHECK(fx_write(&x, at(g, 500), at(g, 1000) - at(g, 500), 0, 13) > 0);   /* adjacent */
-	s1 = cst(x.c);
+	s1 = tu_stats(x.c);
 	CHECK(s1.dev_read_ios == 0);
 	CHECK(pc_fsync(x.h) == 0);
-	s2 = cst(x.c);
+	s2 = tu_stats(x.c);
 	CHECK(s2.rmw_reads == 1 && s2.dev_read_ios == 1);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 }
 
@@ -431,11 +337,11 @@ static void case_e(size_t bs, const struct geo *g)
 			return;
 		int fl = PC_DSYNC | (uncached ? PC_DONTCACHE : 0);
 		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), fl, 14) == (ssize_t)ln(g, 100));
-		struct pc_stats s = cst(x.c);
+		struct pc_stats s = tu_stats(x.c);
 		CHECK(s.deferred_rmw == 0);
 		CHECK(s.dev_read_ios == 1);
 		CHECK(s.dirty_bytes == 0);
-		CHECK(verify_disk(x.path, x.model, x.size));
+		CHECK(tu_verify_disk(x.path, x.model, x.size));
 		CHECK(fx_read_check(&x, g->base, bs));
 		fx_close(&x);
 	}
@@ -448,14 +354,14 @@ static void case_f(size_t bs, const struct geo *g)
 	if (!fx_open(&x, bs, FILE_SIZE, PC_CFG_NO_DEFERRED_RMW, 0))
 		return;
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 15) == (ssize_t)ln(g, 100));
-	struct pc_stats s = cst(x.c);
+	struct pc_stats s = tu_stats(x.c);
 	CHECK(s.deferred_rmw == 0);
 	CHECK(s.dev_read_ios == 1);
 	CHECK(fx_read_check(&x, g->base, bs));
 	CHECK(pc_fsync(x.h) == 0);
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	CHECK(s.dev_read_ios == 1);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 }
 
@@ -473,13 +379,13 @@ static void case_h(size_t bs)
 	CHECK(fx_write(&x, 12000, 100, 0, 17) > 0);
 	memset(x.model + 6000, 0, 6000);
 	CHECK(pc_fsync(x.h) == 0);
-	struct pc_stats s = cst(x.c);
+	struct pc_stats s = tu_stats(x.c);
 	printf("   overwrite up to EOF + write past EOF: device reads %llu, merges %llu, deferred %llu\n",
 	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.rmw_reads,
 	       (unsigned long long)s.deferred_rmw);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 
 	/* A hole in the middle of a file: punched with the file system. */
@@ -494,12 +400,12 @@ static void case_h(size_t bs)
 	CHECK(fx_write(&x, 20000, 100, 0, 18) > 0);
 	CHECK(fx_write(&x, 24576 + 5, 10, PC_DONTCACHE, 19) > 0);
 	CHECK(pc_fsync(x.h) == 0);
-	s = cst(x.c);
+	s = tu_stats(x.c);
 	printf("   partial writes into a hole: device reads %llu, deferred %llu\n", (unsigned long long)s.dev_read_ios,
 	       (unsigned long long)s.deferred_rmw);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.deferred_rmw == 0);
-	CHECK(verify_disk(x.path, x.model, x.size));
+	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 }
 

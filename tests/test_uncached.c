@@ -56,52 +56,6 @@ static const char *dir;
 
 /* ------------------------------------------------------------ helpers */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Poll `cond` every 10 ms for up to `ms`; true once it holds. */
-#define POLL(cond, ms)                                                        \
-	({                                                                    \
-		bool ok_ = false;                                             \
-		uint64_t until_ = now_ms() + (ms);                            \
-		for (;;) {                                                    \
-			if (cond) {                                           \
-				ok_ = true;                                   \
-				break;                                        \
-			}                                                     \
-			if (now_ms() > until_)                                \
-				break;                                        \
-			usleep(10000);                                        \
-		}                                                             \
-		ok_;                                                          \
-	})
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-/* The byte at file offset `off` of pattern `seed`. */
-static uint8_t pat(uint64_t seed, uint64_t off)
-{
-	return (uint8_t)(mix64(seed * 0x9E3779B97F4A7C15ULL + (off >> 3)) >> ((off & 7) * 8));
-}
-
-static void fill(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
-{
-	for (size_t i = 0; i < n; i++)
-		b[i] = pat(seed, off + i);
-}
-
 static void base_cfg(struct pc_config *cfg, size_t bs)
 {
 	pc_config_init(cfg);
@@ -111,11 +65,14 @@ static void base_cfg(struct pc_config *cfg, size_t bs)
 	cfg->edge_expire_ms = 60000;   /* edges age only where a test wants it */
 }
 
-static struct pc_stats cst(struct pc_cache *c)
+/* A new cache with base_cfg(bs) unchanged. */
+static struct pc_cache *base_cache(size_t bs)
 {
-	struct pc_stats s;
-	pc_cache_stats(c, &s);
-	return s;
+	struct pc_config cfg;
+	base_cfg(&cfg, bs);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	return c;
 }
 
 /* Flags of the folio holding byte pos, or NOT_CACHED. */
@@ -153,69 +110,6 @@ static void print_flags(const char *what, struct pc_file *h, uint64_t pos)
 		       fl & PF_UPTODATE ? " UPTODATE" : "");
 }
 
-/*
- * The backing file, read with plain O_DIRECT, must hold expect[0, size).
- * round_bs 0: and be exactly size bytes long.  Otherwise its size may be
- * anything from size to size rounded up to round_bs, the bytes past size
- * reading as zeros: the durable size before fsync/close (pagecache.h,
- * PC_DSYNC: "rounded up to a block boundary (the extra bytes read as
- * zeros)"; the same holds after the flusher's writeback).
- */
-static bool verify_disk_data(const char *path, const uint8_t *expect, size_t size, size_t round_bs)
-{
-	int fd = open(path, O_RDONLY | O_DIRECT);
-	if (fd < 0) {
-		perror(path);
-		return false;
-	}
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0;
-	size_t max_size = round_bs ? (size + round_bs - 1) / round_bs * round_bs : size;
-	if (ok && ((size_t)st.st_size < size || (size_t)st.st_size > max_size)) {
-		fprintf(stderr, "   %s: backing size %lld, expected %zu%s%zu\n", path, (long long)st.st_size, size,
-			round_bs ? " to " : "", round_bs ? max_size : (size_t)0);
-		ok = false;
-	}
-	size_t disk = ok ? (size_t)st.st_size : size;
-	size_t cap = (disk + 4095) & ~(size_t)4095;
-	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
-	REQUIRE(buf);
-	size_t got = 0;
-	while (ok && got < cap) {
-		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-		if (r < 0) {
-			perror("pread O_DIRECT");
-			ok = false;
-			break;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	if (ok && got < disk) {
-		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, disk);
-		ok = false;
-	}
-	if (ok) {
-		for (size_t i = 0; i < size; i++)
-			if (buf[i] != expect[i]) {
-				fprintf(stderr, "   %s: byte %zu is 0x%02x, expected 0x%02x\n", path, i, buf[i],
-					expect[i]);
-				ok = false;
-				break;
-			}
-		for (size_t i = size; ok && i < disk; i++)
-			if (buf[i] != 0) {
-				fprintf(stderr, "   %s: byte %zu past the end %zu is 0x%02x, expected 0\n", path, i,
-					size, buf[i]);
-				ok = false;
-			}
-	}
-	free(buf);
-	close(fd);
-	return ok;
-}
-
 /* The backing file's first n bytes (a multiple of 4096) are expect[0, n). */
 static bool disk_prefix_is(const char *path, const uint8_t *expect, size_t n)
 {
@@ -235,19 +129,6 @@ static bool disk_prefix_is(const char *path, const uint8_t *expect, size_t n)
 	return ok;
 }
 
-/* Exactly expect[0, size): after fsync or close. */
-static bool verify_disk(const char *path, const uint8_t *expect, size_t size)
-{
-	return verify_disk_data(path, expect, size, 0);
-}
-
-/* expect[0, size) with the size possibly rounded up to a block (zeros):
- * after a PC_DSYNC write or the flusher's writeback, before fsync/close. */
-static bool verify_disk_rounded(const char *path, const uint8_t *expect, size_t size, size_t bs)
-{
-	return verify_disk_data(path, expect, size, bs);
-}
-
 /*
  * Wait, without fsync, until no drop-behind data is dirty and nothing is
  * under writeback.  The configs here set dirty_expire_ms (and
@@ -258,12 +139,12 @@ static bool verify_disk_rounded(const char *path, const uint8_t *expect, size_t 
  */
 static bool wait_uncached_written(struct pc_cache *c)
 {
-	uint64_t until = now_ms() + 5000;
+	uint64_t until = tu_now_ms() + 5000;
 	for (;;) {
-		struct pc_stats s = cst(c);
+		struct pc_stats s = tu_stats(c);
 		if (s.dirty_uncached_bytes == 0 && s.writeback_bytes == 0)
 			return true;
-		if (now_ms() > until) {
+		if (tu_now_ms() > until) {
 			fprintf(stderr, "   uncached data not written after 5 s without fsync: uncached dirty %llu, "
 				"writeback %llu\n", (unsigned long long)s.dirty_uncached_bytes,
 				(unsigned long long)s.writeback_bytes);
@@ -284,14 +165,30 @@ static bool is_kept_edge(struct pc_file *h, uint64_t pos)
 	return ok;
 }
 
-/* Write a file with plain I/O and fsync it (data that exists on the device). */
-static void make_file(const char *path, const uint8_t *data, size_t size)
+/* After fsync/fdatasync of a file whose one lone edge (the folio at 4096)
+ * was dirty: that edge counted as dropped once, gone, nothing dirty or
+ * under writeback and nothing of the file cached.  The stats after. */
+static struct pc_stats check_edge_synced_away(struct pc_cache *c, struct pc_file *h, uint64_t expired0)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(fd >= 0);
-	REQUIRE(pwrite(fd, data, size, 0) == (ssize_t)size);
-	REQUIRE(fsync(fd) == 0);
-	close(fd);
+	struct pc_stats s = tu_stats(c), fs;
+	CHECK(s.edge_expired == expired0 + 1);
+	CHECK(!is_cached(h, 4096));
+	CHECK(s.dirty_bytes == 0 && s.writeback_bytes == 0);
+	pc_file_stats(h, &fs);
+	CHECK(fs.cached_bytes == 0);
+	return s;
+}
+
+/* Uncached reads of [0, n) left nothing cached (within 2 s); a failure
+ * names the folios left. */
+static void expect_nothing_cached(struct pc_cache *c, struct pc_file *h, uint64_t n, const char *what)
+{
+	if (!TU_POLL(tu_stats(c).cached_bytes == 0, 2000)) {
+		CHECK(0);
+		for (uint64_t p = 0; p < n; p += 4096)
+			if (is_cached(h, p))
+				print_flags(what, h, p);
+	}
 }
 
 static struct pc_file *open_new(struct pc_cache *c, const char *name, char *path, size_t pathlen)
@@ -362,29 +259,26 @@ static void *fsync_thread(void *arg)
 static void test_edge_kept_completed(void)
 {
 	printf("-- (a) edge kept, (b) edge completed and dropped, (c) lone edge dropped at fsync and close\n");
-	struct pc_config cfg;
-	base_cfg(&cfg, 4096);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = base_cache(4096);
 	char path[4200];
 	struct pc_file *h = open_new(c, "edge_ab", path, sizeof(path));
 	uint8_t buf[12000];
-	fill(buf, sizeof(buf), 1, 0);
+	tu_fill_pattern(buf, sizeof(buf), 1, 0);
 
 	/* (a) [0, 6000): block [0,4096) whole, [4096,8192) partly covered.
 	 * No fsync (it drops lone edges): the flusher writes the uncached
 	 * data on its own, and that writeback must not drop the edge. */
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.edge_kept == 1);
 	CHECK(is_edge(h, 4096));
 	uint32_t fl = fstate(h, 0);
 	/* The flusher may have cleaned and dropped it already. */
 	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(!is_cached(h, 0), 2000));
+	CHECK(TU_POLL(!is_cached(h, 0), 2000));
 	CHECK(is_kept_edge(h, 4096));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.dropbehind_drops >= 1);
@@ -393,16 +287,16 @@ static void test_edge_kept_completed(void)
 
 	/* (b) [6000, 12000) completes [4096,8192) and leaves [8192,12288). */
 	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DONTCACHE) == 6000);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_completed == 1);
 	CHECK(s.edge_kept == 2);
 	fl = fstate(h, 4096);
 	CHECK(fl == NOT_CACHED || ((fl & PF_DROPBEHIND) && !(fl & PF_EDGE)));
 	CHECK(is_edge(h, 8192));
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(!is_cached(h, 4096), 2000));
+	CHECK(TU_POLL(!is_cached(h, 4096), 2000));
 	CHECK(is_kept_edge(h, 8192));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
@@ -418,12 +312,12 @@ static void test_edge_kept_completed(void)
 	/* (c) the lone tail edge goes at close. */
 	uint64_t expired0 = s.edge_expired;
 	CHECK(pc_close(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_expired == expired0 + 1);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.folios == 0);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(verify_disk(path, buf, 12000));
+	CHECK(tu_verify_disk(path, buf, 12000));
 	h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
 	struct pc_stats fs;
@@ -433,21 +327,21 @@ static void test_edge_kept_completed(void)
 	CHECK(pc_pread(h, back, sizeof(back), 0, PC_DONTCACHE) == 12000);
 	CHECK(memcmp(back, buf, sizeof(back)) == 0);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, 12000));
+	CHECK(tu_verify_disk(path, buf, 12000));
 
 	/* (c) a lone edge still dirty at close: written, then dropped. */
 	h = open_new(c, "edge_c", path, sizeof(path));
-	s = cst(c);
+	s = tu_stats(c);
 	expired0 = s.edge_expired;
 	uint64_t cached0 = s.cached_bytes, reads0 = s.dev_read_ios;
 	CHECK(pc_pwrite(h, buf, 100, 0, PC_DONTCACHE) == 100);
 	CHECK(is_edge(h, 0));
 	CHECK(pc_close(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_expired == expired0 + 1);
 	CHECK(s.cached_bytes == cached0);
 	CHECK(s.dev_read_ios == reads0);
-	CHECK(verify_disk(path, buf, 100));
+	CHECK(tu_verify_disk(path, buf, 100));
 
 	/* (c) pc_fsync drops a lone edge too (issue 3 (a): "at fsync/close of
 	 * its file"), clean or dirty, and makes the size exact.  A clean one:
@@ -459,50 +353,40 @@ static void test_edge_kept_completed(void)
 	CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
 	pc_file_stats(h, &fs0);
 	CHECK(fs0.cached_bytes == 4096);
-	s = cst(c);
+	s = tu_stats(c);
 	expired0 = s.edge_expired;
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_expired == expired0 + 1);
 	CHECK(!is_cached(h, 4096));
 	pc_file_stats(h, &fs);
 	CHECK(fs.cached_bytes == 0);
-	CHECK(verify_disk(path, buf, 6000));
+	CHECK(tu_verify_disk(path, buf, 6000));
 	CHECK(pc_close(h) == 0);
 	/* A dirty one, left by the flusher's uncached writeback. */
 	h = open_new(c, "edge_fsync2", path, sizeof(path));
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE) == 6000);
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(!is_cached(h, 0), 2000));
+	CHECK(TU_POLL(!is_cached(h, 0), 2000));
 	CHECK(is_kept_edge(h, 4096));
-	s = cst(c);
+	s = tu_stats(c);
 	expired0 = s.edge_expired;
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
-	CHECK(s.edge_expired == expired0 + 1);
-	CHECK(!is_cached(h, 4096));
-	CHECK(s.dirty_bytes == 0 && s.writeback_bytes == 0);
-	pc_file_stats(h, &fs);
-	CHECK(fs.cached_bytes == 0);
-	CHECK(verify_disk(path, buf, 6000));
+	s = check_edge_synced_away(c, h, expired0);
+	CHECK(tu_verify_disk(path, buf, 6000));
 	/* A dirty lone edge (nothing else dirty, so the flusher leaves it):
 	 * pc_fdatasync writes it and drops it. */
-	reads0 = cst(c).dev_read_ios;
+	reads0 = tu_stats(c).dev_read_ios;
 	CHECK(pc_pwrite(h, buf + 6000, 100, 6000, PC_DONTCACHE) == 100);
 	CHECK(is_edge(h, 4096));
 	fl = fstate(h, 4096);
 	CHECK(fl != NOT_CACHED && (fl & PF_DIRTY));
-	s = cst(c);
+	s = tu_stats(c);
 	expired0 = s.edge_expired;
 	CHECK(s.dev_read_ios == reads0); /* deferred: not read at write time */
 	CHECK(pc_fdatasync(h) == 0);
-	s = cst(c);
-	CHECK(s.edge_expired == expired0 + 1);
-	CHECK(!is_cached(h, 4096));
-	CHECK(s.dirty_bytes == 0 && s.writeback_bytes == 0);
-	pc_file_stats(h, &fs);
-	CHECK(fs.cached_bytes == 0);
-	CHECK(verify_disk(path, buf, 6100));
+	s = check_edge_synced_away(c, h, expired0);
+	CHECK(tu_verify_disk(path, buf, 6100));
 	/* The block held data on the device and was not cached: writeback
 	 * merged it with one read. */
 	CHECK(s.dev_read_ios == reads0 + 1);
@@ -522,42 +406,42 @@ static void test_edge_age(void)
 	REQUIRE(c);
 	char path[4200];
 	uint8_t buf[6000];
-	fill(buf, sizeof(buf), 2, 0);
+	tu_fill_pattern(buf, sizeof(buf), 2, 0);
 
 	/* A clean edge: its data made durable by PC_DSYNC, which keeps it
 	 * (fsync would drop it). */
 	struct pc_file *h = open_new(c, "edge_d1", path, sizeof(path));
-	uint64_t t0 = now_ms();
+	uint64_t t0 = tu_now_ms();
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DONTCACHE | PC_DSYNC) == 6000);
-	uint64_t t_clean = now_ms();
+	uint64_t t_clean = tu_now_ms();
 	if (t_clean - t0 < 150) {
 		uint32_t fl = fstate(h, 4096); /* still young: still there, clean */
 		CHECK(fl != NOT_CACHED && (fl & PF_EDGE) && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_DROPBEHIND)));
 	}
-	CHECK(POLL(!is_cached(h, 4096), 5000));
-	uint64_t age = now_ms() - t0;
+	CHECK(TU_POLL(!is_cached(h, 4096), 5000));
+	uint64_t age = tu_now_ms() - t0;
 	printf("   clean edge dropped after %llu ms (edge_expire_ms 200)\n", (unsigned long long)age);
 	CHECK(age >= 150);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.edge_expired == 1);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(verify_disk_rounded(path, buf, 6000, 4096));
+	CHECK(tu_verify_disk_rounded(path, buf, 6000, 4096));
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, 6000));
+	CHECK(tu_verify_disk(path, buf, 6000));
 
 	/* A dirty edge: no fsync, no close; the flusher must write it and
 	 * drop it.  Counted as expired (pc_stats: "edge folios dropped at
 	 * fsync/close/age"). */
 	h = open_new(c, "edge_d2", path, sizeof(path));
-	s = cst(c);
+	s = tu_stats(c);
 	uint64_t expired0 = s.edge_expired, drops0 = s.dropbehind_drops;
-	t0 = now_ms();
+	t0 = tu_now_ms();
 	CHECK(pc_pwrite(h, buf, 100, 0, PC_DONTCACHE) == 100);
-	CHECK(is_edge(h, 0) || now_ms() - t0 >= 150);
-	CHECK(POLL(!is_cached(h, 0), 5000));
-	printf("   dirty edge dropped after %llu ms\n", (unsigned long long)(now_ms() - t0));
-	s = cst(c);
+	CHECK(is_edge(h, 0) || tu_now_ms() - t0 >= 150);
+	CHECK(TU_POLL(!is_cached(h, 0), 5000));
+	printf("   dirty edge dropped after %llu ms\n", (unsigned long long)(tu_now_ms() - t0));
+	s = tu_stats(c);
 	printf("   edge_expired +%llu, dropbehind_drops +%llu\n", (unsigned long long)(s.edge_expired - expired0),
 	       (unsigned long long)(s.dropbehind_drops - drops0));
 	CHECK(s.edge_expired == expired0 + 1);
@@ -567,7 +451,7 @@ static void test_edge_age(void)
 	CHECK(pc_pread(h, back, 100, 0, 0) == 100);
 	CHECK(memcmp(back, buf, 100) == 0);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, 100));
+	CHECK(tu_verify_disk(path, buf, 100));
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -576,39 +460,36 @@ static void test_edge_age(void)
 static void test_whole_in_pieces(void)
 {
 	printf("-- (e) a block covered whole in pieces is not kept\n");
-	struct pc_config cfg;
-	base_cfg(&cfg, 4096);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = base_cache(4096);
 	char path[4200];
 	uint8_t buf[20000];
-	fill(buf, sizeof(buf), 3, 0);
+	tu_fill_pattern(buf, sizeof(buf), 3, 0);
 
 	/* pwritev [0,2000) + [2000,4096) at 0: one whole block. */
 	struct pc_file *h = open_new(c, "whole_iov", path, sizeof(path));
 	struct iovec v[2] = { { buf, 2000 }, { buf + 2000, 2096 } };
 	CHECK(pc_pwritev(h, v, 2, 0, PC_DONTCACHE) == 4096);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.edge_kept == 0);
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(!is_cached(h, 0));
 	CHECK(s.cached_bytes == 0);
-	CHECK(verify_disk(path, buf, 4096));
+	CHECK(tu_verify_disk(path, buf, 4096));
 	/* Three iovecs, boundaries inside blocks, two whole blocks + an edge.
 	 * Written by the flusher (fsync would drop the lone edge). */
 	struct iovec v3[3] = { { buf + 4096, 1 }, { buf + 4097, 5000 }, { buf + 9097, 4191 } };
 	CHECK(pc_pwritev(h, v3, 3, 4096, PC_DONTCACHE) == 9192);
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(!is_cached(h, 4096) && !is_cached(h, 8192), 2000));
+	CHECK(TU_POLL(!is_cached(h, 4096) && !is_cached(h, 8192), 2000));
 	CHECK(is_kept_edge(h, 12288));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.edge_kept == 1);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(disk_prefix_is(path, buf, 12288));
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, 13288));
+	CHECK(tu_verify_disk(path, buf, 13288));
 
 	/* Unaligned PC_DIRECT: two iovecs with a boundary inside the aligned
 	 * middle [0,8192) (direct, never cached), tail [8192,10000) an edge.
@@ -619,47 +500,45 @@ static void test_whole_in_pieces(void)
 	CHECK(pc_pwritev(h, d, 2, 0, PC_DIRECT) == 10000);
 	CHECK(!is_cached(h, 0) && !is_cached(h, 4096));
 	CHECK(is_edge(h, 8192));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(disk_prefix_is(path, buf, 8192));
 	uint64_t expired0 = s.edge_expired;
 	/* The next unaligned direct write completes that edge with its head
 	 * piece: it is dropped, and nothing was ever read. */
 	CHECK(pc_pwrite(h, buf + 10000, 6384, 10000, PC_DIRECT) == 6384);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_completed == 1);
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(!is_cached(h, 8192));
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.edge_expired == expired0); /* completed, not dropped as lone */
 	CHECK(s.dev_read_ios == 0);
 	CHECK(s.rmw_reads == 0);
-	CHECK(verify_disk(path, buf, 16384));
+	CHECK(tu_verify_disk(path, buf, 16384));
 	CHECK(pc_close(h) == 0);
 
 	/* Neighbouring unaligned direct writes, all of it through edges. */
 	h = open_new(c, "direct_neigh", path, sizeof(path));
-	s = cst(c);
+	s = tu_stats(c);
 	uint64_t reads0 = s.dev_read_ios, completed0 = s.edge_completed;
 	expired0 = s.edge_expired;
 	CHECK(pc_pwrite(h, buf, 6000, 0, PC_DIRECT) == 6000);
 	CHECK(pc_pwrite(h, buf + 6000, 6000, 6000, PC_DIRECT) == 6000);
 	CHECK(pc_pwrite(h, buf + 12000, 4384, 12000, PC_DIRECT) == 4384);
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_completed == completed0 + 2);
 	CHECK(s.edge_expired == expired0);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == reads0);
-	CHECK(verify_disk(path, buf, 16384));
+	CHECK(tu_verify_disk(path, buf, 16384));
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 
 	/* Blocks smaller than a page: the rule is per block, not per folio. */
-	base_cfg(&cfg, 512);
-	c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	c = base_cache(512);
 	test_path(path, sizeof(path), dir, "whole_512");
 	h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (!h) {
@@ -671,19 +550,19 @@ static void test_whole_in_pieces(void)
 	struct iovec v5[2] = { { buf, 300 }, { buf + 300, 3796 } };
 	CHECK(pc_pwritev(h, v5, 2, 0, PC_DONTCACHE) == 4096);
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 0);
-	CHECK(verify_disk(path, buf, 4096));
+	CHECK(tu_verify_disk(path, buf, 4096));
 	/* [4096, 10240): every block it touches is covered whole, though the
 	 * page [8192,12288) only partly: nothing is an edge, and the
 	 * flusher's writeback drops it all (no fsync, which would drop an
 	 * edge too and hide one). */
-	uint64_t kept0 = cst(c).edge_kept;
+	uint64_t kept0 = tu_stats(c).edge_kept;
 	CHECK(pc_pwrite(h, buf + 4096, 6144, 4096, PC_DONTCACHE) == 6144);
 	CHECK(!is_edge(h, 8192));
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(cst(c).cached_bytes == 0, 2000));
-	s = cst(c);
+	CHECK(TU_POLL(tu_stats(c).cached_bytes == 0, 2000));
+	s = tu_stats(c);
 	CHECK(s.dirty_bytes == 0);
 	printf("   bs 512, block-aligned write ending mid-page: edge_kept +%llu, cached %llu after writeback\n",
 	       (unsigned long long)(s.edge_kept - kept0), (unsigned long long)s.cached_bytes);
@@ -693,26 +572,26 @@ static void test_whole_in_pieces(void)
 	/* Its block-aligned neighbour [10240, 12288) then completes the page. */
 	CHECK(pc_pwrite(h, buf + 10240, 2048, 10240, PC_DONTCACHE) == 2048);
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == 0);
-	CHECK(verify_disk(path, buf, 12288));
+	CHECK(tu_verify_disk(path, buf, 12288));
 	/* Unaligned direct with 512-byte blocks: middle direct, ends edges;
 	 * the neighbours complete them. */
-	uint64_t cached_before = cst(c).cached_bytes, reads_before = cst(c).dev_read_ios;
-	completed0 = cst(c).edge_completed;
-	expired0 = cst(c).edge_expired;
+	uint64_t cached_before = tu_stats(c).cached_bytes, reads_before = tu_stats(c).dev_read_ios;
+	completed0 = tu_stats(c).edge_completed;
+	expired0 = tu_stats(c).edge_expired;
 	CHECK(pc_pwrite(h, buf + 12288, 1000, 12288, PC_DIRECT) == 1000);  /* [12288,13288) */
 	CHECK(pc_pwrite(h, buf + 13288, 3000, 13288, PC_DIRECT) == 3000);  /* [13288,16288) */
 	CHECK(pc_pwrite(h, buf + 16288, 96, 16288, PC_DIRECT) == 96);      /* to 16384 */
 	CHECK(pc_fsync(h) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(!is_cached(h, 12288));
 	CHECK(s.edge_completed == completed0 + 2);
 	CHECK(s.edge_expired == expired0);
 	CHECK(s.cached_bytes == cached_before);
 	CHECK(s.dev_read_ios == reads_before);
-	CHECK(verify_disk(path, buf, 16384));
+	CHECK(tu_verify_disk(path, buf, 16384));
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }
@@ -729,14 +608,14 @@ static void test_cached_not_marked(void)
 	REQUIRE(c);
 	char path[4200];
 	uint8_t buf[16384];
-	fill(buf, sizeof(buf), 4, 0);
+	tu_fill_pattern(buf, sizeof(buf), 4, 0);
 
 	/* Cached by a buffered write (dirty still). */
 	struct pc_file *h = open_new(c, "cached_w", path, sizeof(path));
 	CHECK(pc_pwrite(h, buf, 8192, 0, 0) == 8192);
-	fill(buf + 100, 100, 40, 100);
+	tu_fill_pattern(buf + 100, 100, 40, 100);
 	CHECK(pc_pwrite(h, buf + 100, 100, 100, PC_DONTCACHE) == 100);
-	fill(buf + 4096, 4096, 41, 4096);
+	tu_fill_pattern(buf + 4096, 4096, 41, 4096);
 	CHECK(pc_pwrite(h, buf + 4096, 4096, 4096, PC_DONTCACHE) == 4096);
 	/* Before fsync too (fsync drops lone edges, which would hide one). */
 	uint32_t f0 = fstate(h, 0), f1 = fstate(h, 4096);
@@ -747,34 +626,34 @@ static void test_cached_not_marked(void)
 	f1 = fstate(h, 4096);
 	CHECK(f0 != NOT_CACHED && !(f0 & (PF_DROPBEHIND | PF_EDGE)));
 	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.cached_bytes == 8192);
 	CHECK(s.edge_kept == 0);
-	CHECK(verify_disk(path, buf, 8192));
+	CHECK(tu_verify_disk(path, buf, 8192));
 	CHECK(pc_close(h) == 0);
 
 	/* Cached by a buffered read of existing data (clean). */
 	test_path(path, sizeof(path), dir, "cached_r");
-	fill(buf, sizeof(buf), 5, 0);
-	make_file(path, buf, 16384);
+	tu_fill_pattern(buf, sizeof(buf), 5, 0);
+	tu_write_file(path, buf, 16384);
 	h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
-	s = cst(c);
+	s = tu_stats(c);
 	uint64_t reads0 = s.dev_read_ios;
 	uint8_t back[4096];
 	CHECK(pc_pread(h, back, 4096, 4096, 0) == 4096);
 	CHECK(memcmp(back, buf + 4096, 4096) == 0);
-	fill(buf + 5000, 100, 50, 5000);
+	tu_fill_pattern(buf + 5000, 100, 50, 5000);
 	CHECK(pc_pwrite(h, buf + 5000, 100, 5000, PC_DONTCACHE) == 100);
 	f1 = fstate(h, 4096);
 	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
 	CHECK(pc_fsync(h) == 0);
 	f1 = fstate(h, 4096);
 	CHECK(f1 != NOT_CACHED && !(f1 & (PF_DROPBEHIND | PF_EDGE)));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.dev_read_ios == reads0 + 1);
 	CHECK(s.edge_kept == 0);
-	CHECK(verify_disk(path, buf, 16384));
+	CHECK(tu_verify_disk(path, buf, 16384));
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }
@@ -802,12 +681,12 @@ static void test_mark_cleared(void)
 	bool raced = true;
 	for (int attempt = 0; attempt < 5 && raced; attempt++) {
 		uint64_t off = (uint64_t)attempt * R;
-		fill(buf, R, 60 + (uint64_t)attempt, off);
-		struct pc_stats s0 = cst(c);
+		tu_fill_pattern(buf, R, 60 + (uint64_t)attempt, off);
+		struct pc_stats s0 = tu_stats(c);
 		CHECK(pc_pwrite(h, buf, R, (off_t)off, PC_DONTCACHE) == (ssize_t)R);
 		CHECK(pc_pread(h, back, R, (off_t)off, 0) == (ssize_t)R);
 		CHECK(memcmp(back, buf, R) == 0);
-		struct pc_stats s1 = cst(c);
+		struct pc_stats s1 = tu_stats(c);
 		raced = s1.dev_read_ios != s0.dev_read_ios || s1.dropbehind_drops != s0.dropbehind_drops ||
 			(fstate(h, off) != NOT_CACHED && (fstate(h, off) & PF_WRITEBACK));
 		if (raced) {
@@ -841,19 +720,19 @@ static void test_mark_cleared(void)
 	const uint64_t ctl = 4 * R; /* the control folio, far from [0, R) */
 	uint8_t *model = calloc(1, ctl + R);
 	REQUIRE(model);
-	fill(model, R, 70, 0);
-	fill(model + ctl, R, 71, ctl);
+	tu_fill_pattern(model, R, 70, 0);
+	tu_fill_pattern(model + ctl, R, 71, ctl);
 	hook_arm();
 	CHECK(pc_pwrite(h, model, R, 0, PC_DONTCACHE) == (ssize_t)R);
 	CHECK(pc_pwrite(h, model + ctl, R, (off_t)ctl, PC_DONTCACHE) == (ssize_t)R);
 	pthread_t t;
 	REQUIRE(pthread_create(&t, NULL, fsync_thread, h) == 0);
-	CHECK(POLL(hook_blocked(), 5000));
-	CHECK(POLL(fstate(h, 0) != NOT_CACHED && (fstate(h, 0) & PF_WRITEBACK), 5000));
-	struct pc_stats s0 = cst(c);
+	CHECK(TU_POLL(hook_blocked(), 5000));
+	CHECK(TU_POLL(fstate(h, 0) != NOT_CACHED && (fstate(h, 0) & PF_WRITEBACK), 5000));
+	struct pc_stats s0 = tu_stats(c);
 	CHECK(pc_pread(h, back, R, 0, 0) == (ssize_t)R);
 	CHECK(memcmp(back, model, R) == 0);
-	struct pc_stats s1 = cst(c);
+	struct pc_stats s1 = tu_stats(c);
 	CHECK(s1.dev_read_ios == s0.dev_read_ios);
 	uint32_t fl = fstate(h, 0);
 	CHECK(fl != NOT_CACHED && (fl & PF_WRITEBACK));
@@ -863,7 +742,7 @@ static void test_mark_cleared(void)
 	CHECK(ret == NULL);
 	/* PF_WRITEBACK is cleared just before the completion's drop attempt:
 	 * wait for that attempt to have decided. */
-	CHECK(POLL(fstate(h, 0) == NOT_CACHED || !(fstate(h, 0) & (PF_WRITEBACK | PF_DROPBEHIND)), 2000));
+	CHECK(TU_POLL(fstate(h, 0) == NOT_CACHED || !(fstate(h, 0) & (PF_WRITEBACK | PF_DROPBEHIND)), 2000));
 	bool kept = true;
 	for (uint64_t p = 0; p < R; p += 4096) {
 		fl = fstate(h, p);
@@ -874,7 +753,7 @@ static void test_mark_cleared(void)
 		}
 	}
 	CHECK(kept);
-	bool ctl_dropped = POLL(!is_cached(h, ctl), 2000);
+	bool ctl_dropped = TU_POLL(!is_cached(h, ctl), 2000);
 	if (!ctl_dropped)
 		print_flags("control (not read) after writeback", h, ctl);
 	CHECK(ctl_dropped);
@@ -885,7 +764,7 @@ static void test_mark_cleared(void)
 	if (!all)
 		print_flags("after a second fsync", h, 0);
 	CHECK(all);
-	CHECK(verify_disk(path, model, ctl + R));
+	CHECK(tu_verify_disk(path, model, ctl + R));
 	CHECK(pc_close(h) == 0);
 	free(model);
 	c->fault_hook = NULL;
@@ -928,13 +807,13 @@ static void test_not_dropped(void)
 	/* Deterministic: A under writeback (held), B written meanwhile by
 	 * another thread (which must wait for the writeback), then released. */
 	struct pc_file *h = open_new(c, "redirty", path, sizeof(path));
-	fill(a, R, 80, 0);
-	fill(b, R, 81, 0);
+	tu_fill_pattern(a, R, 80, 0);
+	tu_fill_pattern(b, R, 81, 0);
 	hook_arm();
 	CHECK(pc_pwrite(h, a, R, 0, PC_DONTCACHE) == (ssize_t)R);
 	pthread_t ft, wt;
 	REQUIRE(pthread_create(&ft, NULL, fsync_thread, h) == 0);
-	CHECK(POLL(hook_blocked(), 5000));
+	CHECK(TU_POLL(hook_blocked(), 5000));
 	struct writer_arg wa = { h, b, R, 0, 0 };
 	REQUIRE(pthread_create(&wt, NULL, writer_thread, &wa) == 0);
 	usleep(20000); /* give the writer time to block (not needed for correctness) */
@@ -947,8 +826,8 @@ static void test_not_dropped(void)
 	CHECK(pc_pread(h, back, R, 0, PC_DONTCACHE) == (ssize_t)R);
 	CHECK(memcmp(back, b, R) == 0);
 	CHECK(pc_fsync(h) == 0);
-	CHECK(verify_disk(path, b, R));
-	struct pc_stats s = cst(c);
+	CHECK(tu_verify_disk(path, b, R));
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
 	CHECK(pc_close(h) == 0);
 	c->fault_hook = NULL;
@@ -957,7 +836,7 @@ static void test_not_dropped(void)
 	 * every read sees the latest data, the device the last. */
 	h = open_new(c, "redirty_loop", path, sizeof(path));
 	for (int i = 0; i < 300; i++) {
-		fill(a, R, 100 + (uint64_t)i, 0);
+		tu_fill_pattern(a, R, 100 + (uint64_t)i, 0);
 		size_t off = (size_t)(i % 7) * 512, len = R - off - (size_t)(i % 5) * 1000;
 		if (pc_pwrite(h, a + off, len, (off_t)off, PC_DONTCACHE) != (ssize_t)len) {
 			CHECK(0);
@@ -975,14 +854,14 @@ static void test_not_dropped(void)
 			CHECK(pc_fsync(h) == 0);
 	}
 	CHECK(pc_fsync(h) == 0);
-	CHECK(verify_disk(path, b, R));
-	s = cst(c);
+	CHECK(tu_verify_disk(path, b, R));
+	s = tu_stats(c);
 	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
 	CHECK(pc_close(h) == 0);
 
 	/* A folio held by a reader across the writeback that would drop it. */
 	h = open_new(c, "held", path, sizeof(path));
-	fill(a, 4096, 90, 0);
+	tu_fill_pattern(a, 4096, 90, 0);
 	CHECK(pc_pwrite(h, a, 4096, 0, PC_DONTCACHE) == 4096);
 	struct pc_folio *f = mapping_lookup(h->m, 0);
 	CHECK(f != NULL);
@@ -1000,18 +879,18 @@ static void test_not_dropped(void)
 		CHECK(memcmp(folio_data(c, f), a, 4096) == 0);
 		folio_put(c, f);
 	}
-	fill(a, 4096, 91, 0);
+	tu_fill_pattern(a, 4096, 91, 0);
 	CHECK(pc_pwrite(h, a, 4096, 0, PC_DONTCACHE) == 4096);
 	CHECK(pc_pread(h, back, 4096, 0, 0) == 4096);
 	CHECK(memcmp(back, a, 4096) == 0);
 	CHECK(pc_fsync(h) == 0);
-	CHECK(verify_disk(path, a, 4096));
-	fill(a, 4096, 92, 0);
+	CHECK(tu_verify_disk(path, a, 4096));
+	tu_fill_pattern(a, 4096, 92, 0);
 	CHECK(pc_pwrite(h, a, 4096, 0, 0) == 4096);
 	CHECK(pc_pread(h, back, 4096, 0, 0) == 4096);
 	CHECK(memcmp(back, a, 4096) == 0);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, a, 4096));
+	CHECK(tu_verify_disk(path, a, 4096));
 	CHECK(pc_cache_destroy(c) == 0);
 	free(a);
 	free(b);
@@ -1041,12 +920,12 @@ static bool counters_ok(struct pc_cache *c, struct pc_file *h, const char *when,
 		return false;
 	}
 	for (int i = 0; i < 50; i++) {
-		struct pc_stats s = cst(c);
+		struct pc_stats s = tu_stats(c);
 		if (s.dirty_uncached_bytes <= s.dirty_bytes && atomic_load(&c->uncached) <= atomic_load(&c->dirty))
 			return true;
 		usleep(1000);
 	}
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	fprintf(stderr, "   op %u (%s): dirty_uncached_bytes %llu > dirty_bytes %llu (persisting)\n", op, when,
 		(unsigned long long)s.dirty_uncached_bytes, (unsigned long long)s.dirty_bytes);
 	return false;
@@ -1156,7 +1035,7 @@ static void test_counter_never_negative(void)
 	}
 	CHECK(ok);
 	CHECK(pc_fsync(h) == 0);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.dirty_uncached_bytes == 0);
 	CHECK(s.dirty_bytes == 0);
 	CHECK(atomic_load(&c->uncached) == 0);
@@ -1168,7 +1047,7 @@ static void test_counter_never_negative(void)
 			(long long)atomic_load(&c->uncached), (long long)atomic_load(&c->dirty));
 	CHECK(pc_size(h) == (off_t)size);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, model, size));
+	CHECK(tu_verify_disk(path, model, size));
 	CHECK(pc_cache_destroy(c) == 0);
 	free(model);
 	free(buf);
@@ -1180,47 +1059,44 @@ static void test_counter_never_negative(void)
 static void test_dontcache_dsync(void)
 {
 	printf("-- (j) PC_DONTCACHE|PC_DSYNC: durable on return, whole blocks gone\n");
-	struct pc_config cfg;
-	base_cfg(&cfg, 4096);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = base_cache(4096);
 	char path[4200];
 	uint8_t buf[20480];
-	fill(buf, sizeof(buf), 6, 0);
+	tu_fill_pattern(buf, sizeof(buf), 6, 0);
 	struct pc_file *h = open_new(c, "dsync", path, sizeof(path));
 	CHECK(pc_pwrite(h, buf, 13288, 0, PC_DONTCACHE | PC_DSYNC) == 13288);
 	/* The data, and a size that covers it, durable on return.  Until the
 	 * next fsync/fdatasync/close the backing size may be rounded up to a
 	 * block, the extra bytes zeros (pagecache.h, PC_DSYNC); pc_size is
 	 * exact all along. */
-	CHECK(verify_disk_rounded(path, buf, 13288, 4096));
+	CHECK(tu_verify_disk_rounded(path, buf, 13288, 4096));
 	CHECK(pc_size(h) == 13288);
 	CHECK(!is_cached(h, 0) && !is_cached(h, 4096) && !is_cached(h, 8192));
 	CHECK(is_edge(h, 12288));
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.dirty_bytes == 0);
 	/* The neighbour completes the edge: on return it is gone too. */
 	CHECK(pc_pwrite(h, buf + 13288, 7000, 13288, PC_DONTCACHE | PC_DSYNC) == 7000);
-	CHECK(verify_disk_rounded(path, buf, 20288, 4096));
+	CHECK(tu_verify_disk_rounded(path, buf, 20288, 4096));
 	CHECK(pc_size(h) == 20288);
 	CHECK(!is_cached(h, 12288));
 	CHECK(is_edge(h, 16384));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(s.edge_completed == 1);
 	CHECK(s.dev_read_ios == 0);
 	/* fsync makes the size exact and drops the lone tail edge. */
 	uint64_t expired0 = s.edge_expired;
 	CHECK(pc_fsync(h) == 0);
-	CHECK(verify_disk(path, buf, 20288));
+	CHECK(tu_verify_disk(path, buf, 20288));
 	CHECK(pc_size(h) == 20288);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.edge_expired == expired0 + 1);
 	CHECK(s.cached_bytes == 0);
 	CHECK(s.dev_read_ios == 0);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, 20288));
+	CHECK(tu_verify_disk(path, buf, 20288));
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -1229,17 +1105,14 @@ static void test_dontcache_dsync(void)
 static void test_uncached_read(void)
 {
 	printf("-- (k) uncached reads\n");
-	struct pc_config cfg;
-	base_cfg(&cfg, 4096);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = base_cache(4096);
 	char path[4200];
 	const size_t N = 1 * MiB;
 	uint8_t *data = malloc(N), *back = malloc(N);
 	REQUIRE(data && back);
-	fill(data, N, 7, 0);
+	tu_fill_pattern(data, N, 7, 0);
 	test_path(path, sizeof(path), dir, "uread");
-	make_file(path, data, N);
+	tu_write_file(path, data, N);
 
 	/* Sequential uncached reads of the whole file (read-ahead on). */
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
@@ -1247,16 +1120,11 @@ static void test_uncached_read(void)
 	for (size_t off = 0; off < N; off += 64 * KiB)
 		CHECK(pc_pread(h, back + off, 64 * KiB, (off_t)off, PC_DONTCACHE) == (ssize_t)(64 * KiB));
 	CHECK(memcmp(back, data, N) == 0);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	printf("   sequential: %llu read I/Os, %llu drops, %llu bytes left cached\n",
 	       (unsigned long long)s.dev_read_ios, (unsigned long long)s.dropbehind_drops,
 	       (unsigned long long)s.cached_bytes);
-	if (!POLL(cst(c).cached_bytes == 0, 2000)) {
-		CHECK(0);
-		for (uint64_t p = 0; p < N; p += 4096)
-			if (is_cached(h, p))
-				print_flags("left by sequential uncached reads", h, p);
-	}
+	expect_nothing_cached(c, h, N, "left by sequential uncached reads");
 	CHECK(pc_close(h) == 0);
 
 	/* Sequential uncached reads of 5000 bytes: the folio each one stops
@@ -1264,7 +1132,7 @@ static void test_uncached_read(void)
 	 * twice) and dropped once a read passes its end; nothing is left. */
 	h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
-	s = cst(c);
+	s = tu_stats(c);
 	uint64_t rbytes0 = s.dev_read_bytes;
 	bool kept_ok = true;
 	for (size_t off = 0; off < N; off += 5000) {
@@ -1279,26 +1147,21 @@ static void test_uncached_read(void)
 	}
 	CHECK(kept_ok);
 	CHECK(memcmp(back, data, N) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	printf("   sequential 5000-byte reads: %llu bytes read from the device for %zu\n",
 	       (unsigned long long)(s.dev_read_bytes - rbytes0), N);
 	CHECK(s.dev_read_bytes - rbytes0 == N);
-	if (!POLL(cst(c).cached_bytes == 0, 2000)) {
-		CHECK(0);
-		for (uint64_t p = 0; p < N; p += 4096)
-			if (is_cached(h, p))
-				print_flags("left by sequential 5000-byte uncached reads", h, p);
-	}
+	expect_nothing_cached(c, h, N, "left by sequential 5000-byte uncached reads");
 	CHECK(pc_close(h) == 0);
 
 	/* One random uncached read in the middle (no read-ahead): it drops
 	 * the folio it stops in too. */
 	h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
-	uint64_t cached0 = cst(c).cached_bytes;
+	uint64_t cached0 = tu_stats(c).cached_bytes;
 	CHECK(pc_pread(h, back, 5000, 300000, PC_DONTCACHE) == 5000);
 	CHECK(memcmp(back, data + 300000, 5000) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == cached0);
 	if (s.cached_bytes != cached0) {
 		print_flags("uncached read [300000,305000)", h, 300000);
@@ -1308,11 +1171,11 @@ static void test_uncached_read(void)
 	/* Cached data stays cached. */
 	CHECK(pc_pread(h, back, 64 * KiB, 512 * KiB, 0) == (ssize_t)(64 * KiB));
 	CHECK(memcmp(back, data + 512 * KiB, 64 * KiB) == 0);
-	uint64_t cached = cst(c).cached_bytes, reads = cst(c).dev_read_ios;
+	uint64_t cached = tu_stats(c).cached_bytes, reads = tu_stats(c).dev_read_ios;
 	CHECK(cached >= 64 * KiB);
 	CHECK(pc_pread(h, back, 64 * KiB, 512 * KiB, PC_DONTCACHE) == (ssize_t)(64 * KiB));
 	CHECK(memcmp(back, data + 512 * KiB, 64 * KiB) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == cached);
 	CHECK(s.dev_read_ios == reads);
 	for (uint64_t p = 512 * KiB; p < 576 * KiB; p += 4096) {
@@ -1331,14 +1194,14 @@ static void test_uncached_read(void)
 	 * dropped once the call is done with them (reads: after copying
 	 * out)"). */
 	test_path(path, sizeof(path), dir, "uread_eof");
-	make_file(path, data, 12000);
+	tu_write_file(path, data, 12000);
 	h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	CHECK(pc_pread(h, back, 12000, 0, PC_DONTCACHE) == 12000); /* at 0: a stream starts */
 	CHECK(memcmp(back, data, 12000) == 0);
 	CHECK(pc_pread(h, back, 4096, 12000, PC_DONTCACHE) == 0);
 	struct pc_stats fs;
-	bool eof_dropped = POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 1000);
+	bool eof_dropped = TU_POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 1000);
 	if (!eof_dropped)
 		print_flags("sequential uncached read to EOF 12000", h, 8192);
 	CHECK(eof_dropped);
@@ -1362,7 +1225,7 @@ static void test_noreuse(void)
 	const size_t N = 64 * KiB + 6000;
 	uint8_t *buf = malloc(N), *back = malloc(N);
 	REQUIRE(buf && back);
-	fill(buf, N, 8, 0);
+	tu_fill_pattern(buf, N, 8, 0);
 	struct pc_file *h = open_new(c, "noreuse", path, sizeof(path));
 	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_NOREUSE) == 0);
 	CHECK(pc_pwrite(h, buf, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
@@ -1372,25 +1235,25 @@ static void test_noreuse(void)
 	CHECK(is_edge(h, 64 * KiB + 4096));
 	/* Written by the flusher, not fsync (which would drop the edge). */
 	CHECK(wait_uncached_written(c));
-	CHECK(POLL(cst(c).cached_bytes == 4096, 2000));
-	struct pc_stats s = cst(c);
+	CHECK(TU_POLL(tu_stats(c).cached_bytes == 4096, 2000));
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	CHECK(is_kept_edge(h, 64 * KiB + 4096));
 	CHECK(disk_prefix_is(path, buf, 64 * KiB + 4096));
 	/* Plain reads of the range are uncached too. */
 	CHECK(pc_pread(h, back, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
 	CHECK(memcmp(back, buf, 64 * KiB) == 0);
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096);
 	/* NORMAL ends it. */
 	CHECK(pc_fadvise(h, 0, 0, POSIX_FADV_NORMAL) == 0);
 	CHECK(pc_pread(h, back, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
-	s = cst(c);
+	s = tu_stats(c);
 	CHECK(s.cached_bytes == 4096 + 64 * KiB);
 	fl = fstate(h, 0);
 	CHECK(fl != NOT_CACHED && !(fl & PF_DROPBEHIND));
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, N));
+	CHECK(tu_verify_disk(path, buf, N));
 
 	/* A NOREUSE range elsewhere leaves this I/O cached. */
 	h = open_new(c, "noreuse2", path, sizeof(path));
@@ -1425,30 +1288,30 @@ static void test_kick(void)
 	const size_t N = 1 * MiB;
 	uint8_t *buf = malloc(N);
 	REQUIRE(buf);
-	fill(buf, N, 9, 0);
+	tu_fill_pattern(buf, N, 9, 0);
 
 	/* A buffered writer below the background threshold does not kick. */
 	struct pc_file *hb = open_new(c, "kick_buffered", path, sizeof(path));
 	CHECK(pc_pwrite(hb, buf, N, 0, 0) == (ssize_t)N);
-	struct pc_stats s = cst(c);
+	struct pc_stats s = tu_stats(c);
 	CHECK(s.flusher_kicks == 0);
 	CHECK(pc_close(hb) == 0);
 
 	struct pc_file *h = open_new(c, "kick", path, sizeof(path));
 	for (size_t off = 0; off < N; off += 64 * KiB)
 		CHECK(pc_pwrite(h, buf + off, 64 * KiB, (off_t)off, PC_DONTCACHE) == (ssize_t)(64 * KiB));
-	s = cst(c);
+	s = tu_stats(c);
 	printf("   flusher_kicks %llu, dirty now %llu\n", (unsigned long long)s.flusher_kicks,
 	       (unsigned long long)s.dirty_bytes);
 	CHECK(s.flusher_kicks > 0);
-	CHECK(POLL(cst(c).dirty_bytes == 0 && cst(c).writeback_bytes == 0, 5000));
+	CHECK(TU_POLL(tu_stats(c).dirty_bytes == 0 && tu_stats(c).writeback_bytes == 0, 5000));
 	struct pc_stats fs;
-	CHECK(POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 5000));
-	s = cst(c);
+	CHECK(TU_POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 5000));
+	s = tu_stats(c);
 	CHECK(s.dev_write_bytes >= 2 * N); /* both files' data */
 	CHECK(s.dev_read_ios == 0);
 	CHECK(pc_close(h) == 0);
-	CHECK(verify_disk(path, buf, N));
+	CHECK(tu_verify_disk(path, buf, N));
 	CHECK(pc_cache_destroy(c) == 0);
 	free(buf);
 }

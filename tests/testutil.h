@@ -11,12 +11,16 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "pagecache.h"
 
 static unsigned tu_passed, tu_failed;
 
@@ -101,6 +105,203 @@ static inline uint64_t test_seed(const char *name, uint64_t dflt)
 	printf("%s: seed %llu (replay with PC_SEED=%llu)\n", name,
 	       (unsigned long long)seed, (unsigned long long)seed);
 	return seed;
+}
+
+/* ------------------------------------------------ small shared helpers */
+
+static inline uint64_t tu_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t tu_round_down(uint64_t x, uint64_t a) { return x / a * a; }
+static inline uint64_t tu_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Monotonic time in seconds: for the durations the tests print. */
+static inline double tu_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Monotonic time in milliseconds: deadlines of TU_POLL and similar waits. */
+static inline uint64_t tu_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Poll `cond` every 10 ms for up to `ms`; true once it holds.  Background
+ * work (the flusher) is waited for this way, never with bare sleeps. */
+#define TU_POLL(cond, ms)                                                     \
+	({                                                                    \
+		bool ok_ = false;                                             \
+		uint64_t until_ = tu_now_ms() + (ms);                         \
+		for (;;) {                                                    \
+			if (cond) {                                           \
+				ok_ = true;                                   \
+				break;                                        \
+			}                                                     \
+			if (tu_now_ms() > until_)                             \
+				break;                                        \
+			usleep(10000);                                        \
+		}                                                             \
+		ok_;                                                          \
+	})
+
+/* A 64-bit mixer (murmur3 finalizer): the source of the data patterns. */
+static inline uint64_t tu_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The byte at file offset `off` of data pattern `seed`: byte (off & 7) of
+ * word (off >> 3), so any range can be regenerated from its offset. */
+static inline uint8_t tu_pattern_byte(uint64_t seed, uint64_t off)
+{
+	return (uint8_t)(tu_mix64(seed * 0x9E3779B97F4A7C15ULL + (off >> 3)) >> ((off & 7) * 8));
+}
+
+/* b[0, n) = pattern `seed` at file offsets [off, off + n): the same bytes
+ * as tu_pattern_byte, one mix per 8-byte word. */
+static inline void tu_fill_pattern(uint8_t *b, size_t n, uint64_t seed, uint64_t off)
+{
+	uint64_t k = seed * 0x9E3779B97F4A7C15ULL;
+	size_t i = 0;
+	while (i < n) {
+		uint64_t o = off + i;
+		uint64_t w = tu_mix64(k + (o >> 3));
+		for (unsigned j = (unsigned)(o & 7); j < 8 && i < n; j++)
+			b[i++] = (uint8_t)(w >> (j * 8));
+	}
+}
+
+/* The cache's counters, by value (for expressions like tu_stats(c).x). */
+static inline struct pc_stats tu_stats(struct pc_cache *c)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	return s;
+}
+
+/* Create (or truncate) `path` holding data[0, size), written with plain
+ * I/O and fsynced: data that exists on the device before a cache sees it. */
+static inline void tu_write_file(const char *path, const uint8_t *data, size_t size)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	REQUIRE(pwrite(fd, data, size, 0) == (ssize_t)size);
+	REQUIRE(fsync(fd) == 0);
+	close(fd);
+}
+
+/*
+ * The whole backing file, read with plain O_DIRECT (bypassing the cache)
+ * into a fresh 4 KiB-aligned buffer the caller frees; its size in *size.
+ * The buffer has room for a block past the end; CHECKs the read is whole.
+ */
+static inline uint8_t *tu_read_backing(const char *path, size_t *size)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	size_t cap = (((size_t)st.st_size + 4095) & ~(size_t)4095) + 4096;
+	uint8_t *buf;
+	REQUIRE(posix_memalign((void **)&buf, 4096, cap) == 0);
+	memset(buf, 0xee, cap);
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+		REQUIRE(r >= 0);
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	*size = (size_t)st.st_size;
+	CHECK(got == (size_t)st.st_size);
+	return buf;
+}
+
+/*
+ * The backing file, read with plain O_DIRECT, must hold expect[0, size).
+ * round_bs 0: and be exactly size bytes long.  Otherwise its size may be
+ * anything from size to size rounded up to round_bs, the bytes past size
+ * reading as zeros: the durable size before fsync/close (pagecache.h,
+ * PC_DSYNC: "rounded up to a block boundary (the extra bytes read as
+ * zeros)"; the same holds after the flusher's writeback).  Reports the
+ * first difference on stderr.
+ */
+static inline bool tu_verify_disk_data(const char *path, const uint8_t *expect, size_t size, size_t round_bs)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0) {
+		perror(path);
+		return false;
+	}
+	struct stat st;
+	bool ok = fstat(fd, &st) == 0;
+	size_t max_size = round_bs ? (size + round_bs - 1) / round_bs * round_bs : size;
+	if (ok && ((size_t)st.st_size < size || (size_t)st.st_size > max_size)) {
+		fprintf(stderr, "   %s: backing size %lld, expected %zu%s%zu\n", path, (long long)st.st_size, size,
+			round_bs ? " to " : "", round_bs ? max_size : (size_t)0);
+		ok = false;
+	}
+	size_t disk = ok ? (size_t)st.st_size : size;
+	size_t cap = (disk + 4095) & ~(size_t)4095;
+	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
+	REQUIRE(buf);
+	size_t got = 0;
+	while (ok && got < cap) {
+		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+		if (r < 0) {
+			perror("pread O_DIRECT");
+			ok = false;
+			break;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	if (ok && got < disk) {
+		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, disk);
+		ok = false;
+	}
+	if (ok) {
+		for (size_t i = 0; i < size; i++)
+			if (buf[i] != expect[i]) {
+				fprintf(stderr, "   %s: byte %zu is 0x%02x, expected 0x%02x\n", path, i, buf[i],
+					expect[i]);
+				ok = false;
+				break;
+			}
+		for (size_t i = size; ok && i < disk; i++)
+			if (buf[i] != 0) {
+				fprintf(stderr, "   %s: byte %zu past the end %zu is 0x%02x, expected 0\n", path, i,
+					size, buf[i]);
+				ok = false;
+			}
+	}
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+/* Exactly expect[0, size) on the device: after fsync or close. */
+static inline bool tu_verify_disk(const char *path, const uint8_t *expect, size_t size)
+{
+	return tu_verify_disk_data(path, expect, size, 0);
+}
+
+/* expect[0, size) with the size possibly rounded up to a block (zeros):
+ * after a PC_DSYNC write or the flusher's writeback, before fsync/close. */
+static inline bool tu_verify_disk_rounded(const char *path, const uint8_t *expect, size_t size, size_t bs)
+{
+	return tu_verify_disk_data(path, expect, size, bs);
 }
 
 #endif
