@@ -121,22 +121,11 @@ void handles_free_all(struct pc_cache *c)
 	c->closed_tail = NULL;
 }
 
-/* Write back all dirty data of the file, wait, and set the backing
- * file's exact size; the first error. */
-static int flush_mapping(struct pc_mapping *m)
-{
-	if (!m->writable)
-		return 0;
-	int err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
-	int e2 = mapping_sync_size(m);
-	return err ? err : e2;
-}
-
 /* Write back, wait, flush the device, report an unseen error once. */
 static int sync_handle(struct pc_file *h, bool datasync)
 {
 	struct pc_mapping *m = h->m;
-	int err = flush_mapping(m);
+	int err = mapping_flush(m);
 	if (m->writable && (datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
 		err = -errno;
 	/* Edges no neighbour completed by now go, as at close. */
@@ -151,7 +140,7 @@ int pc_close(struct pc_file *h)
 		return (int)fail(-EBADF);
 	struct pc_mapping *m = h->m;
 	struct pc_cache *c = h->c;
-	int err = flush_mapping(m);
+	int err = mapping_flush(m);
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
 	if (seen)
 		err = seen;

@@ -357,9 +357,7 @@ int files_writeback_all(struct pc_cache *c)
 	unsigned n = all_mappings(c, &v);
 	int first_err = 0;
 	for (unsigned i = 0; i < n; i++) {
-		int err = writeback_and_wait(v[i], 0, UINT64_MAX, WB_ALL);
-		if (!err)
-			err = mapping_sync_size(v[i]);
+		int err = mapping_flush(v[i]);
 		if (err && !first_err)
 			first_err = err;
 		mapping_put(v[i]);

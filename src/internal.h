@@ -170,6 +170,7 @@ struct pc_domain {
 	pthread_cond_t io_cv;       /* a device write completed */
 	_Atomic int64_t inflight;   /* bytes of device writes submitted, not done */
 	int64_t inflight_cap;       /* keep at most this many in flight */
+	_Atomic int io_waiters;     /* sleeping in wait_for_room() */
 	struct pc_mapping *dirty_head, *dirty_tail; /* oldest first */
 	_Atomic int64_t dirty, uncached, writeback;
 	_Atomic bool kicked;        /* uncached writers want writeback */
@@ -308,6 +309,10 @@ struct pc_cache {
 
 /* util */
 HIDDEN uint64_t pc_now_ms(void);
+/* The cache's own millisecond clock (since pc_cache_new), for folio stamps. */
+HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
+/* How long ago the folio's stamp was set (0 if it looks newer than now). */
+HIDDEN uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f);
 
 /* arena.c: buddy allocator of folio memory */
 HIDDEN int arena_init(struct pc_cache *c);
@@ -557,6 +562,9 @@ HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
 HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
 /* Make the backing file's size equal i_size (ftruncate) if it differs. */
 HIDDEN int mapping_sync_size(struct pc_mapping *m);
+/* Write back all dirty data of a writable file, wait, and set the backing
+ * file's exact size (fsync, close, cache destroy); the first error. */
+HIDDEN int mapping_flush(struct pc_mapping *m);
 /* ftruncate the backing file to size, safely against our own direct
  * writes of the block the file system zeroes; caller holds inval_lock
  * exclusively. */

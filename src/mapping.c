@@ -238,7 +238,7 @@ void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
 {
 	if (folio_test(f, PF_EDGE))
 		return;
-	f->stamp = (uint32_t)(pc_now_ms() - m->c->start_ms);
+	f->stamp = cache_clock_ms(m->c);
 	folio_set(f, PF_EDGE);
 	atomic_fetch_add_explicit(&m->nr_edges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->st_edge_kept, 1, memory_order_relaxed);

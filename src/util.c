@@ -34,6 +34,17 @@ static void iov_walk(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *
 	}
 }
 
+uint32_t cache_clock_ms(const struct pc_cache *c)
+{
+	return (uint32_t)(pc_now_ms() - c->start_ms);
+}
+
+uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f)
+{
+	uint64_t now = cache_clock_ms(c), stamp = atomic_load(&((struct pc_folio *)f)->stamp);
+	return now >= stamp ? now - stamp : 0;
+}
+
 void iov_copy_from(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)
 {
 	iov_walk(iov, iovcnt, skip, dst, len, false);

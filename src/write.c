@@ -88,7 +88,7 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 			atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
 			if (!f->stamp) /* when it started waiting for a neighbour */
-				f->stamp = (uint32_t)(pc_now_ms() - m->c->start_ms);
+				f->stamp = cache_clock_ms(m->c);
 		}
 		return 0;
 	}

@@ -192,9 +192,11 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	struct pc_mapping *m = r->m;
 	struct pc_domain *d = m->dom;
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
-	pthread_mutex_lock(&d->lock);
-	pthread_cond_broadcast(&d->io_cv);
-	pthread_mutex_unlock(&d->lock);
+	if (atomic_load(&d->io_waiters)) {
+		pthread_mutex_lock(&d->lock);
+		pthread_cond_broadcast(&d->io_cv);
+		pthread_mutex_unlock(&d->lock);
+	}
 	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
 	if (!err) {
 		atomic_raise_i64(&m->disk_size, (int64_t)(io->off + io->len));
@@ -246,8 +248,10 @@ static void wait_for_room(struct pc_domain *d)
 	if (atomic_load(&d->inflight) < d->inflight_cap)
 		return;
 	pthread_mutex_lock(&d->lock);
+	atomic_fetch_add(&d->io_waiters, 1);
 	while (atomic_load(&d->inflight) >= d->inflight_cap)
 		pthread_cond_wait(&d->io_cv, &d->lock);
+	atomic_fetch_sub(&d->io_waiters, 1);
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -378,8 +382,7 @@ static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 {
 	if (!folio_test(f, PF_EDGE) && !folio_has_partial(f))
 		return false;
-	uint64_t now = pc_now_ms() - m->c->start_ms;
-	return now < f->stamp || now - f->stamp < m->c->cfg.edge_expire_ms;
+	return folio_age_ms(m->c, f) < m->c->cfg.edge_expire_ms;
 }
 
 /* writeback_range, stopping once `budget` bytes are submitted (0: all). */
@@ -488,14 +491,6 @@ int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 
 /* ---------------------------------------------------- size of backing */
 
-/*
- * Make the backing file's size exactly i_size.  Device writes are whole
- * blocks, so while the file is in use its backing size is i_size rounded
- * up to a block (which also keeps extending ftruncates free of the file
- * system's zeroing of a partial last block).  Shrinking to the exact size
- * must not cut off data being written past the i_size we read, so writers
- * (who raise i_size under inval_lock, shared) are held off meanwhile.
- */
 int backing_set_size(struct pc_mapping *m, uint64_t size)
 {
 	uint64_t bs = m->block_size;
@@ -534,6 +529,13 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	return err;
 }
 
+/*
+ * Make the backing file's size exactly i_size.  Device writes are whole
+ * blocks, so while the file is in use its backing size is i_size rounded
+ * up to a block.  Shrinking to the exact size must not cut off data being
+ * written past the i_size we read, so writers (who raise i_size under
+ * inval_lock, shared) are held off meanwhile.
+ */
 int mapping_sync_size(struct pc_mapping *m)
 {
 	int err = 0;
@@ -545,6 +547,15 @@ int mapping_sync_size(struct pc_mapping *m)
 		err = backing_set_size(m, (uint64_t)size);
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
+}
+
+int mapping_flush(struct pc_mapping *m)
+{
+	if (!m->writable)
+		return 0;
+	int err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
+	int e2 = mapping_sync_size(m);
+	return err ? err : e2;
 }
 
 /* --------------------------------------------------------------- edges */
@@ -559,8 +570,7 @@ void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			struct pc_folio *f = batch[i];
-			uint64_t now = pc_now_ms() - m->c->start_ms;
-			bool old = max_age_ms == 0 || (now >= f->stamp && now - f->stamp >= max_age_ms);
+			bool old = max_age_ms == 0 || folio_age_ms(m->c, f) >= max_age_ms;
 			if (old && folio_trylock(f)) {
 				if (folio_test(f, PF_EDGE) && folio_test(f, PF_INDEXED)) {
 					if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
