@@ -120,7 +120,6 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->free_lock, NULL);
 	pthread_cond_init(&c->free_cv, NULL);
 	pthread_mutex_init(&c->throttle_lock, NULL);
-	pthread_cond_init(&c->throttle_cv, NULL);
 	pthread_mutex_init(&c->files_lock, NULL);
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING
@@ -155,7 +154,6 @@ int pc_cache_destroy(struct pc_cache *c)
 	pthread_mutex_destroy(&c->free_lock);
 	pthread_cond_destroy(&c->free_cv);
 	pthread_mutex_destroy(&c->throttle_lock);
-	pthread_cond_destroy(&c->throttle_cv);
 	pthread_mutex_destroy(&c->files_lock);
 	free(c);
 	if (err) {

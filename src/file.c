@@ -139,11 +139,15 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
 	atomic_store(&m->data_end, st->st_size);
+	written_init(&m->written, (uint64_t)st->st_size);
+	atomic_store(&m->alloc_end, st->st_size);
+	m->alloc_base = (uint64_t)st->st_size;
 	m->max_bytes = probe_max_bytes(fd);
 	*err = choose_block_size(c, m, st);
 	if (!*err)
 		*err = domain_get(c, st->st_dev, &m->dom);
 	if (*err) {
+		written_destroy(&m->written);
 		free(m);
 		return NULL;
 	}
@@ -188,6 +192,7 @@ void mapping_put(struct pc_mapping *m)
 	close(m->fd);
 	if (m->old_fd >= 0)
 		close(m->old_fd);
+	written_destroy(&m->written);
 	pthread_mutex_destroy(&m->size_lock);
 	pthread_rwlock_destroy(&m->inval_lock);
 	pthread_rwlock_destroy(&m->tree_lock);
@@ -202,12 +207,18 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 	    st->st_mtim.tv_nsec == m->saved_mtime.tv_nsec && st->st_ctim.tv_sec == m->saved_ctime.tv_sec &&
 	    st->st_ctim.tv_nsec == m->saved_ctime.tv_nsec)
 		return;
+	/* Someone else wrote: no block is known to be a hole any more. */
+	written_reset(&m->written, UINT64_MAX);
+	atomic_raise_i64(&m->data_end, st->st_size);
 	if (atomic_load(&m->nr_dirty) > 0)
 		return; /* our unwritten data wins; it is written over the change */
 	mapping_discard_all(m);
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
 	atomic_store(&m->data_end, st->st_size);
+	written_reset(&m->written, (uint64_t)st->st_size);
+	atomic_store(&m->alloc_end, st->st_size);
+	m->alloc_base = (uint64_t)st->st_size;
 }
 
 /* Give a read-only mapping the writable descriptor fd and a write lock. */

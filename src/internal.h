@@ -109,7 +109,8 @@ struct pc_folio {
 	uint8_t order;
 	uint8_t pad;
 	_Atomic uint16_t wb_pending; /* device writes in flight */
-	_Atomic uint32_t stamp;     /* ms clock: became an edge / got a partial block */
+	_Atomic uint32_t stamp;     /* ms clock: became dirty, an edge, or got a
+				     * partial block: since when it waits */
 	uint32_t lru_prev, lru_next; /* arena page numbers, PC_NONE ends */
 	struct pc_blockx *bx;       /* see struct pc_blockx, usually NULL */
 	uint64_t ubits, dbits;      /* uptodate / dirty blocks, <= 64 blocks */
@@ -191,6 +192,17 @@ struct pc_wb_waiter {
 
 /* ------------------------------------------------------------- mapping */
 
+/* Byte ranges past the backing file's size at open that we wrote (written.c). */
+struct pc_range {
+	uint64_t start, end;
+};
+struct pc_written {
+	pthread_mutex_t lock;
+	uint64_t base_end;  /* before it: unknown, ask the file system */
+	struct pc_range *r; /* sorted, disjoint, not touching */
+	size_t n, cap;
+};
+
 /* errseq: a counter of errors and the last errno. */
 typedef _Atomic uint64_t pc_errseq_t;
 
@@ -215,6 +227,13 @@ struct pc_mapping {
 	/* Where data written to the device ends: past it the backing file holds
 	 * only holes (we never wrote there), so nothing needs reading. */
 	_Atomic int64_t data_end;
+	/* Below data_end: which blocks past the size at open we wrote. */
+	struct pc_written written;
+	/* Allocated ahead of writeback (backing_extend) up to alloc_end, from
+	 * alloc_base (the size at open); dirtied_total bytes justify it. */
+	_Atomic int64_t alloc_end;
+	uint64_t alloc_base;
+	_Atomic uint64_t dirtied_total;
 	int64_t max_bytes;          /* largest size the file system allows */
 	pthread_mutex_t size_lock;  /* serialises backing size changes */
 	pthread_rwlock_t inval_lock;
@@ -278,9 +297,10 @@ struct pc_cache {
 	pthread_mutex_t free_lock;     /* waiters for free memory */
 	pthread_cond_t free_cv;
 	int free_waiters;
-	/* dirty throttle */
+	/* dirty throttle (throttle.c) */
 	pthread_mutex_t throttle_lock;
-	pthread_cond_t throttle_cv;
+	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
+	uint64_t throttle_vclock;  /* virtual time of the last let through */
 	int throttle_waiters;
 	_Atomic int64_t dirty, writeback, uncached;
 	/* files */
@@ -309,6 +329,7 @@ struct pc_cache {
 
 /* util */
 HIDDEN uint64_t pc_now_ms(void);
+HIDDEN void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms);
 /* The cache's own millisecond clock (since pc_cache_new), for folio stamps. */
 HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
 /* How long ago the folio's stamp was set (0 if it looks newer than now). */
@@ -537,6 +558,7 @@ enum {
 	WB_DSYNC = 1 << 2,       /* RWF_DSYNC device writes */
 	WB_NOWAIT_LOCK = 1 << 3, /* skip locked folios (the flusher) */
 	WB_LET_PARTIAL_WAIT = 1 << 4, /* skip young deferred partial blocks */
+	WB_HOLD_SHORT_RUNS = 1 << 5,  /* skip short runs of young dirty data */
 };
 /* Start writeback of dirty data in [start, end) of m (WB_UNCACHED: only
  * drop-behind folios).  With a waiter, every write started is counted in it;
@@ -551,10 +573,18 @@ HIDDEN void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t 
 HIDDEN void waiter_init(struct pc_wb_waiter *w);
 HIDDEN int waiter_wait(struct pc_wb_waiter *w);
 HIDDEN void waiter_destroy(struct pc_wb_waiter *w);
-/* Writers call this after dirtying: kicks the flusher past the background
- * or uncached thresholds; sleeps while dirty+writeback > dirty_limit. */
-HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
 HIDDEN void flusher_kick(struct pc_domain *d);
+
+/* throttle.c */
+/* Writers call this after dirtying: kicks the flusher past the background
+ * or uncached thresholds; sleeps while dirty+writeback > dirty_limit, let
+ * through in order of bytes their thread dirtied. */
+HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
+/* The calling thread dirtied `bytes` (its place in the throttle queue). */
+HIDDEN void throttle_account(size_t bytes);
+/* Writeback ended: let the first waiter check for room. */
+HIDDEN void throttle_wake(struct pc_cache *c);
+HIDDEN bool dirty_over_limit(struct pc_cache *c);
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
 HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
@@ -590,6 +620,15 @@ HIDDEN int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t 
 /* Merge device data into the folio's partly written blocks only (the
  * flusher, before writing them back). */
 HIDDEN int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f);
+
+/* written.c: where our device writes may have put data past the size the
+ * file had at open (the rest there is holes). */
+HIDDEN void written_init(struct pc_written *w, uint64_t base_end);
+HIDDEN void written_destroy(struct pc_written *w);
+HIDDEN void written_reset(struct pc_written *w, uint64_t base_end);
+HIDDEN void written_add(struct pc_written *w, uint64_t start, uint64_t end);
+HIDDEN void written_truncate(struct pc_written *w, uint64_t size);
+HIDDEN bool written_known_hole(struct pc_written *w, uint64_t start, uint64_t end);
 
 /* write.c */
 HIDDEN ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,

@@ -90,6 +90,9 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 static int backing_zero(struct pc_mapping *m, uint64_t start, uint64_t end, int mode)
 {
 	uint64_t disk = (uint64_t)atomic_load(&m->data_end);
+	/* A hole punched on purpose is not ours to allocate ahead later. */
+	if (!(mode & FALLOC_FL_ZERO_RANGE))
+		atomic_raise_i64(&m->alloc_end, (int64_t)end);
 	if (start >= disk)
 		return 0; /* past the written data: holes already */
 	if (end > disk)

@@ -5,6 +5,17 @@
 #include <string.h>
 #include <time.h>
 
+/* Wait on cv for at most ms milliseconds (the caller re-checks why). */
+void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(cv, lock, &ts);
+}
+
 uint64_t pc_now_ms(void)
 {
 	struct timespec ts;

@@ -44,10 +44,13 @@ static unsigned write_order(const struct write_ctx *w, uint64_t pos)
 	return mapping_order_for(m, pos, whole_end - pos);
 }
 
-/* Is [off, off+len) of the backing file known to hold no data? */
+/* Does the block at bpos of the backing file hold no data?  Ask the file
+ * system only when our own records do not know. */
 static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
 {
 	if (bpos >= (uint64_t)atomic_load(&m->data_end))
+		return true;
+	if (written_known_hole(&m->written, bpos, bpos + m->block_size))
 		return true;
 	return backend_is_hole(m->fd, (off_t)bpos, m->block_size);
 }
@@ -254,6 +257,7 @@ ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, ui
 		if (e)
 			return e;
 	} else {
+		throttle_account(pos - off);
 		balance_dirty(m, uncached, flags & PC_NOWAIT);
 	}
 	return (ssize_t)(pos - off);

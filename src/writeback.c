@@ -82,12 +82,15 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 	atomic_fetch_add_explicit(&m->nr_dirty, bytes, memory_order_relaxed);
 	if (folio_test(f, PF_DROPBEHIND))
 		account_uncached(m, bytes);
-	if (bytes > 0)
+	if (bytes > 0) {
+		atomic_fetch_add_explicit(&m->dirtied_total, (uint64_t)bytes, memory_order_relaxed);
 		cache_update_peak_dirty(m->c);
+	}
 }
 
 void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
 {
+	f->stamp = cache_clock_ms(m->c); /* how long its data waited: see short_run */
 	mapping_tag_dirty(m, f);
 	uint64_t zero = 0;
 	if (!atomic_load_explicit(&m->dirtied_when_ms, memory_order_relaxed))
@@ -152,17 +155,6 @@ struct wb_req {
 	struct wb_seg seg[WB_MAX_SEGS];
 	struct iovec iov[WB_MAX_SEGS];
 };
-
-static void throttle_wake(struct pc_cache *c)
-{
-	if (!__atomic_load_n(&c->throttle_waiters, __ATOMIC_ACQUIRE))
-		return;
-	/* One writer per completion: each frees room for about one write,
-	 * and waking all of them only to put most back to sleep costs more. */
-	pthread_mutex_lock(&c->throttle_lock);
-	pthread_cond_signal(&c->throttle_cv);
-	pthread_mutex_unlock(&c->throttle_lock);
-}
 
 /* One segment's write ended: on error its blocks are dirty again. */
 static void end_segment(struct pc_mapping *m, struct wb_seg *s, int err)
@@ -268,6 +260,7 @@ static void req_submit(struct wb_req *r)
 	if (r->w)
 		waiter_add(r->w);
 	wait_for_room(r->m->dom);
+	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	ioq_submit(r->m->dom->ioq, &r->io);
 }
@@ -351,25 +344,43 @@ static bool uncached_candidate(struct pc_folio *f)
 
 /*
  * Before writing back, allocate the backing file up to i_size (rounded up
- * to a block).  Direct writes inside the file's size and its allocation
- * then take the file system's shared lock (ext4 i_rwsem, XFS iolock) and
- * need no block allocation at submission, instead of serialising as
- * extending writes do.  fallocate, unlike ftruncate, never shrinks a file,
- * so it is safe against direct writes in flight that extend it further.
- * Only modest gaps are allocated (a sparse write far past the end is left
- * to extend the file itself); see mapping_sync_size() for the exact size.
+ * to a block), holes below the end included.  Direct writes into allocated
+ * space inside the file's size take the file system's shared lock (ext4
+ * i_rwsem, XFS iolock) and allocate nothing at submission; into holes or
+ * past the end, each allocates (and on XFS serialises) on its own, which
+ * with many small writes (interleaved writers, whose data lands out of
+ * order) costs more than the writes.  fallocate never changes data and
+ * never shrinks the file, so it is safe against writes in flight.
+ *
+ * How far: what the data written since open justifies, at most
+ * EXTEND_FREE plus twice the bytes dirtied, so a sparse write far past the
+ * end does not allocate the gap (it stays a hole, as without us).  How
+ * often: in steps of at least EXTEND_STEP, since XFS drains all direct I/O
+ * in flight for a fallocate.  See mapping_sync_size() for the exact size.
  */
-#define EXTEND_AHEAD_MAX (64ll << 20)
+#define EXTEND_FREE (64ull << 20)
+#define EXTEND_STEP (8ull << 20)
 static void backing_extend(struct pc_mapping *m)
 {
-	int64_t want = (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
-	int64_t disk = atomic_load(&m->disk_size);
+	uint64_t bs = m->block_size;
+	uint64_t want = pc_round_up((uint64_t)atomic_load(&m->i_size), bs);
+	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
+	if (!m->writable || !m->direct || want <= done)
+		return;
+	uint64_t allowed = m->alloc_base + EXTEND_FREE + 2 * atomic_load(&m->dirtied_total);
+	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
+	if (target <= done || (target < want && target - done < EXTEND_STEP))
+		return;
+	pthread_mutex_lock(&m->size_lock);
+	done = (uint64_t)atomic_load(&m->alloc_end);
 	/* From a size inside a block the file system would zero that block's
 	 * tail through its page cache: leave that to the writes themselves. */
-	if (!m->writable || !m->direct || disk >= want || disk % m->block_size || want - disk > EXTEND_AHEAD_MAX)
-		return;
-	if (fallocate(m->fd, 0, disk, want - disk) == 0)
-		atomic_raise_i64(&m->disk_size, want);
+	if (target > done && atomic_load(&m->disk_size) % (int64_t)bs == 0 &&
+	    fallocate(m->fd, 0, (off_t)done, (off_t)(target - done)) == 0) {
+		atomic_raise_i64(&m->alloc_end, (int64_t)target);
+		atomic_raise_i64(&m->disk_size, (int64_t)target);
+	}
+	pthread_mutex_unlock(&m->size_lock);
 }
 
 /*
@@ -385,6 +396,130 @@ static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 	return folio_age_ms(m->c, f) < m->c->cfg.edge_expire_ms;
 }
 
+/* The walk of writeback_some over a range, one folio at a time. */
+struct wb_walk {
+	struct pc_mapping *m;
+	int mode;
+	struct pc_wb_waiter *w;
+	int64_t budget, submitted;
+	struct wb_req *r;
+};
+
+/* Start writeback of one gathered folio (its reference is consumed). */
+static void walk_folio(struct wb_walk *k, struct pc_folio *f)
+{
+	struct pc_mapping *m = k->m;
+	int mode = k->mode;
+	if (k->budget && k->submitted >= k->budget) {
+		folio_put(m->c, f);
+		return;
+	}
+	bool locked = folio_trylock(f);
+	if (!locked && !(mode & WB_NOWAIT_LOCK)) {
+		/* Submit what we built before sleeping on a lock. */
+		req_submit(k->r);
+		k->r = NULL;
+		folio_lock(f);
+		locked = true;
+	}
+	if (!locked) {
+		folio_put(m->c, f);
+		return;
+	}
+	bool ok = folio_test(f, PF_INDEXED) && f->mapping == m;
+	if (ok && folio_test(f, PF_WRITEBACK)) {
+		if (mode & WB_SYNC) {
+			req_submit(k->r);
+			k->r = NULL;
+			folio_wait_clear(f, PF_WRITEBACK);
+		} else {
+			ok = false;
+		}
+	}
+	if (ok && (mode & WB_UNCACHED) && !uncached_candidate(f))
+		ok = false;
+	if (ok && (mode & WB_LET_PARTIAL_WAIT) && partial_is_young(m, f))
+		ok = false;
+	if (ok && folio_test(f, PF_DIRTY))
+		k->r = folio_start_writeback(k->r, m, f, k->w, mode, &k->submitted);
+	folio_unlock(f);
+	folio_put(m->c, f);
+}
+
+/*
+ * Background writeback holds back a short run of young dirty folios for a
+ * moment.  Writers that fill one file together out of order (interleaved
+ * records from many threads) leave holes between their data that the
+ * laggards fill shortly after; writing the pieces now costs one small
+ * device write each, waiting a little makes them one large write.  A run
+ * is long enough at a quarter of the largest write; data is old enough at
+ * SHORT_RUN_PATIENCE_MS.  Only background work waits: over the dirty limit
+ * with nothing else to write, the flusher writes short runs too (see
+ * flush_round), and fsync, DSYNC and memory pressure never wait.
+ */
+#define SHORT_RUN_PATIENCE_MS 200u
+#define SHORT_RUN_MAX_FOLIOS 64u
+
+struct short_run {
+	struct pc_folio *f[SHORT_RUN_MAX_FOLIOS];
+	unsigned n;
+	uint64_t end;    /* file offset where the run ends */
+	uint64_t bytes;
+	bool has_old;    /* some folio waited long enough already */
+	bool long_run;   /* long enough: the rest of it goes as it comes */
+};
+
+static bool may_join_run(const struct wb_walk *k, struct pc_folio *f)
+{
+	if ((k->mode & WB_UNCACHED) && !uncached_candidate(f))
+		return false;
+	return !partial_is_young(k->m, f);
+}
+
+static void run_flush(struct wb_walk *k, struct short_run *s)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		walk_folio(k, s->f[i]);
+	s->n = 0;
+}
+
+/* The run ended: write it, or leave it for a later round. */
+static void run_close(struct wb_walk *k, struct short_run *s)
+{
+	bool wait = !s->long_run && !s->has_old && s->bytes < k->m->c->cfg.max_io_bytes / 4;
+	if (wait) {
+		for (unsigned i = 0; i < s->n; i++)
+			folio_put(k->m->c, s->f[i]);
+		s->n = 0;
+	}
+	run_flush(k, s);
+	*s = (struct short_run){ .n = 0 };
+}
+
+static void run_add(struct wb_walk *k, struct short_run *s, struct pc_folio *f)
+{
+	uint64_t pos = folio_pos(f);
+	if (!may_join_run(k, f)) {
+		run_close(k, s);
+		walk_folio(k, f); /* skipped there, or written on its own terms */
+		return;
+	}
+	if ((s->n || s->long_run) && pos != s->end)
+		run_close(k, s);
+	s->end = pos + folio_size(f);
+	s->bytes += folio_size(f);
+	if (s->long_run) {
+		walk_folio(k, f);
+		return;
+	}
+	s->has_old |= folio_age_ms(k->m->c, f) >= SHORT_RUN_PATIENCE_MS;
+	s->f[s->n++] = f;
+	if (s->bytes >= k->m->c->cfg.max_io_bytes / 4 || s->has_old || s->n == SHORT_RUN_MAX_FOLIOS) {
+		s->long_run = true;
+		run_flush(k, s);
+	}
+}
+
 /* writeback_range, stopping once `budget` bytes are submitted (0: all). */
 static int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w,
 			      int64_t budget)
@@ -392,58 +527,25 @@ static int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end
 	uint64_t idx = start >> PC_PAGE_SHIFT;
 	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
 	struct pc_folio *batch[32];
-	struct wb_req *r = NULL;
-	int64_t submitted = 0;
+	struct wb_walk k = { m, mode, w, budget, 0, NULL };
+	struct short_run run = { .n = 0 };
+	bool hold_short = mode & WB_HOLD_SHORT_RUNS;
 	backing_extend(m);
-	while (idx < end_idx && !(budget && submitted >= budget)) {
+	while (idx < end_idx && !(budget && k.submitted >= budget)) {
 		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
 		if (!n)
 			break;
 		for (unsigned i = 0; i < n; i++) {
-			struct pc_folio *f = batch[i];
-			bool locked;
-			if (budget && submitted >= budget) {
-				folio_put(m->c, f);
-				continue;
-			}
-			if (mode & WB_NOWAIT_LOCK) {
-				locked = folio_trylock(f);
-			} else {
-				/* Submit what we built before sleeping on a lock. */
-				locked = folio_trylock(f);
-				if (!locked) {
-					req_submit(r);
-					r = NULL;
-					folio_lock(f);
-					locked = true;
-				}
-			}
-			if (!locked) {
-				folio_put(m->c, f);
-				continue;
-			}
-			bool ok = folio_test(f, PF_INDEXED) && f->mapping == m;
-			if (ok && folio_test(f, PF_WRITEBACK)) {
-				if (mode & WB_SYNC) {
-					req_submit(r);
-					r = NULL;
-					folio_wait_clear(f, PF_WRITEBACK);
-				} else {
-					ok = false;
-				}
-			}
-			if (ok && (mode & WB_UNCACHED) && !uncached_candidate(f))
-				ok = false;
-			if (ok && (mode & WB_LET_PARTIAL_WAIT) && partial_is_young(m, f))
-				ok = false;
-			if (ok && folio_test(f, PF_DIRTY))
-				r = folio_start_writeback(r, m, f, w, mode, &submitted);
-			folio_unlock(f);
-			folio_put(m->c, f);
+			if (hold_short)
+				run_add(&k, &run, batch[i]);
+			else
+				walk_folio(&k, batch[i]);
 		}
 	}
-	req_submit(r);
-	return submitted;
+	if (hold_short)
+		run_close(&k, &run);
+	req_submit(k.r);
+	return k.submitted;
 }
 
 int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
@@ -509,6 +611,9 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		atomic_store(&m->disk_size, (int64_t)size);
 		if ((uint64_t)atomic_load(&m->data_end) > size)
 			atomic_store(&m->data_end, (int64_t)size);
+		written_truncate(&m->written, size);
+		if ((uint64_t)atomic_load(&m->alloc_end) > size)
+			atomic_store(&m->alloc_end, (int64_t)size);
 	} else {
 		err = -errno;
 	}
@@ -600,48 +705,6 @@ void flusher_kick(struct pc_domain *d)
 	atomic_store(&d->kicked, true);
 	pthread_cond_signal(&d->kick_cv);
 	pthread_mutex_unlock(&d->lock);
-}
-
-static bool over_limit(struct pc_cache *c)
-{
-	return atomic_load(&c->dirty) + atomic_load(&c->writeback) > (int64_t)c->cfg.dirty_limit_bytes;
-}
-
-static void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(cv, lock, &ts);
-}
-
-int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
-{
-	struct pc_cache *c = m->c;
-	struct pc_domain *d = m->dom;
-	if (uncached && atomic_load(&d->uncached) >= (int64_t)c->cfg.uncached_kick_bytes &&
-	    !atomic_load(&d->kicked)) {
-		atomic_fetch_add(&c->st_kicks, 1);
-		flusher_kick(d);
-	}
-	if (atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes && !atomic_load(&d->kicked))
-		flusher_kick(d);
-	if (!over_limit(c))
-		return 0;
-	if (nowait)
-		return -EAGAIN;
-	atomic_fetch_add(&c->st_throttle_waits, 1);
-	pthread_mutex_lock(&c->throttle_lock);
-	__atomic_add_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
-	while (over_limit(c)) {
-		flusher_kick(d);
-		timed_wait_ms(&c->throttle_cv, &c->throttle_lock, 20);
-	}
-	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&c->throttle_lock);
-	return 0;
 }
 
 /* ------------------------------------------------------------- flusher */
@@ -736,9 +799,11 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 }
 
 /*
- * One round of the flusher.  Deferred partial blocks wait for their
- * neighbours (a read saved) unless memory is short, or unless writers are
- * throttled and nothing else was left to write.
+ * One round of the flusher.  Short runs of young data wait for the data
+ * around them, and deferred partial blocks and edges for their neighbours
+ * (a read or a second write saved), unless memory is short.  Over the
+ * dirty limit with nothing else to write, first the short runs go, then
+ * the rest.
  */
 static int64_t flush_round(struct pc_domain *d)
 {
@@ -747,9 +812,13 @@ static int64_t flush_round(struct pc_domain *d)
 	unsigned n = domain_mappings(d, &v);
 	bool kicked = atomic_exchange(&d->kicked, false);
 	bool want_free = atomic_exchange(&d->want_free, false);
-	int64_t submitted = flush_pass(d, v, n, kicked, want_free, want_free ? 0 : WB_LET_PARTIAL_WAIT);
-	if (!submitted && !want_free && over_limit(c))
-		submitted = flush_pass(d, v, n, kicked, want_free, 0);
+	static const int patience[] = { WB_LET_PARTIAL_WAIT | WB_HOLD_SHORT_RUNS, WB_LET_PARTIAL_WAIT, 0 };
+	int64_t submitted = 0;
+	for (unsigned t = want_free ? 2 : 0; t < 3 && !submitted; t++) {
+		if (t && !want_free && !dirty_over_limit(c))
+			break;
+		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		if (atomic_load(&v[i]->nr_edges) > 0)
 			drop_edges(v[i], c->cfg.edge_expire_ms);

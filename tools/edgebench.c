@@ -4,7 +4,7 @@
  *
  *   edgebench [--dir D] [--total BYTES] [--threads N] [--records LIST]
  *             [--seq-total BYTES] [--mem BYTES] [--block-size BYTES]
- *             [--skip-overwrite] [--skip-seq]
+ *             [--skip-overwrite] [--skip-seq] [--no-io-uring]
  *
  * Table 1 (new file) - the table of seeds/dontcache-edge-pages.txt: N threads
  * (default 32) write interleaved records to one new file: record i, of R
@@ -86,6 +86,7 @@ struct opts {
 	uint64_t mem;
 	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
 	bool skip_overwrite, skip_seq;
+	bool no_io_uring;      /* PC_CFG_NO_IO_URING: the synchronous fallback */
 	const char *only;      /* run only paths whose name contains this */
 };
 
@@ -132,6 +133,7 @@ struct result {
 				* when not measured; negative: the library's
 				* counter wrapped below zero (shown as is) */
 	struct pc_stats st;    /* pagecache rows: cache stats after fsync */
+	uint64_t max_drift;    /* most records between slowest and fastest thread */
 };
 
 /* ------------------------------------------------------------ workers */
@@ -155,6 +157,8 @@ struct worker {
 	int t;
 	char *buf;
 	pthread_t th;
+	atomic_uint_fast64_t done; /* records written, for the drift sampler */
+	atomic_bool finished;
 };
 
 static void job_fail(struct job *j, const char *what, int e, uint64_t off)
@@ -191,6 +195,7 @@ static void *worker_main(void *arg)
 
 				if (n <= 0) {
 					job_fail(j, "pwritev2", n < 0 ? errno : EIO, off);
+					atomic_store(&w->finished, true);
 					return NULL;
 				}
 				done += (size_t)n;
@@ -201,11 +206,45 @@ static void *worker_main(void *arg)
 
 			if (n != (ssize_t)j->rsize) {
 				job_fail(j, "pc_pwrite", n < 0 ? errno : EIO, off);
-				return NULL;
+				break;
 			}
 		}
+		atomic_fetch_add_explicit(&w->done, 1, memory_order_relaxed);
 	}
+	atomic_store(&w->finished, true);
 	return NULL;
+}
+
+/*
+ * Wait for the workers, sampling how far apart they run.  Edge blocks are
+ * completed by the neighbouring thread's record, so the spread between the
+ * slowest and fastest running thread (in records) is how long an edge must
+ * wait; it is printed with the run's details.
+ */
+static uint64_t wait_workers_sampling_drift(struct worker *w, int n)
+{
+	uint64_t max_drift = 0;
+	for (;;) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+		int running = 0;
+		for (int t = 0; t < n; t++) {
+			uint64_t d = atomic_load_explicit(&w[t].done, memory_order_relaxed);
+			hi = d > hi ? d : hi;
+			if (atomic_load(&w[t].finished))
+				continue;
+			running++;
+			lo = d < lo ? d : lo;
+		}
+		if (!running)
+			break;
+		if (hi - lo > max_drift)
+			max_drift = hi - lo;
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	for (int t = 0; t < n; t++)
+		pthread_join(w[t].th, NULL);
+	return max_drift;
 }
 
 static struct pc_cache *new_cache(void)
@@ -215,6 +254,8 @@ static struct pc_cache *new_cache(void)
 	pc_config_init(&cfg);
 	cfg.memory_limit = (size_t)o.mem;
 	cfg.block_size = (size_t)o.block_size;
+	if (o.no_io_uring)
+		cfg.flags |= PC_CFG_NO_IO_URING;
 	return pc_cache_new(&cfg);
 }
 
@@ -297,8 +338,7 @@ static void run_interleaved(const struct path_def *p, const char *file,
 	prb0 = bu_proc_read_bytes();
 	pthread_barrier_wait(&j.bar);
 	t0 = bu_now_ns();
-	for (t = 0; t < o.threads; t++)
-		pthread_join(w[t].th, NULL);
+	res->max_drift = wait_workers_sampling_drift(w, o.threads);
 	if (!atomic_load(&j.err_set)) {
 		if (p->kind == K_KERNEL) {
 			if (fsync(j.fd) < 0)
@@ -475,20 +515,44 @@ static void print_details(const struct path_def *p, uint64_t rsize,
 {
 	const struct pc_stats *s = &r->st;
 
-	if (p->kind != K_PC || !r->ok)
+	if (!r->ok)
 		return;
-	printf("        %-26s R=%-6" PRIu64 " %.2f s, %" PRIu64 " writes; device reads %"
+	printf("        %-26s R=%-6" PRIu64 " %.2f s, %" PRIu64 " writes; threads "
+	       "drifted up to %" PRIu64 " records apart (%s of file)%s",
+	       p->name, rsize, r->secs, r->writes, r->max_drift,
+	       bu_human(r->max_drift * rsize * (uint64_t)o.threads),
+	       p->kind == K_PC ? ";\n" : "\n");
+	if (p->kind != K_PC)
+		return;
+	printf("        %-26s device reads %"
 	       PRIu64 " (%s), writes %" PRIu64 " (%s); edges kept %" PRIu64
 	       " completed %" PRIu64 " expired %" PRIu64 "; deferred rmw %" PRIu64
 	       ", rmw reads %" PRIu64 "; drops %" PRIu64 ", kicks %" PRIu64
 	       ", throttle waits %" PRIu64 ", peak dirty %s; io_uring %u, "
 	       "block size %u\n",
-	       p->name, rsize, r->secs, r->writes, s->dev_read_ios,
+	       "", s->dev_read_ios,
 	       bu_human(s->dev_read_bytes), s->dev_write_ios,
 	       bu_human(s->dev_write_bytes), s->edge_kept, s->edge_completed,
 	       s->edge_expired, s->deferred_rmw, s->rmw_reads, s->dropbehind_drops,
 	       s->flusher_kicks, s->throttle_waits, bu_human(s->peak_dirty_bytes),
 	       s->io_uring, s->block_size);
+}
+
+/* Does the path name contain one of the comma-separated words of `list`? */
+static bool name_selected(const char *name, const char *list)
+{
+	char word[64];
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n && n < sizeof(word)) {
+			memcpy(word, p, n);
+			word[n] = '\0';
+			if (strstr(name, word))
+				return true;
+		}
+		p += n + (p[n] == ',');
+	}
+	return false;
 }
 
 static void interleaved_table(bool overwrite, struct verdicts *v)
@@ -524,7 +588,7 @@ static void interleaved_table(bool overwrite, struct verdicts *v)
 			const struct path_def *p = &paths[pi];
 			struct result *r = &res[ri][pi];
 
-			if (o.only && !strstr(p->name, o.only))
+			if (o.only && !name_selected(p->name, o.only))
 				continue;
 			if (overwrite) {
 				int64_t left;
@@ -747,6 +811,7 @@ static void usage(FILE *fp)
 		"usage: edgebench [--dir D] [--total BYTES] [--threads N]\n"
 		"                 [--records LIST] [--seq-total BYTES] [--mem BYTES]\n"
 		"                 [--block-size BYTES] [--skip-overwrite] [--skip-seq]\n"
+		"                 [--no-io-uring] [--only TEXT]\n"
 		"  --dir D            where the files go (default .)\n"
 		"  --total BYTES      bytes per interleaved run (default 1G)\n"
 		"  --threads N        writer threads (default 32)\n"
@@ -757,12 +822,14 @@ static void usage(FILE *fp)
 		"                     choice, the file's direct-I/O alignment)\n"
 		"  --skip-overwrite   skip table 2 (overwrite of existing data)\n"
 		"  --skip-seq         skip table 3 (sequential writer)\n"
-		"  --only TEXT        tables 1-2: run only the paths whose name contains TEXT\n");
+		"  --only TEXT        tables 1-2: run only the paths whose name contains TEXT\n"
+		"                     (or one of several, comma-separated)\n"
+		"  --no-io-uring      pagecache uses its synchronous I/O fallback\n");
 }
 
 int main(int argc, char **argv)
 {
-	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE, O_ONLY };
+	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE, O_ONLY, O_NO_URING };
 	static const struct option lo[] = {
 		{ "dir", required_argument, NULL, 'd' },
 		{ "total", required_argument, NULL, 't' },
@@ -774,6 +841,7 @@ int main(int argc, char **argv)
 		{ "skip-overwrite", no_argument, NULL, O_SKIP_OVER },
 		{ "skip-seq", no_argument, NULL, O_SKIP_SEQ },
 		{ "only", required_argument, NULL, O_ONLY },
+		{ "no-io-uring", no_argument, NULL, O_NO_URING },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -809,6 +877,7 @@ int main(int argc, char **argv)
 		case O_SKIP_OVER: o.skip_overwrite = true; break;
 		case O_SKIP_SEQ: o.skip_seq = true; break;
 		case O_ONLY: o.only = optarg; break;
+		case O_NO_URING: o.no_io_uring = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

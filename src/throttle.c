@@ -1,0 +1,122 @@
+/*
+ * throttle.c - the dirty throttle: writers past the dirty limit wait for
+ * writeback to make room, and are let through in fair order.
+ *
+ * Writers are never made to write back themselves (that is the flusher's
+ * job); they only wait.  Who goes first when room appears matters: let
+ * through whoever happens to run first and, on a machine with fewer cores
+ * than writers, the threads the scheduler favours race ahead through the
+ * file while the others lag.  When many threads fill one file together
+ * (interleaved records), the ranges the laggards have yet to write are
+ * holes between the leaders' data, so the flusher can only write short
+ * runs, and the dirty limit fills with fragments.  So waiters queue in
+ * order of how many bytes their thread has dirtied, fewest first: a fair
+ * share of the limit per writer, as the kernel's per-task dirty rate limit
+ * gives, which keeps interleaved writers in step and gives a buffered and
+ * an uncached writer the same bandwidth.
+ *
+ * A thread's count is its "virtual time".  A thread that has been idle (or
+ * is new) is moved up to within THROTTLE_CREDIT of the last writer let
+ * through, so it cannot claim the room for a long burst on its past.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <time.h>
+
+/* Bytes a thread may be behind the others and still go first. */
+#define THROTTLE_CREDIT (1u << 20)
+
+struct throttle_waiter {
+	struct throttle_waiter *next;
+	uint64_t vtime;
+	pthread_cond_t cv;
+};
+
+static _Thread_local uint64_t thread_dirtied;
+
+void throttle_account(size_t bytes)
+{
+	thread_dirtied += bytes;
+}
+
+bool dirty_over_limit(struct pc_cache *c)
+{
+	return atomic_load(&c->dirty) + atomic_load(&c->writeback) > (int64_t)c->cfg.dirty_limit_bytes;
+}
+
+/* Queue w by virtual time, after waiters with the same one. */
+static void queue_waiter(struct pc_cache *c, struct throttle_waiter *w)
+{
+	struct throttle_waiter **p = &c->throttle_head;
+	while (*p && (*p)->vtime <= w->vtime)
+		p = &(*p)->next;
+	w->next = *p;
+	*p = w;
+}
+
+/* The first waiter, if any, may go now: wake it.  Under throttle_lock. */
+static void wake_first(struct pc_cache *c)
+{
+	if (c->throttle_head)
+		pthread_cond_signal(&c->throttle_head->cv);
+}
+
+/* Writeback ended and made room (called for every completion). */
+void throttle_wake(struct pc_cache *c)
+{
+	if (!__atomic_load_n(&c->throttle_waiters, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&c->throttle_lock);
+	wake_first(c);
+	pthread_mutex_unlock(&c->throttle_lock);
+}
+
+static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
+{
+	struct pc_cache *c = m->c;
+	struct pc_domain *d = m->dom;
+	if (uncached && atomic_load(&d->uncached) >= (int64_t)c->cfg.uncached_kick_bytes &&
+	    !atomic_load(&d->kicked)) {
+		atomic_fetch_add(&c->st_kicks, 1);
+		flusher_kick(d);
+	}
+	if (atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes && !atomic_load(&d->kicked))
+		flusher_kick(d);
+}
+
+int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
+{
+	struct pc_cache *c = m->c;
+	kick_flusher_past_thresholds(m, uncached);
+	if (!dirty_over_limit(c))
+		return 0;
+	if (nowait)
+		return -EAGAIN;
+	struct throttle_waiter w;
+	pthread_cond_init(&w.cv, NULL);
+	pthread_mutex_lock(&c->throttle_lock);
+	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
+		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
+	w.vtime = thread_dirtied;
+	queue_waiter(c, &w);
+	__atomic_add_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
+	bool waited = false;
+	while (c->throttle_head != &w || dirty_over_limit(c)) {
+		if (dirty_over_limit(c))
+			flusher_kick(m->dom);
+		waited = true;
+		timed_wait_ms(&w.cv, &c->throttle_lock, 20);
+	}
+	c->throttle_head = w.next;
+	if (w.vtime > c->throttle_vclock)
+		c->throttle_vclock = w.vtime;
+	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
+	/* There may be room for the next one too: it checks for itself. */
+	wake_first(c);
+	pthread_mutex_unlock(&c->throttle_lock);
+	pthread_cond_destroy(&w.cv);
+	if (waited)
+		atomic_fetch_add(&c->st_throttle_waits, 1);
+	return 0;
+}
