@@ -608,8 +608,12 @@ int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align)
  * as zeros anyway.  lseek moves the descriptor's file position, which
  * nothing here uses (all I/O is positional).
  */
+/* Test hook: how many times the file system was asked (see written.c). */
+HIDDEN _Atomic long backend_test_hole_queries;
+
 bool backend_is_hole(int fd, off_t off, size_t len)
 {
+	atomic_fetch_add_explicit(&backend_test_hole_queries, 1, memory_order_relaxed);
 	if (off < 0)
 		return false;
 	if (len == 0)

@@ -16,10 +16,14 @@ void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
 	pthread_cond_timedwait(cv, lock, &ts);
 }
 
+/* Milliseconds, for ages and back-offs of a few ms and more.  The coarse
+ * clock (a tick's resolution) reads a word instead of the time stamp
+ * counter, which in a virtual machine can cost a microsecond, and every
+ * write that dirties a folio stamps it. */
 uint64_t pc_now_ms(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 

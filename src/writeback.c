@@ -353,12 +353,14 @@ static bool uncached_candidate(struct pc_folio *f)
  * never shrinks the file, so it is safe against writes in flight.
  *
  * How far: what the data written since open justifies, at most
- * EXTEND_FREE plus twice the bytes dirtied, so a sparse write far past the
- * end does not allocate the gap (it stays a hole, as without us).  How
- * often: in steps of at least EXTEND_STEP, since XFS drains all direct I/O
+ * EXTEND_RATIO times the bytes dirtied past the size at open, so a sparse
+ * write far past the end does not allocate the gap (it stays a hole, as
+ * without us), while writers that fill the file out of order, and run up
+ * to a few hundred MiB apart, find it allocated.  How often: in steps of
+ * at least EXTEND_STEP, or up to i_size, since XFS drains all direct I/O
  * in flight for a fallocate.  See mapping_sync_size() for the exact size.
  */
-#define EXTEND_FREE (64ull << 20)
+#define EXTEND_RATIO 4u
 #define EXTEND_STEP (8ull << 20)
 static void backing_extend(struct pc_mapping *m)
 {
@@ -367,7 +369,7 @@ static void backing_extend(struct pc_mapping *m)
 	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
 	if (!m->writable || !m->direct || want <= done)
 		return;
-	uint64_t allowed = m->alloc_base + EXTEND_FREE + 2 * atomic_load(&m->dirtied_total);
+	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
 	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
 	if (target <= done || (target < want && target - done < EXTEND_STEP))
 		return;

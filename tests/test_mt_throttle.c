@@ -464,6 +464,80 @@ static void nowait_held(struct pc_cache *c)
 	unlink(path);
 }
 
+/*
+ * Part 3, fair shares: a buffered writer of 512 KiB writes and an uncached
+ * writer of 8 KiB writes (two files, one cache, a slow device so both are
+ * throttled) run until they have written FAIR_TOTAL between them.  Neither
+ * may get more than four times the bytes of the other: uncached writers
+ * are throttled by the same limit as buffered ones, not harder (and not
+ * made to write back themselves), and small writes are not starved by
+ * large ones.
+ */
+#define FAIR_TOTAL (48 * MiB)
+
+struct fair_writer {
+	struct pc_file *h;
+	size_t wsize;
+	int flags;
+	_Atomic uint64_t *total;
+	uint64_t written;
+	int errors;
+	pthread_t t;
+};
+
+static void *fair_main(void *arg)
+{
+	struct fair_writer *w = arg;
+	uint64_t off = 0;
+	while (atomic_load(w->total) < FAIR_TOTAL) {
+		/* The bytes do not matter here (parts 1-2 check data). */
+		if (pc_pwrite(w->h, pat, w->wsize, (off_t)off, w->flags) != (ssize_t)w->wsize) {
+			w->errors++;
+			break;
+		}
+		off += w->wsize;
+		w->written += w->wsize;
+		atomic_fetch_add(w->total, w->wsize);
+	}
+	return NULL;
+}
+
+static void fair_shares(struct pc_cache *c)
+{
+	char pa[4300], pb[4300];
+	test_path(pa, sizeof(pa), dir, "fair_buffered");
+	test_path(pb, sizeof(pb), dir, "fair_uncached");
+	_Atomic uint64_t total = 0;
+	struct fair_writer w[2] = {
+		{ .wsize = 512 * KiB, .flags = 0, .total = &total },
+		{ .wsize = 8 * KiB, .flags = PC_DONTCACHE, .total = &total },
+	};
+	w[0].h = pc_open(c, pa, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	w[1].h = pc_open(c, pb, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(w[0].h && w[1].h);
+	struct pc_stats s0, s1;
+	pc_cache_stats(c, &s0);
+	atomic_store(&write_delay_us, 20000);
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&w[i].t, NULL, fair_main, &w[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(w[i].t, NULL);
+	atomic_store(&write_delay_us, 0);
+	pc_cache_stats(c, &s1);
+	printf("fair shares: buffered 512 KiB writes %llu KiB, uncached 8 KiB writes %llu KiB, "
+	       "throttle waits %llu\n",
+	       (unsigned long long)(w[0].written / KiB), (unsigned long long)(w[1].written / KiB),
+	       (unsigned long long)(s1.throttle_waits - s0.throttle_waits));
+	CHECK(w[0].errors == 0 && w[1].errors == 0);
+	CHECK(s1.throttle_waits > s0.throttle_waits);
+	CHECK(w[1].written * 4 >= w[0].written);
+	CHECK(w[0].written * 4 >= w[1].written);
+	CHECK(pc_close(w[0].h) == 0);
+	CHECK(pc_close(w[1].h) == 0);
+	unlink(pa);
+	unlink(pb);
+}
+
 static struct pc_cache *new_cache(void)
 {
 	struct pc_config cfg;
@@ -498,6 +572,9 @@ int main(void)
 	c = new_cache();
 	two_writers(c, 4);
 	nowait_held(c);
+	CHECK(pc_cache_destroy(c) == 0);
+	c = new_cache();
+	fair_shares(c);
 
 	CHECK(pc_cache_destroy(c) == 0);
 	free(pat);

@@ -1316,6 +1316,40 @@ static void test_kick(void)
 	free(buf);
 }
 
+/*
+ * Background writeback holds short runs of young data back a moment (so
+ * neighbouring writes can join them into one device write), but never for
+ * good: a lone small uncached write below the kick threshold is written
+ * and dropped by the flusher's tick, and a lone small buffered write once
+ * dirty_expire_ms has passed, both without fsync.
+ */
+static void test_short_run_written(void)
+{
+	printf("-- (n) short runs wait for neighbours, but are written without fsync\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.uncached_kick_bytes = 8 * MiB;
+	cfg.dirty_expire_ms = 300;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200], path2[4200];
+	uint8_t buf[16 * KiB];
+	tu_fill_pattern(buf, sizeof(buf), 10, 0);
+	struct pc_file *h = open_new(c, "short_uncached", path, sizeof(path));
+	CHECK(pc_pwrite(h, buf, sizeof(buf), 64 * KiB, PC_DONTCACHE) == (ssize_t)sizeof(buf));
+	struct pc_file *b = open_new(c, "short_buffered", path2, sizeof(path2));
+	CHECK(pc_pwrite(b, buf, 8 * KiB, 0, 0) == 8 * (ssize_t)KiB);
+	struct pc_stats fs;
+	CHECK(TU_POLL((pc_file_stats(h, &fs), fs.cached_bytes == 0), 10000));
+	CHECK(TU_POLL((pc_file_stats(b, &fs), fs.dirty_bytes == 0 && fs.writeback_bytes == 0), 10000));
+	struct pc_stats s = tu_stats(c);
+	CHECK(s.flusher_kicks == 0);
+	CHECK(s.dev_write_bytes == sizeof(buf) + 8 * KiB);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_close(b) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	dir = test_dir("uncached");
@@ -1330,6 +1364,7 @@ int main(void)
 	test_uncached_read();
 	test_noreuse();
 	test_kick();
+	test_short_run_written();
 	test_rmdir(dir);
 	return test_done();
 }

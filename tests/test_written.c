@@ -1,0 +1,353 @@
+/*
+ * test_written.c - what the cache knows of the backing file's holes
+ * (src/written.c) and how far it allocates ahead (backing_extend).
+ *
+ * Part 1, the range set, against a bitmap model: merging of touching and
+ * overlapping ranges, the base below which nothing is known, truncation,
+ * reset, and giving up (everything "ask the file system") past the range
+ * limit; then random operations compared with the model.
+ *
+ * Part 2, through the API, with the count of lseek(SEEK_DATA) calls:
+ *   - partial writes into blocks past the size at open that we never wrote
+ *     ask no lseek and read nothing, even below the end of written data;
+ *   - a block we wrote back, then dropped, is never taken for a hole: a
+ *     partial write there keeps the rest of the block (read back whole);
+ *   - after ftruncate shrinks the file, blocks past the new size are holes
+ *     again (no lseek), and read as zeros;
+ *   - a file changed by someone else while the cache had it closed is no
+ *     longer trusted: the change is read and merged, not zeroed.
+ *
+ * Part 3, allocation ahead: a sparse write far past the end of a new file
+ * does not allocate the gap (st_blocks stays small), while a file written
+ * whole is allocated as written.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+extern _Atomic long backend_test_hole_queries;
+
+/* ------------------------------------------------------ part 1: ranges */
+
+#define DOMAIN 4096u /* model: one bit per byte of [0, DOMAIN) */
+
+struct model {
+	uint8_t written[DOMAIN];
+	uint64_t base;
+};
+
+static bool model_known_hole(const struct model *md, uint64_t s, uint64_t e)
+{
+	if (s < md->base)
+		return false;
+	for (uint64_t i = s; i < e && i < DOMAIN; i++)
+		if (md->written[i])
+			return false;
+	return true;
+}
+
+static void model_add(struct model *md, uint64_t s, uint64_t e)
+{
+	for (uint64_t i = s; i < e && i < DOMAIN; i++)
+		md->written[i] = 1;
+}
+
+static void model_truncate(struct model *md, uint64_t size)
+{
+	if (md->base > size)
+		md->base = size;
+	for (uint64_t i = size; i < DOMAIN; i++)
+		md->written[i] = 0;
+}
+
+/* The set's ranges must be sorted, disjoint and not touching. */
+static bool ranges_canonical(const struct pc_written *w)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		if (w->r[i].start >= w->r[i].end)
+			return false;
+		if (i && w->r[i - 1].end >= w->r[i].start)
+			return false;
+	}
+	return true;
+}
+
+static void test_ranges_basic(void)
+{
+	struct pc_written w;
+	written_init(&w, 100);
+	/* Below the base: unknown, whatever we add. */
+	CHECK(!written_known_hole(&w, 0, 10));
+	CHECK(!written_known_hole(&w, 90, 110));
+	CHECK(written_known_hole(&w, 100, 200));
+	written_add(&w, 50, 120); /* clipped to the base */
+	CHECK(w.n == 1 && w.r[0].start == 100 && w.r[0].end == 120);
+	CHECK(!written_known_hole(&w, 110, 111));
+	CHECK(written_known_hole(&w, 120, 130));
+	/* Touching ranges merge; a gap keeps them apart. */
+	written_add(&w, 120, 130);
+	CHECK(w.n == 1 && w.r[0].end == 130);
+	written_add(&w, 200, 210);
+	written_add(&w, 150, 160);
+	CHECK(w.n == 3 && ranges_canonical(&w));
+	CHECK(written_known_hole(&w, 130, 150));
+	CHECK(!written_known_hole(&w, 140, 151));
+	/* One range bridging all three. */
+	written_add(&w, 125, 205);
+	CHECK(w.n == 1 && w.r[0].start == 100 && w.r[0].end == 210);
+	/* Truncate into the middle of a range, then below the base. */
+	written_truncate(&w, 150);
+	CHECK(w.n == 1 && w.r[0].end == 150);
+	CHECK(written_known_hole(&w, 150, 300));
+	written_truncate(&w, 40);
+	CHECK(w.n == 0 && w.base_end == 40);
+	CHECK(written_known_hole(&w, 40, 4096));
+	/* Reset: nothing known below the new base. */
+	written_add(&w, 1000, 2000);
+	written_reset(&w, UINT64_MAX);
+	CHECK(w.n == 0 && !written_known_hole(&w, 5000, 6000));
+	written_destroy(&w);
+}
+
+/* Past the range limit the set gives up: everything up to the last range
+ * becomes "ask the file system", never "hole". */
+static void test_ranges_give_up(void)
+{
+	struct pc_written w;
+	written_init(&w, 0);
+	uint64_t i;
+	for (i = 0; i < 65536; i++)
+		written_add(&w, i * 16, i * 16 + 8);
+	CHECK(w.n == 65536);
+	CHECK(written_known_hole(&w, 8, 16));
+	written_add(&w, i * 16, i * 16 + 8); /* one too many */
+	CHECK(w.n == 0 && w.base_end == i * 16 + 8);
+	CHECK(!written_known_hole(&w, 8, 16));
+	CHECK(written_known_hole(&w, i * 16 + 8, i * 16 + 100));
+	written_destroy(&w);
+}
+
+static void test_ranges_random(void)
+{
+	uint64_t seed = test_seed("test_written ranges", 0x5eed0001);
+	static struct model md;
+	struct pc_written w;
+	unsigned bad = 0;
+	for (int round = 0; round < 20; round++) {
+		memset(&md, 0, sizeof(md));
+		md.base = tu_rand(&seed) % 512;
+		written_init(&w, md.base);
+		for (int op = 0; op < 2000; op++) {
+			uint64_t s = tu_rand(&seed) % DOMAIN, len = 1 + tu_rand(&seed) % 64;
+			uint64_t e = s + len;
+			switch (tu_rand(&seed) % 10) {
+			case 0:
+				written_truncate(&w, s);
+				model_truncate(&md, s);
+				break;
+			case 1: case 2: case 3: case 4:
+				written_add(&w, s, e);
+				model_add(&md, s < md.base ? md.base : s, e);
+				break;
+			default:
+				if (written_known_hole(&w, s, e) != model_known_hole(&md, s, e) && bad++ < 5)
+					fprintf(stderr, "round %d op %d: [%llu, %llu) hole %d, model %d\n", round, op,
+						(unsigned long long)s, (unsigned long long)e,
+						written_known_hole(&w, s, e), model_known_hole(&md, s, e));
+				break;
+			}
+			if (!ranges_canonical(&w) && bad++ < 5)
+				fprintf(stderr, "round %d op %d: ranges not canonical\n", round, op);
+		}
+		written_destroy(&w);
+	}
+	CHECK(bad == 0);
+}
+
+/* --------------------------------------------------- part 2: the API */
+
+#define BS 4096u
+
+static struct pc_cache *new_cache(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 16u << 20;
+	cfg.block_size = BS;
+	cfg.flags = PC_CFG_LAZY_MEMORY;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	return c;
+}
+
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+static long hole_queries(void)
+{
+	return atomic_load(&backend_test_hole_queries);
+}
+
+static void test_no_lseek_for_our_holes(const char *dir)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "holes");
+	struct pc_cache *c = new_cache();
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	uint8_t buf[3 * BS], got[3 * BS];
+	/* Data far out: data_end moves past everything below. */
+	fill(buf, BS, 1);
+	CHECK(pc_pwrite(f, buf, BS, 64 * BS, 0) == BS);
+	CHECK(pc_fsync(f) == 0);
+	struct pc_stats s0, s1;
+	pc_cache_stats(c, &s0);
+	long q0 = hole_queries();
+	/* Partial writes into blocks we never wrote, below data_end. */
+	fill(buf, 3 * BS, 2);
+	CHECK(pc_pwrite(f, buf, 100, 3 * BS + 10, 0) == 100);
+	CHECK(pc_pwrite(f, buf, BS + 300, 10 * BS + 500, PC_DONTCACHE) == BS + 300);
+	CHECK(hole_queries() == q0);
+	pc_cache_stats(c, &s1);
+	CHECK(s1.dev_read_ios == s0.dev_read_ios);
+	CHECK(s1.deferred_rmw == s0.deferred_rmw);
+	/* And the rest of those blocks reads as zeros. */
+	CHECK(pc_pread(f, got, BS, 3 * BS, 0) == BS);
+	bool ok = true;
+	for (unsigned i = 0; i < BS; i++)
+		ok &= got[i] == (i >= 10 && i < 110 ? buf[i - 10] : 0);
+	CHECK(ok);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* A block we wrote, then dropped from the cache, is data, not a hole. */
+static void test_written_block_kept(const char *dir)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "kept");
+	struct pc_cache *c = new_cache();
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	uint8_t a[2 * BS], b[200], want[2 * BS], got[2 * BS];
+	fill(a, sizeof(a), 3);
+	CHECK(pc_pwrite(f, a, sizeof(a), 8 * BS, PC_DONTCACHE) == (ssize_t)sizeof(a));
+	fill(a, BS, 4);
+	CHECK(pc_pwrite(f, a, BS, 40 * BS, 0) == BS); /* data_end further out */
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	fill(b, sizeof(b), 5);
+	/* Buffered (deferred merge) and DSYNC (read at once) partial writes. */
+	CHECK(pc_pwrite(f, b, 100, 8 * BS + 1000, 0) == 100);
+	CHECK(pc_pwrite(f, b + 100, 100, 9 * BS + 2000, PC_DSYNC) == 100);
+	fill(want, sizeof(want), 3);
+	memcpy(want + 1000, b, 100);
+	memcpy(want + BS + 2000, b + 100, 100);
+	CHECK(pc_pread(f, got, sizeof(got), 8 * BS, 0) == (ssize_t)sizeof(got));
+	CHECK(memcmp(got, want, sizeof(got)) == 0);
+	/* And on the device after writeback. */
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	CHECK(pc_pread(f, got, sizeof(got), 8 * BS, 0) == (ssize_t)sizeof(got));
+	CHECK(memcmp(got, want, sizeof(got)) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+static void test_truncate_makes_holes(const char *dir)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "trunc");
+	struct pc_cache *c = new_cache();
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	static uint8_t big[64 * BS];
+	uint8_t got[BS];
+	fill(big, sizeof(big), 6);
+	CHECK(pc_pwrite(f, big, sizeof(big), 0, 0) == (ssize_t)sizeof(big));
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_ftruncate(f, 4 * BS) == 0);
+	CHECK(pc_pwrite(f, big, BS, 100 * BS, 0) == BS); /* data_end past the cut */
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	long q0 = hole_queries();
+	CHECK(pc_pwrite(f, big, 50, 20 * BS + 7, 0) == 50);
+	CHECK(hole_queries() == q0);
+	CHECK(pc_pread(f, got, BS, 20 * BS, 0) == BS);
+	bool ok = true;
+	for (unsigned i = 0; i < BS; i++)
+		ok &= got[i] == (i >= 7 && i < 57 ? big[i - 7] : 0);
+	CHECK(ok);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* Someone else wrote while we had the file closed: trust nothing. */
+static void test_foreign_change(const char *dir)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "foreign");
+	struct pc_cache *c = new_cache();
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	uint8_t a[BS], other[BS], got[BS], want[BS];
+	fill(a, BS, 7);
+	CHECK(pc_pwrite(f, a, BS, 30 * BS, 0) == BS);
+	CHECK(pc_close(f) == 0); /* the mapping stays cached, unlocked */
+	/* Another writer fills block 12, a hole to us. */
+	int fd = open(path, O_RDWR);
+	REQUIRE(fd >= 0);
+	fill(other, BS, 8);
+	CHECK(pwrite(fd, other, BS, 12 * BS) == BS);
+	CHECK(close(fd) == 0);
+	f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	CHECK(pc_pwrite(f, a, 64, 12 * BS + 128, 0) == 64);
+	memcpy(want, other, BS);
+	memcpy(want + 128, a, 64);
+	CHECK(pc_pread(f, got, BS, 12 * BS, 0) == BS);
+	CHECK(memcmp(got, want, BS) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------- part 3: allocation ahead */
+
+static void test_sparse_not_allocated(const char *dir)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "sparse");
+	struct pc_cache *c = new_cache();
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	uint8_t a[BS];
+	fill(a, BS, 9);
+	CHECK(pc_pwrite(f, a, BS, 1ll << 30, 0) == BS);
+	CHECK(pc_pwrite(f, a, 100, 2ll << 30, PC_DONTCACHE) == 100);
+	CHECK(pc_fsync(f) == 0);
+	struct stat st;
+	CHECK(stat(path, &st) == 0);
+	CHECK(st.st_size == (2ll << 30) + 100);
+	CHECK((uint64_t)st.st_blocks * 512 <= (1u << 20)); /* not the 2 GiB gap */
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+	const char *dir = test_dir("test_written");
+	test_ranges_basic();
+	test_ranges_give_up();
+	test_ranges_random();
+	test_no_lseek_for_our_holes(dir);
+	test_written_block_kept(dir);
+	test_truncate_makes_holes(dir);
+	test_foreign_change(dir);
+	test_sparse_not_allocated(dir);
+	test_rmdir(dir);
+	return test_done();
+}
