@@ -4,7 +4,8 @@
  *
  *   edgebench [--dir D] [--total BYTES] [--threads N] [--records LIST]
  *             [--seq-total BYTES] [--mem BYTES] [--block-size BYTES]
- *             [--skip-overwrite] [--skip-seq] [--no-io-uring]
+ *             [--skip-overwrite] [--skip-seq] [--skip-compete]
+ *             [--no-io-uring] [--only WORD[,WORD...]]
  *
  * Table 1 (new file) - the table of seeds/dontcache-edge-pages.txt: N threads
  * (default 32) write interleaved records to one new file: record i, of R
@@ -47,6 +48,13 @@
  * by a thread (system-wide, so other programs' dirty data counts; the value
  * before the run is printed as the baseline).
  *
+ * Table 4 (competing writers): two threads each write their own new file
+ * with 1 MiB writes until one has written --seq-total / 2: kernel buffered
+ * against kernel RWF_DONTCACHE, pagecache buffered against pagecache
+ * PC_DONTCACHE, and pagecache buffered against itself as the baseline.
+ * Each writer's MiB/s over the time both ran, its p99 / p99.9 write
+ * latency, the aggregate, and the share (slower / faster; 1.00 is fair).
+ *
  * Targets, printed beside the figures: pagecache 0.000 library-counted
  * reads per write for records that are not multiples of 4 KiB (table 1: all
  * pagecache rows; table 2: pagecache uncached without DSYNC); pagecache
@@ -85,7 +93,7 @@ struct opts {
 	uint64_t seq_total;
 	uint64_t mem;
 	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
-	bool skip_overwrite, skip_seq;
+	bool skip_overwrite, skip_seq, skip_compete;
 	bool no_io_uring;      /* PC_CFG_NO_IO_URING: the synchronous fallback */
 	const char *only;      /* run only paths whose name contains this */
 };
@@ -788,6 +796,155 @@ report:
 	free(buf);
 }
 
+/* ------------------------------------------------------------ competing */
+
+/*
+ * Table 4: two writers at once, each on its own new file, 1 MiB sequential
+ * writes, both stopping when either has written --seq-total / 2.  Each
+ * writer's MiB/s is its bytes over the time both ran; the fair outcome is
+ * equal shares whatever each one's I/O mode.
+ */
+struct competitor {
+	const char *label;
+	bool pc;               /* pagecache (else the kernel) */
+	int flags;             /* PC_DONTCACHE or RWF_DONTCACHE, or 0 */
+	int fd;
+	struct pc_file *pf;
+	char *buf;
+	atomic_bool *stop;
+	pthread_barrier_t *bar;
+	uint64_t bytes, limit;
+	uint64_t *lat;
+	uint64_t nlat;
+	int err;
+	pthread_t th;
+};
+
+static void *competitor_main(void *arg)
+{
+	struct competitor *w = arg;
+	pthread_barrier_wait(w->bar);
+	while (!atomic_load(w->stop) && w->bytes < w->limit) {
+		uint64_t a = bu_now_ns();
+		ssize_t n;
+		if (w->pc) {
+			n = pc_pwrite(w->pf, w->buf, BU_MiB, (off_t)w->bytes, w->flags);
+		} else {
+			struct iovec v = { w->buf, BU_MiB };
+			n = pwritev2(w->fd, &v, 1, (off_t)w->bytes, w->flags);
+		}
+		if (n != (ssize_t)BU_MiB) {
+			w->err = n < 0 ? errno : EIO;
+			break;
+		}
+		w->lat[w->nlat++] = bu_now_ns() - a;
+		w->bytes += BU_MiB;
+	}
+	atomic_store(w->stop, true);
+	return NULL;
+}
+
+static void competing_run(const char *pair, struct competitor w[2])
+{
+	uint64_t limit = o.seq_total / 2 / BU_MiB * BU_MiB;
+	struct pc_cache *c = NULL;
+	atomic_bool stop = false;
+	pthread_barrier_t bar;
+	char file[2][PATH_MAX];
+	bool ok = true;
+
+	pthread_barrier_init(&bar, NULL, 3);
+	for (int i = 0; i < 2; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "edgebench-compete%d.dat", i);
+		bu_join(file[i], sizeof(file[i]), o.dir, name);
+		(void)bu_drop_file_cache(file[i], false);
+		unlink(file[i]);
+		w[i].stop = &stop;
+		w[i].bar = &bar;
+		w[i].limit = limit;
+		w[i].buf = bu_alloc_aligned(BU_MiB, 4096);
+		bu_fill_random(w[i].buf, BU_MiB, 11 + (uint64_t)i);
+		w[i].lat = calloc(limit / BU_MiB + 1, sizeof(uint64_t));
+		if (!w[i].lat)
+			bu_die("out of memory");
+		w[i].fd = -1;
+		if (w[i].pc) {
+			if (!c)
+				c = new_cache();
+			w[i].pf = c ? pc_open(c, file[i], O_WRONLY | O_CREAT | O_EXCL, 0644) : NULL;
+			ok &= w[i].pf != NULL;
+		} else {
+			w[i].fd = open(file[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			ok &= w[i].fd >= 0;
+		}
+	}
+	if (!ok) {
+		printf("%-44s setup failed: %s\n", pair, strerror(errno));
+	} else {
+		for (int i = 0; i < 2; i++)
+			if (pthread_create(&w[i].th, NULL, competitor_main, &w[i]) != 0)
+				bu_die("pthread_create");
+		pthread_barrier_wait(&bar);
+		uint64_t t0 = bu_now_ns();
+		for (int i = 0; i < 2; i++)
+			pthread_join(w[i].th, NULL);
+		double secs = bu_secs(bu_now_ns() - t0);
+		double mibs[2];
+		for (int i = 0; i < 2; i++) {
+			mibs[i] = (double)w[i].bytes / BU_MiB / secs;
+			bu_sort_u64(w[i].lat, w[i].nlat ? w[i].nlat : 1);
+		}
+		double lo = mibs[0] < mibs[1] ? mibs[0] : mibs[1];
+		double hi = mibs[0] < mibs[1] ? mibs[1] : mibs[0];
+		for (int i = 0; i < 2; i++) {
+			if (w[i].err)
+				printf("%-22s error: %s\n", w[i].label, strerror(w[i].err));
+			else
+				printf("%-22s %9.1f %10.0f %10.0f\n", w[i].label, mibs[i],
+				       w[i].nlat ? (double)bu_percentile(w[i].lat, w[i].nlat, 99) / 1e3 : 0.0,
+				       w[i].nlat ? (double)bu_percentile(w[i].lat, w[i].nlat, 99.9) / 1e3 : 0.0);
+		}
+		printf("   aggregate %.1f MiB/s, share %.2f (slower/faster)\n", mibs[0] + mibs[1],
+		       hi > 0 ? lo / hi : 0.0);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (w[i].pf && pc_close(w[i].pf) < 0)
+			fprintf(stderr, "edgebench: competing: pc_close: %s\n", strerror(errno));
+		if (w[i].fd >= 0)
+			close(w[i].fd);
+		unlink(file[i]);
+		free(w[i].lat);
+		free(w[i].buf);
+	}
+	if (c && pc_cache_destroy(c) < 0)
+		fprintf(stderr, "edgebench: competing: pc_cache_destroy: %s\n", strerror(errno));
+	pthread_barrier_destroy(&bar);
+}
+
+static void competing_table(void)
+{
+	printf("\n== Table 4: competing writers, separate new files, 1 MiB writes, until "
+	       "one has written %s; MiB/s over the time both ran ==\n",
+	       bu_human(o.seq_total / 2 / BU_MiB * BU_MiB));
+	printf("%-22s %9s %10s %10s\n", "writer", "MiB/s", "p99 us", "p99.9 us");
+	struct competitor kk[2] = {
+		{ .label = "kernel buffered", .pc = false, .flags = 0 },
+		{ .label = "kernel uncached", .pc = false, .flags = RWF_DONTCACHE },
+	};
+	competing_run("kernel buffered vs kernel uncached", kk);
+	struct competitor pp[2] = {
+		{ .label = "pagecache buffered", .pc = true, .flags = 0 },
+		{ .label = "pagecache uncached", .pc = true, .flags = PC_DONTCACHE },
+	};
+	competing_run("pagecache buffered vs pagecache uncached", pp);
+	struct competitor bb[2] = {
+		{ .label = "pagecache buffered", .pc = true, .flags = 0 },
+		{ .label = "pagecache buffered 2", .pc = true, .flags = 0 },
+	};
+	competing_run("pagecache buffered vs pagecache buffered", bb);
+}
+
 static void seq_table(void)
 {
 	char file[PATH_MAX];
@@ -811,7 +968,7 @@ static void usage(FILE *fp)
 		"usage: edgebench [--dir D] [--total BYTES] [--threads N]\n"
 		"                 [--records LIST] [--seq-total BYTES] [--mem BYTES]\n"
 		"                 [--block-size BYTES] [--skip-overwrite] [--skip-seq]\n"
-		"                 [--no-io-uring] [--only TEXT]\n"
+		"                 [--no-io-uring] [--only TEXT] [--skip-compete]\n"
 		"  --dir D            where the files go (default .)\n"
 		"  --total BYTES      bytes per interleaved run (default 1G)\n"
 		"  --threads N        writer threads (default 32)\n"
@@ -822,6 +979,7 @@ static void usage(FILE *fp)
 		"                     choice, the file's direct-I/O alignment)\n"
 		"  --skip-overwrite   skip table 2 (overwrite of existing data)\n"
 		"  --skip-seq         skip table 3 (sequential writer)\n"
+		"  --skip-compete     skip table 4 (competing writers)\n"
 		"  --only TEXT        tables 1-2: run only the paths whose name contains TEXT\n"
 		"                     (or one of several, comma-separated)\n"
 		"  --no-io-uring      pagecache uses its synchronous I/O fallback\n");
@@ -829,7 +987,7 @@ static void usage(FILE *fp)
 
 int main(int argc, char **argv)
 {
-	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE, O_ONLY, O_NO_URING };
+	enum { O_SKIP_OVER = 1000, O_SKIP_SEQ, O_SEQ_TOTAL, O_BLOCK_SIZE, O_ONLY, O_NO_URING, O_SKIP_COMPETE };
 	static const struct option lo[] = {
 		{ "dir", required_argument, NULL, 'd' },
 		{ "total", required_argument, NULL, 't' },
@@ -842,6 +1000,7 @@ int main(int argc, char **argv)
 		{ "skip-seq", no_argument, NULL, O_SKIP_SEQ },
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "no-io-uring", no_argument, NULL, O_NO_URING },
+		{ "skip-compete", no_argument, NULL, O_SKIP_COMPETE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -878,6 +1037,7 @@ int main(int argc, char **argv)
 		case O_SKIP_SEQ: o.skip_seq = true; break;
 		case O_ONLY: o.only = optarg; break;
 		case O_NO_URING: o.no_io_uring = true; break;
+		case O_SKIP_COMPETE: o.skip_compete = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -914,6 +1074,8 @@ int main(int argc, char **argv)
 		interleaved_table(true, &v);
 	if (!o.skip_seq)
 		seq_table();
+	if (!o.skip_compete)
+		competing_table();
 
 	printf("\ntargets: %d PASS, %d FAIL\n", v.pass, v.fail);
 	return 0;
