@@ -32,7 +32,15 @@
  *   (F_OFD_SETLK; a write lock for writable mappings, a read lock otherwise)
  *   so that another process opening it through pagecache is refused with
  *   EBUSY instead of reading or writing an incoherent copy.  Programs that
- *   bypass pagecache are not stopped (OFD locks are advisory).
+ *   bypass pagecache are not stopped (OFD locks are advisory); while a
+ *   writable handle is open, the cache takes the blocks past the size the
+ *   file had at open that it never wrote for holes (it reads nothing there).
+ *
+ * Space on the device
+ *   Before writing back, the backing file is allocated (fallocate) up to
+ *   its size, holes below included, but never more than four times the
+ *   bytes written since open, so a sparse write far past the end leaves a
+ *   hole as a plain pwrite would.  Allocation changes no data.
  */
 #ifndef PAGECACHE_H
 #define PAGECACHE_H
@@ -85,11 +93,16 @@ struct pc_config {
 	 * pc_config_init sets): half of dirty_limit_bytes. */
 	size_t dirty_background_bytes;
 	/* Writers are made to wait (never to write back themselves) while dirty
-	 * and under-writeback bytes exceed this.  0 (what pc_config_init sets):
-	 * 20 % of memory_limit.  At most 50 % of memory_limit (else EINVAL). */
+	 * and under-writeback bytes exceed this, and are let through in order
+	 * of the bytes their thread has dirtied (fewest first), so writers of
+	 * any write size and mode (buffered, PC_DONTCACHE) get equal shares.
+	 * 0 (what pc_config_init sets): 20 % of memory_limit.  At most 50 % of
+	 * memory_limit (else EINVAL). */
 	size_t dirty_limit_bytes;
 	/* Dirty data older than this is written back by the flusher even below
-	 * the background threshold.  Default 3000 ms.  0 means "the default". */
+	 * the background threshold.  Default 3000 ms.  0 means "the default".
+	 * (Background writeback may leave a short run of dirty data younger
+	 * than 200 ms for the next round, for neighbouring writes to join.) */
 	unsigned dirty_expire_ms;
 	/* Flusher threads per backing device (writeback domain).  Default 1. */
 	unsigned writeback_threads;

@@ -120,6 +120,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->free_lock, NULL);
 	pthread_cond_init(&c->free_cv, NULL);
 	pthread_mutex_init(&c->throttle_lock, NULL);
+	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING

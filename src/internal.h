@@ -301,6 +301,7 @@ struct pc_cache {
 	pthread_mutex_t throttle_lock;
 	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
 	uint64_t throttle_vclock;  /* virtual time of the last let through */
+	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
 	int throttle_waiters;
 	_Atomic int64_t dirty, writeback, uncached;
 	/* files */

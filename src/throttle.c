@@ -45,6 +45,12 @@ bool dirty_over_limit(struct pc_cache *c)
 	return atomic_load(&c->dirty) + atomic_load(&c->writeback) > (int64_t)c->cfg.dirty_limit_bytes;
 }
 
+/* The first waiter changed (under throttle_lock): publish its time. */
+static void head_changed(struct pc_cache *c)
+{
+	atomic_store(&c->throttle_head_vtime, c->throttle_head ? c->throttle_head->vtime : UINT64_MAX);
+}
+
 /* Queue w by virtual time, after waiters with the same one. */
 static void queue_waiter(struct pc_cache *c, struct throttle_waiter *w)
 {
@@ -53,6 +59,20 @@ static void queue_waiter(struct pc_cache *c, struct throttle_waiter *w)
 		p = &(*p)->next;
 	w->next = *p;
 	*p = w;
+	head_changed(c);
+}
+
+/*
+ * Others are waiting for room and this thread has dirtied more than a
+ * credit beyond the first of them: it takes its place in the queue even
+ * under the limit.  Otherwise the threads the CPU scheduler favours would
+ * take every bit of room the moment it appears, and those that waited
+ * would wait on.
+ */
+static bool far_ahead_of_waiters(struct pc_cache *c)
+{
+	uint64_t head = atomic_load_explicit(&c->throttle_head_vtime, memory_order_relaxed);
+	return head != UINT64_MAX && thread_dirtied > head + THROTTLE_CREDIT;
 }
 
 /* The first waiter, if any, may go now: wake it.  Under throttle_lock. */
@@ -89,10 +109,10 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 {
 	struct pc_cache *c = m->c;
 	kick_flusher_past_thresholds(m, uncached);
-	if (!dirty_over_limit(c))
+	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c))
 		return 0;
 	if (nowait)
-		return -EAGAIN;
+		return dirty_over_limit(c) ? -EAGAIN : 0;
 	struct throttle_waiter w;
 	pthread_cond_init(&w.cv, NULL);
 	pthread_mutex_lock(&c->throttle_lock);
@@ -109,6 +129,7 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 		timed_wait_ms(&w.cv, &c->throttle_lock, 20);
 	}
 	c->throttle_head = w.next;
+	head_changed(c);
 	if (w.vtime > c->throttle_vclock)
 		c->throttle_vclock = w.vtime;
 	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
