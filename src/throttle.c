@@ -121,6 +121,8 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	w.vtime = thread_dirtied;
 	queue_waiter(c, &w);
 	__atomic_add_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
+	if (c->throttle_head != &w && !dirty_over_limit(c))
+		wake_first(c); /* queued behind others under the limit: they may go */
 	bool waited = false;
 	while (c->throttle_head != &w || dirty_over_limit(c)) {
 		if (dirty_over_limit(c))

@@ -52,8 +52,10 @@
  * with 1 MiB writes until one has written --seq-total / 2: kernel buffered
  * against kernel RWF_DONTCACHE, pagecache buffered against pagecache
  * PC_DONTCACHE, and pagecache buffered against itself as the baseline.
- * Each writer's MiB/s over the time both ran, its p99 / p99.9 write
- * latency, the aggregate, and the share (slower / faster; 1.00 is fair).
+ * Each writer's MiB/s over the time both ran (write calls only, no fsync:
+ * the kernel's buffered writer may not have written anything yet), its
+ * p99 / p99.9 write latency, the aggregate, and the share (slower /
+ * faster; 1.00 is fair).
  *
  * Targets, printed beside the figures: pagecache 0.000 library-counted
  * reads per write for records that are not multiples of 4 KiB (table 1: all
@@ -925,7 +927,7 @@ static void competing_run(const char *pair, struct competitor w[2])
 static void competing_table(void)
 {
 	printf("\n== Table 4: competing writers, separate new files, 1 MiB writes, until "
-	       "one has written %s; MiB/s over the time both ran ==\n",
+	       "one has written %s; MiB/s over the time both ran (no fsync) ==\n",
 	       bu_human(o.seq_total / 2 / BU_MiB * BU_MiB));
 	printf("%-22s %9s %10s %10s\n", "writer", "MiB/s", "p99 us", "p99.9 us");
 	struct competitor kk[2] = {
