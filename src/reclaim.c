@@ -197,16 +197,9 @@ static struct pc_folio *alloc_any_order(struct pc_cache *c, unsigned order, unsi
 /* Sleep until memory is freed or 50 ms pass (writeback may be slow). */
 static void wait_for_free(struct pc_cache *c)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 50 * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&c->free_lock);
 	__atomic_add_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
-	pthread_cond_timedwait(&c->free_cv, &c->free_lock, &ts);
+	timed_wait_ms(&c->free_cv, &c->free_lock, 50);
 	__atomic_sub_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_unlock(&c->free_lock);
 }

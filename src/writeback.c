@@ -398,6 +398,15 @@ static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 	return folio_age_ms(m->c, f) < m->c->cfg.edge_expire_ms;
 }
 
+/* Does this writeback mode leave the folio for later (checked again under
+ * the folio lock; without it, only as a hint)? */
+static bool mode_skips(struct pc_mapping *m, int mode, struct pc_folio *f)
+{
+	if ((mode & WB_UNCACHED) && !uncached_candidate(f))
+		return true;
+	return (mode & WB_LET_PARTIAL_WAIT) && partial_is_young(m, f);
+}
+
 /* The walk of writeback_some over a range, one folio at a time. */
 struct wb_walk {
 	struct pc_mapping *m;
@@ -438,9 +447,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 			ok = false;
 		}
 	}
-	if (ok && (mode & WB_UNCACHED) && !uncached_candidate(f))
-		ok = false;
-	if (ok && (mode & WB_LET_PARTIAL_WAIT) && partial_is_young(m, f))
+	if (ok && mode_skips(m, mode, f))
 		ok = false;
 	if (ok && folio_test(f, PF_DIRTY))
 		k->r = folio_start_writeback(k->r, m, f, k->w, mode, &k->submitted);
@@ -467,16 +474,8 @@ struct short_run {
 	unsigned n;
 	uint64_t end;    /* file offset where the run ends */
 	uint64_t bytes;
-	bool has_old;    /* some folio waited long enough already */
-	bool long_run;   /* long enough: the rest of it goes as it comes */
+	bool long_run;   /* long or old enough: the rest of it goes as it comes */
 };
-
-static bool may_join_run(const struct wb_walk *k, struct pc_folio *f)
-{
-	if ((k->mode & WB_UNCACHED) && !uncached_candidate(f))
-		return false;
-	return !partial_is_young(k->m, f);
-}
 
 static void run_flush(struct wb_walk *k, struct short_run *s)
 {
@@ -485,23 +484,20 @@ static void run_flush(struct wb_walk *k, struct short_run *s)
 	s->n = 0;
 }
 
-/* The run ended: write it, or leave it for a later round. */
+/* The run ended.  A long or old one was written as it came (nothing is
+ * pending then); what is still pending is short and young: it waits for a
+ * later round. */
 static void run_close(struct wb_walk *k, struct short_run *s)
 {
-	bool wait = !s->long_run && !s->has_old && s->bytes < k->m->c->cfg.max_io_bytes / 4;
-	if (wait) {
-		for (unsigned i = 0; i < s->n; i++)
-			folio_put(k->m->c, s->f[i]);
-		s->n = 0;
-	}
-	run_flush(k, s);
+	for (unsigned i = 0; i < s->n; i++)
+		folio_put(k->m->c, s->f[i]);
 	*s = (struct short_run){ .n = 0 };
 }
 
 static void run_add(struct wb_walk *k, struct short_run *s, struct pc_folio *f)
 {
 	uint64_t pos = folio_pos(f);
-	if (!may_join_run(k, f)) {
+	if (mode_skips(k->m, k->mode, f)) {
 		run_close(k, s);
 		walk_folio(k, f); /* skipped there, or written on its own terms */
 		return;
@@ -514,9 +510,9 @@ static void run_add(struct wb_walk *k, struct short_run *s, struct pc_folio *f)
 		walk_folio(k, f);
 		return;
 	}
-	s->has_old |= folio_age_ms(k->m->c, f) >= SHORT_RUN_PATIENCE_MS;
+	bool old = folio_age_ms(k->m->c, f) >= SHORT_RUN_PATIENCE_MS;
 	s->f[s->n++] = f;
-	if (s->bytes >= k->m->c->cfg.max_io_bytes / 4 || s->has_old || s->n == SHORT_RUN_MAX_FOLIOS) {
+	if (s->bytes >= k->m->c->cfg.max_io_bytes / 4 || old || s->n == SHORT_RUN_MAX_FOLIOS) {
 		s->long_run = true;
 		run_flush(k, s);
 	}

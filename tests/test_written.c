@@ -181,10 +181,23 @@ static struct pc_cache *new_cache(void)
 	return c;
 }
 
-static void fill(uint8_t *p, size_t n, uint8_t seed)
+/* A new cache and a new empty file `name` in dir (its path in path). */
+static struct pc_file *open_fresh(const char *dir, const char *name, char *path, size_t n, struct pc_cache **c)
 {
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed + i * 7);
+	test_path(path, n, dir, name);
+	*c = new_cache();
+	struct pc_file *f = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	return f;
+}
+
+/* A block read back: src at [s, s+len), zeros elsewhere. */
+static bool block_is_zeros_but(const uint8_t *got, unsigned s, unsigned len, const uint8_t *src)
+{
+	for (unsigned i = 0; i < BS; i++)
+		if (got[i] != (i >= s && i < s + len ? src[i - s] : 0))
+			return false;
+	return true;
 }
 
 static long hole_queries(void)
@@ -195,20 +208,18 @@ static long hole_queries(void)
 static void test_no_lseek_for_our_holes(const char *dir)
 {
 	char path[4200];
-	test_path(path, sizeof(path), dir, "holes");
-	struct pc_cache *c = new_cache();
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
+	struct pc_cache *c;
+	struct pc_file *f = open_fresh(dir, "holes", path, sizeof(path), &c);
 	uint8_t buf[3 * BS], got[3 * BS];
 	/* Data far out: data_end moves past everything below. */
-	fill(buf, BS, 1);
+	tu_fill_pattern(buf, BS, 1, 0);
 	CHECK(pc_pwrite(f, buf, BS, 64 * BS, 0) == BS);
 	CHECK(pc_fsync(f) == 0);
 	struct pc_stats s0, s1;
 	pc_cache_stats(c, &s0);
 	long q0 = hole_queries();
 	/* Partial writes into blocks we never wrote, below data_end. */
-	fill(buf, 3 * BS, 2);
+	tu_fill_pattern(buf, 3 * BS, 2, 0);
 	CHECK(pc_pwrite(f, buf, 100, 3 * BS + 10, 0) == 100);
 	CHECK(pc_pwrite(f, buf, BS + 300, 10 * BS + 500, PC_DONTCACHE) == BS + 300);
 	CHECK(hole_queries() == q0);
@@ -217,10 +228,7 @@ static void test_no_lseek_for_our_holes(const char *dir)
 	CHECK(s1.deferred_rmw == s0.deferred_rmw);
 	/* And the rest of those blocks reads as zeros. */
 	CHECK(pc_pread(f, got, BS, 3 * BS, 0) == BS);
-	bool ok = true;
-	for (unsigned i = 0; i < BS; i++)
-		ok &= got[i] == (i >= 10 && i < 110 ? buf[i - 10] : 0);
-	CHECK(ok);
+	CHECK(block_is_zeros_but(got, 10, 100, buf));
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }
@@ -229,22 +237,20 @@ static void test_no_lseek_for_our_holes(const char *dir)
 static void test_written_block_kept(const char *dir)
 {
 	char path[4200];
-	test_path(path, sizeof(path), dir, "kept");
-	struct pc_cache *c = new_cache();
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
+	struct pc_cache *c;
+	struct pc_file *f = open_fresh(dir, "kept", path, sizeof(path), &c);
 	uint8_t a[2 * BS], b[200], want[2 * BS], got[2 * BS];
-	fill(a, sizeof(a), 3);
+	tu_fill_pattern(a, sizeof(a), 3, 0);
 	CHECK(pc_pwrite(f, a, sizeof(a), 8 * BS, PC_DONTCACHE) == (ssize_t)sizeof(a));
-	fill(a, BS, 4);
+	tu_fill_pattern(a, BS, 4, 0);
 	CHECK(pc_pwrite(f, a, BS, 40 * BS, 0) == BS); /* data_end further out */
 	CHECK(pc_fsync(f) == 0);
 	CHECK(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED) == 0);
-	fill(b, sizeof(b), 5);
+	tu_fill_pattern(b, sizeof(b), 5, 0);
 	/* Buffered (deferred merge) and DSYNC (read at once) partial writes. */
 	CHECK(pc_pwrite(f, b, 100, 8 * BS + 1000, 0) == 100);
 	CHECK(pc_pwrite(f, b + 100, 100, 9 * BS + 2000, PC_DSYNC) == 100);
-	fill(want, sizeof(want), 3);
+	tu_fill_pattern(want, sizeof(want), 3, 0);
 	memcpy(want + 1000, b, 100);
 	memcpy(want + BS + 2000, b + 100, 100);
 	CHECK(pc_pread(f, got, sizeof(got), 8 * BS, 0) == (ssize_t)sizeof(got));
@@ -261,13 +267,11 @@ static void test_written_block_kept(const char *dir)
 static void test_truncate_makes_holes(const char *dir)
 {
 	char path[4200];
-	test_path(path, sizeof(path), dir, "trunc");
-	struct pc_cache *c = new_cache();
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
+	struct pc_cache *c;
+	struct pc_file *f = open_fresh(dir, "trunc", path, sizeof(path), &c);
 	static uint8_t big[64 * BS];
 	uint8_t got[BS];
-	fill(big, sizeof(big), 6);
+	tu_fill_pattern(big, sizeof(big), 6, 0);
 	CHECK(pc_pwrite(f, big, sizeof(big), 0, 0) == (ssize_t)sizeof(big));
 	CHECK(pc_fsync(f) == 0);
 	CHECK(pc_ftruncate(f, 4 * BS) == 0);
@@ -278,10 +282,7 @@ static void test_truncate_makes_holes(const char *dir)
 	CHECK(pc_pwrite(f, big, 50, 20 * BS + 7, 0) == 50);
 	CHECK(hole_queries() == q0);
 	CHECK(pc_pread(f, got, BS, 20 * BS, 0) == BS);
-	bool ok = true;
-	for (unsigned i = 0; i < BS; i++)
-		ok &= got[i] == (i >= 7 && i < 57 ? big[i - 7] : 0);
-	CHECK(ok);
+	CHECK(block_is_zeros_but(got, 7, 50, big));
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }
@@ -290,18 +291,16 @@ static void test_truncate_makes_holes(const char *dir)
 static void test_foreign_change(const char *dir)
 {
 	char path[4200];
-	test_path(path, sizeof(path), dir, "foreign");
-	struct pc_cache *c = new_cache();
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
+	struct pc_cache *c;
+	struct pc_file *f = open_fresh(dir, "foreign", path, sizeof(path), &c);
 	uint8_t a[BS], other[BS], got[BS], want[BS];
-	fill(a, BS, 7);
+	tu_fill_pattern(a, BS, 7, 0);
 	CHECK(pc_pwrite(f, a, BS, 30 * BS, 0) == BS);
 	CHECK(pc_close(f) == 0); /* the mapping stays cached, unlocked */
 	/* Another writer fills block 12, a hole to us. */
 	int fd = open(path, O_RDWR);
 	REQUIRE(fd >= 0);
-	fill(other, BS, 8);
+	tu_fill_pattern(other, BS, 8, 0);
 	CHECK(pwrite(fd, other, BS, 12 * BS) == BS);
 	CHECK(close(fd) == 0);
 	f = pc_open(c, path, O_RDWR, 0);
@@ -320,12 +319,10 @@ static void test_foreign_change(const char *dir)
 static void test_sparse_not_allocated(const char *dir)
 {
 	char path[4200];
-	test_path(path, sizeof(path), dir, "sparse");
-	struct pc_cache *c = new_cache();
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
+	struct pc_cache *c;
+	struct pc_file *f = open_fresh(dir, "sparse", path, sizeof(path), &c);
 	uint8_t a[BS];
-	fill(a, BS, 9);
+	tu_fill_pattern(a, BS, 9, 0);
 	CHECK(pc_pwrite(f, a, BS, 1ll << 30, 0) == BS);
 	CHECK(pc_pwrite(f, a, 100, 2ll << 30, PC_DONTCACHE) == 100);
 	CHECK(pc_fsync(f) == 0);
