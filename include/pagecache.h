@@ -36,6 +36,27 @@
  *   writable handle is open, the cache takes the blocks past the size the
  *   file had at open that it never wrote for holes (it reads nothing there).
  *
+ * Processes and fork
+ *   A cache belongs to the process that created it.  The kernel's page
+ *   cache is shared by a parent and its child; this one cannot be (its
+ *   threads and its dirty data live in one process, and two copies of the
+ *   same dirty data writing one file would corrupt it).  So in a child of
+ *   fork(), every call on an inherited cache or handle fails at once with
+ *   EPERM, without blocking, device I/O, or touching the parent's locks,
+ *   threads or io_uring rings; pc_cache_stats and pc_file_stats fill zeros.
+ *   In the child, pc_close of an inherited handle marks it closed and
+ *   returns 0, and pc_cache_destroy of an inherited cache frees the child's
+ *   copy of its memory and returns 0 (the parent's dirty data is the
+ *   parent's to write: nothing is written from the child).  The folio
+ *   memory itself is not inherited at all (MADV_DONTFORK), so forking a
+ *   process with a large cache copies none of it.  The parent is not
+ *   affected and loses nothing; fork() may be called at any time, also
+ *   while other threads are inside pagecache calls.  The child may create a
+ *   cache of its own, but opening a file the parent has open through
+ *   pagecache fails with EBUSY (see above).  Create caches after
+ *   daemonising, not before.  (A child that exec()s needs nothing: backing
+ *   descriptors are O_CLOEXEC.)
+ *
  * Space on the device
  *   Before writing back, the backing file is allocated (fallocate) up to
  *   its size, holes below included, but never more than four times the

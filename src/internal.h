@@ -314,6 +314,7 @@ struct pc_cache {
 	unsigned nr_closed;
 	bool use_uring;
 	uint64_t start_ms;
+	unsigned owner_generation; /* process.c: the process that owns it */
 	/* counters */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
@@ -524,6 +525,9 @@ HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
 /* backend.c: device I/O */
 HIDDEN int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq **out);
 HIDDEN void ioq_destroy(struct pc_ioq *q);
+/* Free a child's copy of a queue inherited through fork(): the ring is
+ * the parent's; only the child's view of it is released. */
+HIDDEN void ioq_forget(struct pc_ioq *q);
 HIDDEN bool ioq_is_uring(const struct pc_ioq *q);
 /* Submit; waits only while `depth` I/Os are in flight.  With no io_uring the
  * I/O runs synchronously and done() is called before this returns. */
@@ -674,6 +678,14 @@ HIDDEN void files_free_all(struct pc_cache *c);
 
 /* api.c: free every handle (pc_cache_destroy). */
 HIDDEN void handles_free_all(struct pc_cache *c);
+
+/* process.c: a cache belongs to the process that created it */
+/* Record that the calling process owns c (pc_cache_new). */
+HIDDEN void process_claim(struct pc_cache *c);
+/* Is c a copy inherited through fork() (this process does not own it)? */
+HIDDEN bool cache_inherited(const struct pc_cache *c);
+/* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
+HIDDEN void cache_free_inherited(struct pc_cache *c);
 
 /* cache.c */
 HIDDEN void cache_update_peak_dirty(struct pc_cache *c);
