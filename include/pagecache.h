@@ -305,6 +305,12 @@ PC_API int pc_fadvise(struct pc_file *f, off_t off, off_t len, int advice);
 PC_API void pc_cache_stats(struct pc_cache *c, struct pc_stats *s);
 PC_API void pc_file_stats(struct pc_file *f, struct pc_stats *s);
 
+#define PC_FAULT_READ   0x1u  /* device reads */
+#define PC_FAULT_WRITE  0x2u  /* device writes */
+#define PC_FAULT_SYNC   0x4u  /* fsync/fdatasync of a backing file */
+#define PC_FAULT_SUBMIT 0x8u  /* io_uring submission of a request fails (io_uring mode only) */
+#define PC_FAULT_ALLOC  0x10u /* allocation of a writeback request fails */
+
 #ifdef __cplusplus
 }
 #endif

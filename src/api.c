@@ -146,6 +146,8 @@ void handles_free_all(struct pc_cache *c)
 static int sync_handle(struct pc_file *h, bool datasync)
 {
 	struct pc_mapping *m = h->m;
+	/* A retried fsync retries everything: space may be back. */
+	mapping_clear_failing(m);
 	int err = mapping_flush(m);
 	if (m->writable && (datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
 		err = -errno;

@@ -118,7 +118,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->lru_lock, NULL);
 	pthread_mutex_init(&c->free_lock, NULL);
-	pthread_cond_init(&c->free_cv, NULL);
+	cond_init_monotonic(&c->free_cv);
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);

@@ -63,16 +63,20 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
 	}
 }
 
+/* A structure is consistent in the child only if no parent thread was
+ * changing it at fork: its lock was free then (trylock on the copy). */
 static void free_mapping_copy(struct pc_mapping *m)
 {
-	rt_destroy(&m->tree);
+	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0)
+		rt_destroy(&m->tree);
 	/* The child's descriptors only: the open file descriptions, and the
 	 * OFD locks on them, stay the parent's. */
 	if (m->fd >= 0)
 		close(m->fd);
 	if (m->old_fd >= 0)
 		close(m->old_fd);
-	written_destroy(&m->written);
+	if (pthread_mutex_trylock(&m->written.lock) == 0)
+		written_destroy(&m->written);
 	free(m);
 }
 
@@ -83,7 +87,8 @@ static void free_domain_copy(struct pc_domain *d)
 	free(d);
 }
 
-void cache_free_inherited(struct pc_cache *c)
+/* Handles, files and domains: all changed under files_lock. */
+static void free_files_copy(struct pc_cache *c)
 {
 	free_handle_list(c->open_head, false);
 	free_handle_list(c->closed_head, true);
@@ -101,8 +106,24 @@ void cache_free_inherited(struct pc_cache *c)
 		c->domains = d->next;
 		free_domain_copy(d);
 	}
-	for (uint32_t pfn = 0; pfn < c->npages; pfn++)
-		bs_free(&c->folios[pfn]);
+}
+
+/*
+ * Whatever a parent thread was in the middle of at fork is left as it is
+ * (a little memory of the child's, never a double free): a lock held then
+ * is never released in the child, and a folio whose last reference was
+ * being dropped may have its block state half freed (folio_put frees it
+ * after the count reaches zero), so only referenced folios' is freed.
+ */
+void cache_free_inherited(struct pc_cache *c)
+{
+	if (pthread_mutex_trylock(&c->files_lock) == 0)
+		free_files_copy(c);
+	for (uint32_t pfn = 0; pfn < c->npages; pfn++) {
+		struct pc_folio *f = &c->folios[pfn];
+		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
+			bs_free(f);
+	}
 	free(c->folios);
 	free(c);
 }
