@@ -72,7 +72,6 @@ void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int ho
 int truncate_mapping(struct pc_mapping *m, uint64_t size)
 {
 	int err = 0;
-	mapping_clear_failing(m); /* the caller may have made room: try again */
 	pthread_rwlock_wrlock(&m->inval_lock);
 	uint64_t old = (uint64_t)atomic_load(&m->i_size);
 	atomic_store(&m->i_size, (int64_t)size);
@@ -83,6 +82,9 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 		invalidate_range(m, size, UINT64_MAX, INVAL_ZERO);
 		err = backing_set_size(m, size);
 	}
+	/* After the writeback of what went has ended: the caller may have
+	 * made room, so writes may try again (see mapping_set_failing). */
+	mapping_clear_failing(m);
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
@@ -113,7 +115,6 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	bool keep = mode & FALLOC_FL_KEEP_SIZE;
 	uint64_t end = off + len;
 	int err = 0;
-	mapping_clear_failing(m); /* the caller may have made room: try again */
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		/* Plain allocation: the device's business; data is unchanged. */
 		pthread_rwlock_wrlock(&m->inval_lock);
@@ -146,6 +147,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	}
 	if (!err && !keep)
 		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
+	mapping_clear_failing(m); /* room may have been made, as at truncate */
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
