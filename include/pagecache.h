@@ -91,7 +91,6 @@
  *   fails with the write error rather than waiting for ever.
  *   pc_cache_destroy reports data that could not be written.
  */
- */
 #ifndef PAGECACHE_H
 #define PAGECACHE_H
 
