@@ -398,11 +398,92 @@ PC_API int pc_fadvise(struct pc_file *f, off_t off, off_t len, int advice);
 PC_API void pc_cache_stats(struct pc_cache *c, struct pc_stats *s);
 PC_API void pc_file_stats(struct pc_file *f, struct pc_stats *s);
 
+/*
+ * Testing hooks (fault injection)
+ *
+ *   FOR TESTS ONLY.  These calls make the cache's own device I/O fail, come
+ *   back short or late, so that a program's tests (and ours) can exercise
+ *   error handling: EIO on reads, ENOSPC/EDQUOT on write-back, failed
+ *   fsync, short transfers, slow devices.  They are not a production switch
+ *   and change nothing about how the cache behaves otherwise; a cache that
+ *   is never given a rule pays one relaxed atomic load per device I/O.
+ *
+ *   A rule matches device I/O of the kinds in `ops`, optionally only of one
+ *   file and only overlapping [start, end) of it (a fsync covers the whole
+ *   file).  Rules are tried in the order they were added; the first one
+ *   that fires decides the I/O and the rules after it do not see that I/O.
+ *   Of the I/Os a rule sees, the first `skip` pass; after that each fires
+ *   (with one_in > 1, with probability 1/one_in from the rule's own
+ *   generator seeded with `seed`: the same order of I/Os faults the same
+ *   ones) until `count` have fired, then the rule stays installed, spent,
+ *   until removed.  A fired I/O is not counted in dev_read_ios/
+ *   dev_write_ios (fail) or is counted once (short, delay).
+ *
+ *   Actions:
+ *     PC_FAULT_FAIL   the I/O fails with `error` without being done.  The
+ *                     library handles it as a device error: a read reports
+ *                     it (pc_pread -1/errno), failed write-back keeps the
+ *                     data dirty and reports it on fsync/close, a failed
+ *                     fsync reports it.
+ *     PC_FAULT_SHORT  reads and writes only: the device moves only the
+ *                     first part of the I/O (about half; on an O_DIRECT
+ *                     descriptor rounded down to its direct-I/O alignment,
+ *                     so an I/O smaller than two alignment units is not
+ *                     seen by the rule) and the library continues the rest
+ *                     as it does for any short transfer.  The data ends up
+ *                     complete; only the continuation paths are exercised.
+ *     PC_FAULT_DELAY  the I/O is issued `delay_ms` (1 to 60000) late: the
+ *                     submitting thread sleeps before issuing it (caller,
+ *                     flusher, or io_uring completion thread for I/O issued
+ *                     from a completion).
+ *   Kinds:
+ *     PC_FAULT_READ, PC_FAULT_WRITE: device reads and writes (read-ahead,
+ *     misses, read-modify-write, write-back, PC_DIRECT).  PC_FAULT_SYNC:
+ *     the backing file's fsync/fdatasync (pc_fsync, pc_fdatasync).
+ *     PC_FAULT_SUBMIT: io_uring only (never fires with PC_CFG_NO_IO_URING):
+ *     the submission of a request fails as if io_uring_enter had refused
+ *     it; the library then does the I/O synchronously on the submitting
+ *     thread, so the I/O itself still succeeds (a FAIL rule's `error` is
+ *     what the submission failed with).  PC_FAULT_ALLOC: the allocation of
+ *     a write-back request fails (FAIL), or is slow (DELAY).
+ *
+ *   The calls are thread safe and may be used while I/O is in flight; a
+ *   rule added while the flusher runs applies from some I/O on.  Rules
+ *   holding a `file` keep that file's backing descriptors open until the
+ *   rule is removed (or the cache destroyed), also after pc_close.
+ */
 #define PC_FAULT_READ   0x1u  /* device reads */
 #define PC_FAULT_WRITE  0x2u  /* device writes */
 #define PC_FAULT_SYNC   0x4u  /* fsync/fdatasync of a backing file */
 #define PC_FAULT_SUBMIT 0x8u  /* io_uring submission of a request fails (io_uring mode only) */
 #define PC_FAULT_ALLOC  0x10u /* allocation of a writeback request fails */
+enum { PC_FAULT_FAIL = 0, PC_FAULT_SHORT = 1, PC_FAULT_DELAY = 2 };
+struct pc_fault {
+	unsigned ops;         /* PC_FAULT_* mask this rule applies to */
+	int action;           /* PC_FAULT_FAIL: fail with `error`; PC_FAULT_SHORT: the device transfers only part
+	                         (about half, at least 1 byte) and the rest must be continued by the library;
+	                         PC_FAULT_DELAY: the I/O completes `delay_ms` late */
+	int error;            /* PC_FAULT_FAIL: a positive errno (EIO, ENOSPC, EDQUOT, EFBIG, ...) */
+	unsigned delay_ms;    /* PC_FAULT_DELAY */
+	struct pc_file *file; /* only I/O of this handle's file; NULL: any file */
+	off_t start, end;     /* only I/O overlapping [start, end); end 0: no upper bound */
+	uint64_t skip;        /* let this many matching I/Os pass before faulting */
+	uint64_t count;       /* then fault this many; 0: every matching one until removed */
+	unsigned one_in;      /* > 1: fault each matching I/O with probability 1/one_in (seeded) */
+	uint64_t seed;        /* for one_in; 0 picks a fixed default */
+};
+/* Add a rule; returns its id (>= 0) or -1/errno (EINVAL bad rule, ENOSPC too many rules: at most 16).
+ * EINVAL: NULL arguments, ops 0 or unknown bits, unknown action, FAIL with
+ * error not in 1..4095, SHORT with ops other than READ/WRITE, DELAY with
+ * delay_ms not in 1..60000, start or end negative, end != 0 and end <= start,
+ * file not an open handle of this cache.  ENOMEM when the rule table cannot
+ * be allocated (on the first call).  Ids are not reused. */
+PC_API int pc_fault_inject(struct pc_cache *c, const struct pc_fault *rule);
+/* Remove rule `id`, or every rule with id -1.  -1/EINVAL for an unknown id. */
+PC_API int pc_fault_remove(struct pc_cache *c, int id);
+/* Faults injected so far by rule `id` (-1: all rules, removed ones included).
+ * 0 for an unknown or removed id. */
+PC_API uint64_t pc_fault_count(struct pc_cache *c, int id);
 
 #ifdef __cplusplus
 }

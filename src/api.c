@@ -171,8 +171,9 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	/* A retried fsync retries everything: space may be back. */
 	mapping_clear_failing(m);
 	int err = mapping_flush(m);
-	if (m->writable && (datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
-		err = -errno;
+	int serr = m->writable ? backend_fsync(m->c, m->fd, datasync) : 0;
+	if (serr && !err)
+		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
 	drop_edges(m, 0);
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);

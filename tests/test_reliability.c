@@ -311,6 +311,38 @@ static void test_huge_write(void)
 	free(buf);
 }
 
+/* ------------------------------------------------------------ (f) */
+
+static void test_request_alloc_failure(void)
+{
+	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_file *f = open_file(c, "alloc");
+	size_t len = 3 * MiB; /* several write-back requests of 1 MiB */
+	uint8_t *buf = malloc(len);
+	REQUIRE(buf);
+	fill(buf, len, 0, 5);
+	CHECK(pc_pwrite(f, buf, len, 0, 0) == (ssize_t)len);
+	/* The second request of the fsync cannot be allocated: the first is
+	 * in flight, fsync must not say 0, and the data stays dirty. */
+	struct pc_fault rule = { .ops = PC_FAULT_ALLOC, .action = PC_FAULT_FAIL, .error = ENOMEM, .skip = 1 };
+	int id = pc_fault_inject(c, &rule);
+	CHECK(id >= 0);
+	errno = 0;
+	CHECK(pc_fsync(f) == -1 && errno == ENOMEM);
+	CHECK(pc_fault_count(c, id) >= 1);
+	struct pc_stats st;
+	pc_file_stats(f, &st);
+	CHECK(st.dirty_bytes > 0);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(pc_fsync(f) == 0);
+	pc_file_stats(f, &st);
+	CHECK(st.dirty_bytes == 0);
+	CHECK(device_has("alloc", len, 5));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+}
+
 /* ------------------------------------------------------------ (g) */
 
 static void test_clock_wrap(void)
@@ -401,6 +433,7 @@ int main(void)
 	test_recovery_without_fsync();
 	test_destroy_reports();
 	test_huge_write();
+	test_request_alloc_failure();
 	test_clock_wrap();
 	test_largest_offset();
 	test_write_only_partial_block();
