@@ -2,8 +2,8 @@
  * test_reliability.c - persistent write errors end in a reported error or
  * in success, never in a hang, and nothing acknowledged is lost.
  *
- * Device write errors are injected with the cache's internal fault hook on
- * one file (ENOSPC, EIO, EDQUOT, EFBIG), for buffered, PC_DONTCACHE,
+ * Device write errors are injected with the public testing hook
+ * (pc_fault_inject) on one file (ENOSPC, EIO, EDQUOT, EFBIG), for buffered, PC_DONTCACHE,
  * PC_DSYNC and PC_DIRECT writes:
  *   (a) a writer of the failing file gets the error (a short count, then
  *       -1) instead of waiting in the throttle for ever, while a writer of
@@ -43,29 +43,21 @@
 
 static const char *dir;
 
-/* ------------------------------------------------------------ the hook */
+/* ------------------------------------------------------- the faults */
 
-static _Atomic int fail_fd = -1;   /* device writes to this fd fail */
-static _Atomic int fail_errno;     /* with this (positive) errno */
-
-static int fault_hook(void *arg, int op, int fd, off_t off, size_t len)
-{
-	(void)arg, (void)off, (void)len;
-	if (op == IO_WRITE && fd == atomic_load(&fail_fd))
-		return -atomic_load(&fail_errno);
-	return 0;
-}
-
+/* Device writes of one file fail with err (the public testing hook). */
 static void fail_writes_of(struct pc_file *f, int err)
 {
-	atomic_store(&fail_errno, err);
-	atomic_store(&fail_fd, f->m->fd);
+	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = err, .file = f };
+	REQUIRE(pc_fault_inject(f->c, &rule) >= 0);
 }
 
-static void fault_off(void)
+static void fault_off(struct pc_cache *c)
 {
-	atomic_store(&fail_fd, -1);
+	CHECK(pc_fault_remove(c, -1) == 0);
 }
+
+static uint64_t faults_injected;
 
 static struct pc_cache *new_cache(size_t mem)
 {
@@ -75,9 +67,14 @@ static struct pc_cache *new_cache(size_t mem)
 	cfg.max_folio_size = 64 * KiB;
 	struct pc_cache *c = pc_cache_new(&cfg);
 	REQUIRE(c);
-	c->fault_hook = fault_hook;
-	fault_off();
 	return c;
+}
+
+/* Count what the cache injected, then destroy it; returns what destroy did. */
+static int destroy_cache(struct pc_cache *c)
+{
+	faults_injected += pc_fault_count(c, -1);
+	return pc_cache_destroy(c);
 }
 
 static struct pc_file *open_file(struct pc_cache *c, const char *name)
@@ -217,7 +214,7 @@ static void test_failing_file(int flags, int err)
 		CHECK(pc_fsync(f) == -1 && errno == err);
 
 	/* The fault clears: a retried fsync writes it all. */
-	fault_off();
+	fault_off(c);
 	CHECK(pc_fsync(f) == 0);
 	pc_file_stats(f, &st);
 	CHECK(st.dirty_bytes == 0);
@@ -225,7 +222,7 @@ static void test_failing_file(int flags, int err)
 	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)acked, 0) == (ssize_t)sizeof(b));
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_close(g) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 	CHECK(device_has("other", 16 * MiB, 9));
 	printf("mode %#x, %s: %llu bytes acknowledged before the error\n", flags, strerror(err),
 	       (unsigned long long)acked);
@@ -239,7 +236,7 @@ static void test_recovery_without_fsync(void)
 	struct pc_file *f = open_file(c, "recover");
 	fail_writes_of(f, ENOSPC);
 	uint64_t acked = write_until_error(f, 0, ENOSPC);
-	fault_off();
+	fault_off(c);
 	/* The flusher retries (after a back-off of a second) and succeeds. */
 	uint8_t b[4096];
 	fill(b, sizeof(b), acked, 1);
@@ -258,10 +255,10 @@ static void test_recovery_without_fsync(void)
 	write_until_error(f, 0, EIO);
 	CHECK(pc_ftruncate(f, 0) == 0);
 	CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == (ssize_t)sizeof(b));
-	fault_off();
+	fault_off(c);
 	sync_reports_once(f, EIO);
 	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 }
 
 /* ------------------------------------------------------------ (d) */
@@ -277,8 +274,7 @@ static void test_destroy_reports(void)
 	errno = 0;
 	CHECK(pc_close(f) == -1 && errno == EDQUOT);
 	errno = 0;
-	CHECK(pc_cache_destroy(c) == -1 && errno == EDQUOT);
-	fault_off();
+	CHECK(destroy_cache(c) == -1 && errno == EDQUOT);
 }
 
 /* ------------------------------------------------------------ (e) */
@@ -304,10 +300,10 @@ static void test_huge_write(void)
 	fail_writes_of(f, ENOSPC);
 	ssize_t n = pc_pwrite(f, buf, len, 0, 0);
 	CHECK(n > 0 && (size_t)n < len);
-	fault_off();
+	fault_off(c);
 	sync_reports_once(f, ENOSPC);
 	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 	free(buf);
 }
 
@@ -339,7 +335,7 @@ static void test_request_alloc_failure(void)
 	CHECK(st.dirty_bytes == 0);
 	CHECK(device_has("alloc", len, 5));
 	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 	free(buf);
 }
 
@@ -361,7 +357,7 @@ static void test_clock_wrap(void)
 	atomic_store(&f.stamp, cache_clock_ms(c) + 5);
 	CHECK(folio_age_ms(c, &f) == 0);
 	c->start_ms = real_start;
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 }
 
 /* ------------------------------------------------------------ (h) */
@@ -380,7 +376,7 @@ static void test_largest_offset(void)
 	CHECK(pc_fsync(f) == 0);
 	CHECK(pc_ftruncate(f, 0) == 0);
 	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 }
 
 /* ------------------------------------------------------------ (i) */
@@ -400,7 +396,7 @@ static void test_write_only_partial_block(void)
 	REQUIRE(f);
 	CHECK(pc_pwrite(f, "XY", 2, 100, 0) == 2);
 	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(destroy_cache(c) == 0);
 	fd = open(path, O_RDONLY);
 	REQUIRE(fd >= 0);
 	uint8_t got[8192];
@@ -438,5 +434,6 @@ int main(void)
 	test_largest_offset();
 	test_write_only_partial_block();
 	test_rmdir(dir);
+	printf("test_reliability: %llu faults injected\n", (unsigned long long)faults_injected);
 	return test_done();
 }
