@@ -139,10 +139,12 @@ static void a_write_fail(int err)
 	struct pc_cache *c = new_cache(false);
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
+	/* Written first: once its write-back fails, the file refuses new
+	 * writes (the header's "Write errors"). */
+	write_all(h, data, n);
 	int id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL,
 						       .error = err, .file = h});
 	CHECK(id >= 0);
-	write_all(h, data, n);
 	errno = 0;
 	CHECK(pc_fsync(h) == -1 && errno == err);
 	CHECK(pc_fault_count(c, id) > 0);
@@ -316,14 +318,15 @@ static void f_filters(void)
 	CHECK(pc_fault_remove(c, id) == 0);
 	CHECK(read_matches(a, da, 64 * KiB, 4096));
 
-	/* Writes of file b fail, file a's go. */
-	id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL,
-						   .error = ENOSPC, .file = b});
-	CHECK(id >= 0);
+	/* Writes of file b fail, file a's go (written before the rule: a
+	 * failing file refuses new writes). */
 	tu_fill_pattern(da, n, 9, 0);
 	tu_fill_pattern(db, n, 10, 0);
 	write_all(a, da, n);
 	write_all(b, db, n);
+	id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL,
+						   .error = ENOSPC, .file = b});
+	CHECK(id >= 0);
 	CHECK(pc_fsync(a) == 0);
 	errno = 0;
 	CHECK(pc_fsync(b) == -1 && errno == ENOSPC);
