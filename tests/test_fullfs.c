@@ -118,6 +118,7 @@ static struct fs fss[] = {
 #define NFS (sizeof(fss) / sizeof(fss[0]))
 
 static char top[3072]; /* PC_TEST_DIR/fullfs.PID: images, mount points, other files */
+static char other_path[3100]; /* top/other: the file on another device */
 static pid_t owner;        /* the parent: the only process that cleans up */
 static volatile pid_t child_pid;
 
@@ -290,6 +291,8 @@ static void parent_signal(int sig)
 		kill(child_pid, SIGKILL);
 	for (size_t i = 0; i < NFS; i++)
 		fs_teardown(&fss[i], false);
+	unlink(other_path);
+	rmdir(top);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -709,10 +712,9 @@ static void fsync_after_space_returns(struct pc_file *h, const struct fs *f, uin
  */
 static void others_not_stalled(struct pc_cache *c, const struct fs *f, uint64_t seed, bool *small_ok)
 {
-	char other[PATH_MAX], small[PATH_MAX];
-	test_path(other, sizeof(other), top, "other");
+	char small[PATH_MAX];
 	test_path(small, sizeof(small), f->mnt, "small");
-	struct pc_file *o = pc_open(c, other, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct pc_file *o = pc_open(c, other_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(o);
 	uint8_t *buf = malloc(SMALL_BYTES > REC ? SMALL_BYTES : REC);
 	REQUIRE(buf);
@@ -756,10 +758,9 @@ static void others_not_stalled(struct pc_cache *c, const struct fs *f, uint64_t 
 
 static void check_others_on_disk(const struct fs *f, uint64_t seed, bool small_ok)
 {
-	char other[PATH_MAX], small[PATH_MAX];
-	test_path(other, sizeof(other), top, "other");
+	char small[PATH_MAX];
 	test_path(small, sizeof(small), f->mnt, "small");
-	check_disk(other, seed + 1, OTHER_BYTES, OTHER_BYTES, OTHER_BYTES);
+	check_disk(other_path, seed + 1, OTHER_BYTES, OTHER_BYTES, OTHER_BYTES);
 	if (small_ok)
 		check_disk(small, seed + 2, SMALL_BYTES, SMALL_BYTES, SMALL_BYTES);
 }
@@ -965,6 +966,7 @@ int main(void)
 	const char *d = test_dir("fullfs");
 	REQUIRE(strlen(d) < sizeof(top));
 	memcpy(top, d, strlen(d) + 1);
+	test_path(other_path, sizeof(other_path), top, "other");
 	atexit(cleanup);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
