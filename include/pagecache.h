@@ -36,11 +36,60 @@
  *   writable handle is open, the cache takes the blocks past the size the
  *   file had at open that it never wrote for holes (it reads nothing there).
  *
+ * Processes and fork
+ *   A cache belongs to the process that created it.  The kernel's page
+ *   cache is shared by a parent and its child; this one cannot be (its
+ *   threads and its dirty data live in one process, and two copies of the
+ *   same dirty data writing one file would corrupt it).  So in a child of
+ *   fork(), every call on an inherited cache or handle fails at once with
+ *   EPERM, without blocking, device I/O, or touching the parent's locks,
+ *   threads or io_uring rings; pc_cache_stats and pc_file_stats fill zeros.
+ *   In the child, pc_close of an inherited handle marks it closed and
+ *   returns 0, and pc_cache_destroy of an inherited cache frees the child's
+ *   copy of its memory and returns 0 (the parent's dirty data is the
+ *   parent's to write: nothing is written from the child).  The folio
+ *   memory itself is not inherited at all (MADV_DONTFORK), so forking a
+ *   process with a large cache copies none of it.  The parent is not
+ *   affected and loses nothing; fork() may be called at any time, also
+ *   while other threads are inside pagecache calls.  The child may create a
+ *   cache of its own, but opening a file the parent has open through
+ *   pagecache fails with EBUSY (see above).  Create caches after
+ *   daemonising, not before.  (A child that exec()s needs nothing: backing
+ *   descriptors are O_CLOEXEC.)
+ *
  * Space on the device
- *   Before writing back, the backing file is allocated (fallocate) up to
- *   its size, holes below included, but never more than four times the
- *   bytes written since open, so a sparse write far past the end leaves a
- *   hole as a plain pwrite would.  Allocation changes no data.
+ *   A write that extends a file first reserves the space it needs
+ *   (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing file,
+ *   only its own blocks for a write far past the end), so a full file
+ *   system fails that pc_pwrite with ENOSPC or EDQUOT, as the kernel's
+ *   buffered write would, instead of a later fsync.  What was reserved past
+ *   the final size is given back at the file's last close.  Before writing
+ *   back, the backing file is allocated up to its size, holes below
+ *   included, but never more than four times the bytes written since open,
+ *   so a sparse write far past the end leaves a hole as a plain pwrite
+ *   would.  Allocation changes no data.  File systems without fallocate
+ *   report a full device at writeback, below.
+ *
+ * Write errors (full device, failing device)
+ *   Data whose write-back fails stays dirty and cached (PC_DONTCACHE data
+ *   too): it is never dropped.  The error is recorded for fsync/close (see
+ *   pc_fsync), and from then on the file is "failing": every new write to
+ *   it fails up front with that errno (ENOSPC, EDQUOT, EIO, EFBIG, ...),
+ *   as a full file system refuses writes; a writer waiting in the dirty
+ *   throttle for that file gets the error within about 20 ms of the failed
+ *   write-back instead of waiting for ever (a write that had already
+ *   copied some data returns that count, the next one -1), and PC_NOWAIT
+ *   writers get it instead of EAGAIN.  A failing file's dirty data does
+ *   not count against the dirty limit of other files, so writers of other
+ *   files and devices go on.  The file takes writes again when its
+ *   write-back succeeds with nothing left dirty (the flusher retries about
+ *   every second, so freeing space is enough), or at once when the caller
+ *   retries pc_fsync (which retries all of it), truncates, punches or
+ *   allocates.  One write larger than the dirty limit is throttled (or,
+ *   with PC_DSYNC, made durable) piece by piece as it goes.  When memory
+ *   is needed and only failing dirty data holds it, the call that needed it
+ *   fails with the write error rather than waiting for ever.
+ *   pc_cache_destroy reports data that could not be written.
  */
 #ifndef PAGECACHE_H
 #define PAGECACHE_H
@@ -226,12 +275,17 @@ PC_API int pc_close(struct pc_file *f);
 /* pread/pwrite with flags (PC_DSYNC, PC_NOWAIT, PC_DONTCACHE, PC_DIRECT).
  * Any size and alignment.  Reads past end of file are short (0 at EOF).
  * Writes extend the file.  Errors: EBADF (NULL or closed handle, read on
- * O_WRONLY, write on O_RDONLY), EINVAL (NULL buffer with len > 0, negative
- * offset, unknown flag), EFBIG (off + len past the largest file offset),
- * EAGAIN (PC_NOWAIT would block), EIO and other device errors (PC_DSYNC,
- * PC_DIRECT, and reads).  A successful buffered write is complete: it is
- * never short, except with PC_NOWAIT, which (as RWF_NOWAIT) returns the
- * bytes written before it would have blocked. */
+ * O_WRONLY, write on O_RDONLY), EPERM (a handle inherited through fork),
+ * EINVAL (NULL buffer with len > 0, negative offset, unknown flag), EFBIG
+ * (off + len past the largest file size the file system allows, less the
+ * part of a block past it), EAGAIN (PC_NOWAIT would block), ENOSPC/EDQUOT
+ * (no space for a write that extends the file, or the file is failing:
+ * see "Write errors" above), EIO and other device errors (PC_DSYNC,
+ * PC_DIRECT, reads, and failing files).  A buffered write is complete
+ * unless an error stops it after it copied some data: then it returns the
+ * bytes copied (as write(2) does) and the next call reports the error;
+ * with PC_NOWAIT (as RWF_NOWAIT) it returns the bytes written before it
+ * would have blocked. */
 PC_API ssize_t pc_pread(struct pc_file *f, void *buf, size_t len, off_t off,
 			int flags);
 PC_API ssize_t pc_pwrite(struct pc_file *f, const void *buf, size_t len,
@@ -283,6 +337,12 @@ PC_API int pc_fadvise(struct pc_file *f, off_t off, off_t len, int advice);
  * nothing. */
 PC_API void pc_cache_stats(struct pc_cache *c, struct pc_stats *s);
 PC_API void pc_file_stats(struct pc_file *f, struct pc_stats *s);
+
+#define PC_FAULT_READ   0x1u  /* device reads */
+#define PC_FAULT_WRITE  0x2u  /* device writes */
+#define PC_FAULT_SYNC   0x4u  /* fsync/fdatasync of a backing file */
+#define PC_FAULT_SUBMIT 0x8u  /* io_uring submission of a request fails (io_uring mode only) */
+#define PC_FAULT_ALLOC  0x10u /* allocation of a writeback request fails */
 
 #ifdef __cplusplus
 }

@@ -32,12 +32,33 @@ static bool handle_ok(struct pc_file *h)
 	return h && h->magic == PC_FILE_MAGIC;
 }
 
+/* 0, -EBADF (not an open handle) or -EPERM (inherited through fork). */
+static int handle_check(struct pc_file *h)
+{
+	if (!handle_ok(h))
+		return -EBADF;
+	return cache_inherited(h->c) ? -EPERM : 0;
+}
+
+/* handle_check, and the handle must be open for writing. */
+static int handle_check_writable(struct pc_file *h)
+{
+	int err = handle_check(h);
+	if (!err && h->accmode == O_RDONLY)
+		err = -EBADF;
+	return err;
+}
+
 struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t mode)
 {
 	const int allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_DSYNC | O_SYNC | O_DIRECT | O_CLOEXEC |
 			    O_NOATIME | O_LARGEFILE;
 	if (!c || !path || (flags & ~allowed) || (flags & O_ACCMODE) == O_ACCMODE) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (cache_inherited(c)) {
+		errno = EPERM;
 		return NULL;
 	}
 	struct pc_file *h = calloc(1, sizeof(*h));
@@ -125,6 +146,8 @@ void handles_free_all(struct pc_cache *c)
 static int sync_handle(struct pc_file *h, bool datasync)
 {
 	struct pc_mapping *m = h->m;
+	/* A retried fsync retries everything: space may be back. */
+	mapping_clear_failing(m);
 	int err = mapping_flush(m);
 	if (m->writable && (datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
 		err = -errno;
@@ -138,6 +161,12 @@ int pc_close(struct pc_file *h)
 {
 	if (!handle_ok(h))
 		return (int)fail(-EBADF);
+	if (cache_inherited(h->c)) {
+		/* The child's copy: no writeback, no lock.  Its memory goes
+		 * with the cache's copy (pc_cache_destroy). */
+		h->magic = PC_FILE_CLOSED;
+		return 0;
+	}
 	struct pc_mapping *m = h->m;
 	struct pc_cache *c = h->c;
 	int err = mapping_flush(m);
@@ -157,8 +186,9 @@ int pc_close(struct pc_file *h)
 static int check_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags, bool write,
 		    size_t *len)
 {
-	if (!handle_ok(h))
-		return -EBADF;
+	int err = handle_check(h);
+	if (err)
+		return err;
 	if (write ? h->accmode == O_RDONLY : h->accmode == O_WRONLY)
 		return -EBADF;
 	if (flags & ~(PC_DSYNC | PC_NOWAIT | PC_DONTCACHE | PC_DIRECT))
@@ -245,36 +275,38 @@ ssize_t pc_pwrite(struct pc_file *h, const void *buf, size_t len, off_t off, int
 
 int pc_fsync(struct pc_file *h)
 {
-	if (!handle_ok(h))
-		return (int)fail(-EBADF);
-	int err = sync_handle(h, false);
+	int err = handle_check(h);
+	if (!err)
+		err = sync_handle(h, false);
 	return err ? (int)fail(err) : 0;
 }
 
 int pc_fdatasync(struct pc_file *h)
 {
-	if (!handle_ok(h))
-		return (int)fail(-EBADF);
-	int err = sync_handle(h, true);
+	int err = handle_check(h);
+	if (!err)
+		err = sync_handle(h, true);
 	return err ? (int)fail(err) : 0;
 }
 
 int pc_ftruncate(struct pc_file *h, off_t len)
 {
-	if (!handle_ok(h) || h->accmode == O_RDONLY)
-		return (int)fail(-EBADF);
+	int err = handle_check_writable(h);
+	if (err)
+		return (int)fail(err);
 	if (len < 0)
 		return (int)fail(-EINVAL);
 	if (len > h->m->max_bytes)
 		return (int)fail(-EFBIG);
-	int err = truncate_mapping(h->m, (uint64_t)len);
+	err = truncate_mapping(h->m, (uint64_t)len);
 	return err ? (int)fail(err) : 0;
 }
 
 int pc_fallocate(struct pc_file *h, int mode, off_t off, off_t len)
 {
-	if (!handle_ok(h) || h->accmode == O_RDONLY)
-		return (int)fail(-EBADF);
+	int err = handle_check_writable(h);
+	if (err)
+		return (int)fail(err);
 	if (off < 0 || len <= 0)
 		return (int)fail(-EINVAL);
 	if ((uint64_t)off + (uint64_t)len > (uint64_t)h->m->max_bytes)
@@ -283,21 +315,23 @@ int pc_fallocate(struct pc_file *h, int mode, off_t off, off_t len)
 	if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && mode != punch && mode != FALLOC_FL_ZERO_RANGE &&
 	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE))
 		return (int)fail(-EOPNOTSUPP);
-	int err = punch_range(h->m, (uint64_t)off, (uint64_t)len, mode);
+	err = punch_range(h->m, (uint64_t)off, (uint64_t)len, mode);
 	return err ? (int)fail(err) : 0;
 }
 
 off_t pc_size(struct pc_file *h)
 {
-	if (!handle_ok(h))
-		return (off_t)fail(-EBADF);
+	int err = handle_check(h);
+	if (err)
+		return (off_t)fail(err);
 	return (off_t)atomic_load(&h->m->i_size);
 }
 
 int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 {
-	if (!handle_ok(h))
-		return (int)fail(-EBADF);
+	int err = handle_check(h);
+	if (err)
+		return (int)fail(err);
 	if (off < 0 || len < 0)
 		return (int)fail(-EINVAL);
 	struct pc_mapping *m = h->m;

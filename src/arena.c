@@ -51,6 +51,9 @@ int arena_init(struct pc_cache *c)
 	if (p == MAP_FAILED)
 		return -ENOMEM;
 	madvise(p, c->arena_bytes, MADV_HUGEPAGE);
+	/* A child of fork() may not use the cache (process.c): it gets no
+	 * copy of the folios, and a fork copies no page tables of them. */
+	madvise(p, c->arena_bytes, MADV_DONTFORK);
 	/* Fault it in now (zeroing it), not in the first writes through each
 	 * folio: that cost belongs to setting the cache up, and the memory is
 	 * the cache's anyway.  PC_CFG_LAZY_MEMORY keeps it lazy. */

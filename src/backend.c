@@ -542,6 +542,19 @@ void ioq_destroy(struct pc_ioq *q)
 	free(q);
 }
 
+void ioq_forget(struct pc_ioq *q)
+{
+	if (!q)
+		return;
+#if PC_HAVE_URING
+	/* Unmaps the child's view of the rings and closes its descriptor;
+	 * nothing is submitted, reaped or unregistered. */
+	if (q->uring)
+		io_uring_queue_exit(&q->ring);
+#endif
+	free(q);
+}
+
 /* ------------------------------------------------------- file questions */
 
 /*

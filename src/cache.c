@@ -118,7 +118,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->lru_lock, NULL);
 	pthread_mutex_init(&c->free_lock, NULL);
-	pthread_cond_init(&c->free_cv, NULL);
+	cond_init_monotonic(&c->free_cv);
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
@@ -129,6 +129,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	c->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
 #endif
 	c->start_ms = pc_now_ms();
+	process_claim(c);
 	return c;
 fail:
 	free(c);
@@ -141,6 +142,10 @@ int pc_cache_destroy(struct pc_cache *c)
 	if (!c) {
 		errno = EINVAL;
 		return -1;
+	}
+	if (cache_inherited(c)) {
+		cache_free_inherited(c);
+		return 0;
 	}
 	domains_stop(c);
 	int err = files_writeback_all(c);
@@ -180,7 +185,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	if (!s)
 		return;
 	memset(s, 0, sizeof(*s));
-	if (!c)
+	if (!c || cache_inherited(c))
 		return;
 	s->dev_read_ios = ld(&c->st_read_ios);
 	s->dev_read_bytes = ld(&c->st_read_bytes);
@@ -212,7 +217,7 @@ void pc_file_stats(struct pc_file *h, struct pc_stats *s)
 	if (!s)
 		return;
 	memset(s, 0, sizeof(*s));
-	if (!h || h->magic != PC_FILE_MAGIC)
+	if (!h || h->magic != PC_FILE_MAGIC || cache_inherited(h->c))
 		return;
 	struct pc_mapping *m = h->m;
 	s->dev_read_ios = ld(&m->st_read_ios);

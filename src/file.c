@@ -142,8 +142,10 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	written_init(&m->written, (uint64_t)st->st_size);
 	atomic_store(&m->alloc_end, st->st_size);
 	m->alloc_base = (uint64_t)st->st_size;
-	m->max_bytes = probe_max_bytes(fd);
 	*err = choose_block_size(c, m, st);
+	/* Device writes are whole blocks: the last block must fit too. */
+	m->max_bytes = (int64_t)pc_round_down((uint64_t)probe_max_bytes(fd), m->block_size ? m->block_size : 1);
+	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size ? m->block_size : 1));
 	if (!*err)
 		*err = domain_get(c, st->st_dev, &m->dom);
 	if (*err) {
@@ -218,6 +220,7 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 	atomic_store(&m->data_end, st->st_size);
 	written_reset(&m->written, (uint64_t)st->st_size);
 	atomic_store(&m->alloc_end, st->st_size);
+	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
 	m->alloc_base = (uint64_t)st->st_size;
 }
 
@@ -318,6 +321,7 @@ static void last_close(struct pc_cache *c, struct pc_mapping *m)
 		m->saved_mtime = st.st_mtim;
 		m->saved_ctime = st.st_ctim;
 	}
+	backing_release_reserve(m);
 	ofd_lock(m->fd, F_UNLCK);
 	bool empty;
 	pthread_rwlock_rdlock(&m->tree_lock);
@@ -371,10 +375,23 @@ int files_writeback_all(struct pc_cache *c)
 		int err = mapping_flush(v[i]);
 		if (err && !first_err)
 			first_err = err;
+		backing_release_reserve(v[i]);
 		mapping_put(v[i]);
 	}
 	free(v);
 	return first_err;
+}
+
+int64_t files_failing_dirty(struct pc_cache *c)
+{
+	int64_t sum = 0;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size; i++)
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
+			if (mapping_failing(m))
+				sum += pc_max_i64(0, atomic_load(&m->nr_dirty));
+	pthread_mutex_unlock(&c->files_lock);
+	return sum;
 }
 
 void files_free_all(struct pc_cache *c)

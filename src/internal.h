@@ -41,6 +41,7 @@
 
 static inline uint64_t pc_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline int64_t pc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 /* *v = max(*v, x), atomically. */
@@ -233,6 +234,9 @@ struct pc_mapping {
 	 * alloc_base (the size at open); dirtied_total bytes justify it. */
 	_Atomic int64_t alloc_end;
 	uint64_t alloc_base;
+	/* Space up to here is allocated or reserved (backing_reserve). */
+	_Atomic int64_t reserve_end;
+	_Atomic bool no_reserve;    /* the file system has no fallocate */
 	_Atomic uint64_t dirtied_total;
 	int64_t max_bytes;          /* largest size the file system allows */
 	pthread_mutex_t size_lock;  /* serialises backing size changes */
@@ -240,6 +244,10 @@ struct pc_mapping {
 	pthread_rwlock_t tree_lock;
 	struct rt_root tree;
 	pc_errseq_t wb_err;
+	/* Writeback of this file keeps failing (negative errno, 0: not):
+	 * new writes fail up front until it succeeds again, or the caller
+	 * truncates, punches or retries fsync (see mapping_set_failing). */
+	_Atomic int wb_failing;
 	/* writeback domain list, under dom->lock */
 	struct pc_mapping *dirty_prev, *dirty_next;
 	bool on_dirty_list;
@@ -304,6 +312,8 @@ struct pc_cache {
 	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
 	int throttle_waiters;
 	_Atomic int64_t dirty, writeback, uncached;
+	_Atomic int nr_failing;     /* mappings whose writeback keeps failing */
+	_Atomic int last_wb_error;  /* negative errno of the latest failed write */
 	/* files */
 	pthread_mutex_t files_lock;
 	struct pc_mapping **file_hash;
@@ -314,6 +324,7 @@ struct pc_cache {
 	unsigned nr_closed;
 	bool use_uring;
 	uint64_t start_ms;
+	unsigned owner_generation; /* process.c: the process that owns it */
 	/* counters */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
@@ -330,6 +341,9 @@ struct pc_cache {
 
 /* util */
 HIDDEN uint64_t pc_now_ms(void);
+/* A condition variable that timed_wait_ms may wait on (CLOCK_MONOTONIC:
+ * a change of the wall clock neither ends nor prolongs a wait). */
+HIDDEN void cond_init_monotonic(pthread_cond_t *cv);
 HIDDEN void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms);
 /* The cache's own millisecond clock (since pc_cache_new), for folio stamps. */
 HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
@@ -524,6 +538,9 @@ HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
 /* backend.c: device I/O */
 HIDDEN int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq **out);
 HIDDEN void ioq_destroy(struct pc_ioq *q);
+/* Free a child's copy of a queue inherited through fork(): the ring is
+ * the parent's; only the child's view of it is released. */
+HIDDEN void ioq_forget(struct pc_ioq *q);
 HIDDEN bool ioq_is_uring(const struct pc_ioq *q);
 /* Submit; waits only while `depth` I/Os are in flight.  With no io_uring the
  * I/O runs synchronously and done() is called before this returns. */
@@ -533,6 +550,9 @@ HIDDEN void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req);
 HIDDEN ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
 HIDDEN ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
 			       int rw_flags);
+/* fault.c: the injection rules (pc_fault_inject); 0 or the negative errno
+ * of a FAIL rule matching this I/O. */
+HIDDEN int fault_check(struct pc_cache *c, unsigned op_mask, int fd, off_t off, size_t len);
 /* Block size and memory alignment for direct I/O on fd (statx DIOALIGN). */
 HIDDEN int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align);
 /* Is [off, off+len) of the backing file a hole (no data)?  Uses SEEK_DATA. */
@@ -586,22 +606,40 @@ HIDDEN void throttle_account(size_t bytes);
 /* Writeback ended: let the first waiter check for room. */
 HIDDEN void throttle_wake(struct pc_cache *c);
 HIDDEN bool dirty_over_limit(struct pc_cache *c);
+/* Writeback of m failed with err: new writes fail up front. */
+HIDDEN void mapping_set_failing(struct pc_mapping *m, int err);
+/* The caller retries (fsync), truncates or punches: writes may go again. */
+HIDDEN void mapping_clear_failing(struct pc_mapping *m);
+/* The error new writes to m get now, or 0. */
+static inline int mapping_failing(struct pc_mapping *m)
+{
+	return atomic_load_explicit(&m->wb_failing, memory_order_relaxed);
+}
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
 HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
 /* Report an error newer than *since once; 0 or negative errno. */
 HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
-/* Make the backing file's size equal i_size (ftruncate) if it differs. */
-HIDDEN int mapping_sync_size(struct pc_mapping *m);
 /* Write back all dirty data of a writable file, wait, and set the backing
  * file's exact size (fsync, close, cache destroy); the first error. */
 HIDDEN int mapping_flush(struct pc_mapping *m);
+/* Drop clean edge folios of m (all, or only those older than max_age_ms). */
+HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
+
+/* backing.c: the backing file's size and allocation */
+/* Reserve space for a write of [off, end) that extends the file (fallocate
+ * KEEP_SIZE): -ENOSPC / -EDQUOT when the file system has none. */
+HIDDEN int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end);
+/* Give back what was reserved past the file's end (last close). */
+HIDDEN void backing_release_reserve(struct pc_mapping *m);
+/* Allocate the backing file ahead of writeback, up to i_size. */
+HIDDEN void backing_extend(struct pc_mapping *m);
 /* ftruncate the backing file to size, safely against our own direct
  * writes of the block the file system zeroes; caller holds inval_lock
  * exclusively. */
 HIDDEN int backing_set_size(struct pc_mapping *m, uint64_t size);
-/* Drop clean edge folios of m (all, or only those older than max_age_ms). */
-HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
+/* Make the backing file's size equal i_size (ftruncate) if it differs. */
+HIDDEN int mapping_sync_size(struct pc_mapping *m);
 
 /* read.c */
 HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
@@ -670,10 +708,20 @@ HIDDEN void file_release(struct pc_mapping *m);
 /* pc_cache_destroy: write back every mapping (first error), then, once no
  * I/O is in flight, free them all. */
 HIDDEN int files_writeback_all(struct pc_cache *c);
+/* Dirty bytes of files whose writeback keeps failing (0 when none). */
+HIDDEN int64_t files_failing_dirty(struct pc_cache *c);
 HIDDEN void files_free_all(struct pc_cache *c);
 
 /* api.c: free every handle (pc_cache_destroy). */
 HIDDEN void handles_free_all(struct pc_cache *c);
+
+/* process.c: a cache belongs to the process that created it */
+/* Record that the calling process owns c (pc_cache_new). */
+HIDDEN void process_claim(struct pc_cache *c);
+/* Is c a copy inherited through fork() (this process does not own it)? */
+HIDDEN bool cache_inherited(const struct pc_cache *c);
+/* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
+HIDDEN void cache_free_inherited(struct pc_cache *c);
 
 /* cache.c */
 HIDDEN void cache_update_peak_dirty(struct pc_cache *c);

@@ -204,8 +204,23 @@ static void wait_for_free(struct pc_cache *c)
 	pthread_mutex_unlock(&c->free_lock);
 }
 
+/*
+ * Nothing can free memory: no writeback is in flight, nothing could be
+ * evicted, and files whose writeback keeps failing hold dirty data.  Only
+ * the fault clearing would help, and waiting for that would be for ever:
+ * the allocation fails with the write error instead.
+ */
+#define ALLOC_STUCK_ROUNDS 3
+static int alloc_stuck_error(struct pc_cache *c)
+{
+	if (!atomic_load(&c->nr_failing) || atomic_load(&c->writeback) > 0)
+		return 0;
+	return atomic_load(&c->last_wb_error);
+}
+
 struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order, bool nowait, int *err)
 {
+	unsigned stuck = 0;
 	for (;;) {
 		struct pc_folio *f = alloc_any_order(c, order, min_order);
 		if (f)
@@ -214,6 +229,12 @@ struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_or
 			continue;
 		if (nowait) {
 			*err = -EAGAIN;
+			return NULL;
+		}
+		int e = alloc_stuck_error(c);
+		stuck = e ? stuck + 1 : 0;
+		if (stuck > ALLOC_STUCK_ROUNDS) {
+			*err = e;
 			return NULL;
 		}
 		kick_all_flushers(c);

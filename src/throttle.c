@@ -40,9 +40,20 @@ void throttle_account(size_t bytes)
 	thread_dirtied += bytes;
 }
 
+/*
+ * Dirty data of files whose writeback keeps failing does not count: it
+ * cannot be cleaned until the fault clears, and waiting on it would stall
+ * writers of every other file and device for ever.  It is bounded anyway:
+ * those files take no new writes meanwhile (mapping_set_failing).
+ */
 bool dirty_over_limit(struct pc_cache *c)
 {
-	return atomic_load(&c->dirty) + atomic_load(&c->writeback) > (int64_t)c->cfg.dirty_limit_bytes;
+	int64_t used = atomic_load(&c->dirty) + atomic_load(&c->writeback);
+	if (used <= (int64_t)c->cfg.dirty_limit_bytes)
+		return false;
+	if (atomic_load_explicit(&c->nr_failing, memory_order_relaxed))
+		used -= files_failing_dirty(c);
+	return used > (int64_t)c->cfg.dirty_limit_bytes;
 }
 
 /* The first waiter changed (under throttle_lock): publish its time. */
@@ -105,16 +116,55 @@ static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
 		flusher_kick(d);
 }
 
+/* Take w out of the queue, wherever it is (under throttle_lock). */
+static void dequeue_waiter(struct pc_cache *c, struct throttle_waiter *w)
+{
+	struct throttle_waiter **p = &c->throttle_head;
+	while (*p && *p != w)
+		p = &(*p)->next;
+	if (*p)
+		*p = w->next;
+	head_changed(c);
+}
+
+/*
+ * Wait in the queue until this writer is first and there is room, or its
+ * own file's writeback fails (0 or that error).  Under throttle_lock.
+ */
+static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *waited)
+{
+	struct pc_cache *c = m->c;
+	int err = 0;
+	while (c->throttle_head != w || dirty_over_limit(c)) {
+		err = mapping_failing(m);
+		if (err)
+			break;
+		if (dirty_over_limit(c))
+			flusher_kick(m->dom);
+		*waited = true;
+		timed_wait_ms(&w->cv, &c->throttle_lock, 20);
+	}
+	return err;
+}
+
+/*
+ * A writer of a file whose writeback keeps failing gets the error instead
+ * of waiting (with PC_NOWAIT too, rather than EAGAIN for ever): its data
+ * stays dirty, and the room it waits for may never come.
+ */
 int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 {
 	struct pc_cache *c = m->c;
 	kick_flusher_past_thresholds(m, uncached);
+	int err = mapping_failing(m);
+	if (err)
+		return err;
 	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c))
 		return 0;
 	if (nowait)
 		return dirty_over_limit(c) ? -EAGAIN : 0;
 	struct throttle_waiter w;
-	pthread_cond_init(&w.cv, NULL);
+	cond_init_monotonic(&w.cv);
 	pthread_mutex_lock(&c->throttle_lock);
 	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
@@ -124,15 +174,9 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	if (c->throttle_head != &w && !dirty_over_limit(c))
 		wake_first(c); /* queued behind others under the limit: they may go */
 	bool waited = false;
-	while (c->throttle_head != &w || dirty_over_limit(c)) {
-		if (dirty_over_limit(c))
-			flusher_kick(m->dom);
-		waited = true;
-		timed_wait_ms(&w.cv, &c->throttle_lock, 20);
-	}
-	c->throttle_head = w.next;
-	head_changed(c);
-	if (w.vtime > c->throttle_vclock)
+	err = wait_in_queue(m, &w, &waited);
+	dequeue_waiter(c, &w);
+	if (!err && w.vtime > c->throttle_vclock)
 		c->throttle_vclock = w.vtime;
 	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
 	/* There may be room for the next one too: it checks for itself. */
@@ -141,5 +185,5 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	pthread_cond_destroy(&w.cv);
 	if (waited)
 		atomic_fetch_add(&c->st_throttle_waits, 1);
-	return 0;
+	return err;
 }

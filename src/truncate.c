@@ -82,6 +82,9 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 		invalidate_range(m, size, UINT64_MAX, INVAL_ZERO);
 		err = backing_set_size(m, size);
 	}
+	/* After the writeback of what went has ended: the caller may have
+	 * made room, so writes may try again (see mapping_set_failing). */
+	mapping_clear_failing(m);
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
@@ -144,6 +147,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	}
 	if (!err && !keep)
 		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
+	mapping_clear_failing(m); /* room may have been made, as at truncate */
 	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }

@@ -5,11 +5,21 @@
 #include <string.h>
 #include <time.h>
 
-/* Wait on cv for at most ms milliseconds (the caller re-checks why). */
+void cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* Wait on cv (made by cond_init_monotonic) for at most ms milliseconds
+ * (the caller re-checks why). */
 void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_nsec += (long)ms * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
@@ -54,10 +64,16 @@ uint32_t cache_clock_ms(const struct pc_cache *c)
 	return (uint32_t)(pc_now_ms() - c->start_ms);
 }
 
+/*
+ * The 32-bit clock wraps after 49.7 days of the cache's life: the age is
+ * the difference modulo 2^32, right across a wrap.  A stamp set just after
+ * we read the clock looks a little in the future: half the range and more
+ * means that, age 0.  (Stamps order waits of milliseconds to seconds.)
+ */
 uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f)
 {
-	uint64_t now = cache_clock_ms(c), stamp = atomic_load(&((struct pc_folio *)f)->stamp);
-	return now >= stamp ? now - stamp : 0;
+	uint32_t age = cache_clock_ms(c) - atomic_load(&((struct pc_folio *)f)->stamp);
+	return age <= INT32_MAX ? age : 0;
 }
 
 void iov_copy_from(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)

@@ -231,36 +231,85 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
-ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
+/*
+ * Before a write dirties anything: a file whose writeback keeps failing
+ * takes no new data (mapping_set_failing), and space for a write that
+ * extends the file is reserved, so a full file system fails the write here,
+ * as the kernel's buffered write does, instead of at fsync.
+ */
+static int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
-	struct pc_mapping *m = h->m;
-	bool uncached = flags & PC_DONTCACHE;
-	if ((flags & PC_NOWAIT) && balance_dirty(m, uncached, true))
-		return -EAGAIN;
-	struct write_ctx w = { m, iov, iovcnt, off, off + len, flags };
-	uint64_t pos = off;
-	ssize_t err = 0;
-	pthread_rwlock_rdlock(&m->inval_lock);
-	while (pos < w.end) {
-		ssize_t n = write_one_folio(&w, pos);
+	int err = mapping_failing(m);
+	if (err)
+		return err;
+	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed))
+		return backing_reserve(m, off, end);
+	return 0;
+}
+
+/* Copy [pos, end) of the write into the cache, folio by folio (the
+ * caller holds inval_lock); returns the bytes copied, and sets *err when
+ * it stopped short. */
+static uint64_t write_folios(const struct write_ctx *w, uint64_t pos, uint64_t end, int *err)
+{
+	uint64_t start = pos;
+	*err = 0;
+	while (pos < end) {
+		ssize_t n = write_one_folio(w, pos);
 		if (n < 0) {
-			err = n;
+			*err = (int)n;
 			break;
 		}
 		pos += (uint64_t)n;
 	}
-	pthread_rwlock_unlock(&m->inval_lock);
-	if (pos == off)
+	return pos - start;
+}
+
+/*
+ * A write larger than this is made durable (PC_DSYNC) or throttled piece
+ * by piece, so one huge write never holds more than the dirty limit, and
+ * an error stops it with what it wrote so far.
+ */
+static uint64_t write_piece(const struct pc_mapping *m)
+{
+	return pc_max_u64(m->c->cfg.max_io_bytes, m->c->cfg.dirty_limit_bytes / 8);
+}
+
+ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
+{
+	struct pc_mapping *m = h->m;
+	bool uncached = flags & PC_DONTCACHE, nowait = flags & PC_NOWAIT;
+	struct write_ctx w = { m, iov, iovcnt, off, off + len, flags };
+	int err = write_admit(m, off, w.end);
+	if (!err && nowait)
+		err = balance_dirty(m, uncached, true);
+	if (err)
 		return err;
-	if (flags & PC_DSYNC) {
-		int e = write_sync(m, off, pos);
-		if (e)
-			return e;
-	} else {
-		throttle_account(pos - off);
-		balance_dirty(m, uncached, flags & PC_NOWAIT);
+	uint64_t pos = off;
+	while (pos < w.end && !err) {
+		uint64_t piece_end = pc_min_u64(w.end, pos + write_piece(m));
+		pthread_rwlock_rdlock(&m->inval_lock);
+		uint64_t n = write_folios(&w, pos, piece_end, &err);
+		pthread_rwlock_unlock(&m->inval_lock);
+		if (!n)
+			break;
+		int e;
+		if (flags & PC_DSYNC) {
+			e = write_sync(m, pos, pos + n);
+			if (e) {
+				err = e;
+				break; /* not durable: not reported as written */
+			}
+		} else {
+			throttle_account(n);
+			e = balance_dirty(m, uncached, nowait);
+		}
+		pos += n;
+		if (!err)
+			err = e;
 	}
-	return (ssize_t)(pos - off);
+	/* As write(2): what was written counts, an error only if nothing was. */
+	return pos > off ? (ssize_t)(pos - off) : err;
 }
 
 int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len)
@@ -268,23 +317,16 @@ int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len)
 	static const uint8_t zeros[4096];
 	struct iovec v[16];
 	uint64_t pos = off, end = off + len;
-	int err = 0;
-	while (pos < end && !err) {
+	while (pos < end) {
 		size_t chunk = pc_min_u64(end - pos, sizeof(v) / sizeof(v[0]) * sizeof(zeros));
 		int cnt = 0;
 		for (size_t d = 0; d < chunk; d += sizeof(zeros))
 			v[cnt++] = (struct iovec){ (void *)zeros, pc_min_u64(sizeof(zeros), chunk - d) };
 		struct write_ctx w = { m, v, cnt, pos, pos + chunk, 0 };
-		uint64_t p = pos;
-		while (p < w.end) {
-			ssize_t n = write_one_folio(&w, p);
-			if (n < 0) {
-				err = (int)n;
-				break;
-			}
-			p += (uint64_t)n;
-		}
-		pos = p;
+		int err;
+		pos += write_folios(&w, pos, w.end, &err);
+		if (err)
+			return err;
 	}
-	return err;
+	return 0;
 }

@@ -54,6 +54,33 @@ int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since)
 	return -(int)(cur & 0xffff);
 }
 
+/* ------------------------------------------------------ failing files */
+
+/*
+ * A file whose writeback fails (ENOSPC, EDQUOT, EIO, EFBIG...) keeps its
+ * data dirty: nothing acknowledged is dropped.  But while it fails, more
+ * data for it would only pile up where it cannot go, and writers throttled
+ * on it would wait for ever for dirty bytes that never fall.  So from the
+ * first failure new writes to the file fail up front with that error, as a
+ * full file system refuses them, throttled writers of it get the error,
+ * and its dirty bytes do not count against other files' room (see
+ * dirty_over_limit).  It ends when its writeback succeeds with nothing
+ * left dirty (the flusher retries every second), or when the caller
+ * retries fsync, truncates or punches: space may be back.
+ */
+void mapping_set_failing(struct pc_mapping *m, int err)
+{
+	atomic_store(&m->c->last_wb_error, err);
+	if (atomic_exchange(&m->wb_failing, err) == 0)
+		atomic_fetch_add(&m->c->nr_failing, 1);
+}
+
+void mapping_clear_failing(struct pc_mapping *m)
+{
+	if (atomic_exchange(&m->wb_failing, 0) != 0)
+		atomic_fetch_sub(&m->c->nr_failing, 1);
+}
+
 /* --------------------------------------------------------- accounting */
 
 void cache_update_peak_dirty(struct pc_cache *c)
@@ -202,6 +229,12 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	}
 	for (int i = 0; i < r->nseg; i++)
 		end_segment(m, &r->seg[i], err);
+	/* After the segments: a failed one is dirty again before writers
+	 * waiting in the throttle see the error. */
+	if (err)
+		mapping_set_failing(m, err);
+	else if (mapping_failing(m) && atomic_load(&m->nr_dirty) <= 0)
+		mapping_clear_failing(m);
 	if (r->w)
 		waiter_done(r->w, err);
 	struct pc_cache *c = m->c;
@@ -211,8 +244,10 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	free(r);
 }
 
-static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int mode)
+static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int mode, uint64_t off)
 {
+	if (fault_check(m->c, PC_FAULT_ALLOC, m->fd, (off_t)off, 0))
+		return NULL;
 	struct wb_req *r = malloc(sizeof(*r));
 	if (!r)
 		return NULL;
@@ -265,30 +300,36 @@ static void req_submit(struct wb_req *r)
 	ioq_submit(r->m->dom->ioq, &r->io);
 }
 
-/* Append a run to the request if it continues it; else start a new one. */
-static struct wb_req *req_add_run(struct wb_req *r, struct pc_mapping *m, struct pc_folio *f, unsigned first,
-				  unsigned count, struct pc_wb_waiter *w, int mode)
+/*
+ * Append a run to the request *rp if it continues it; else submit that one
+ * and start a new one.  -ENOMEM when no request can be had: *rp is then
+ * NULL (the one it held, if any, was submitted: it must not be touched).
+ */
+static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio *f, unsigned first,
+		       unsigned count, struct pc_wb_waiter *w, int mode)
 {
+	struct wb_req *r = *rp;
 	uint64_t off = folio_pos(f) + ((uint64_t)first << m->block_shift);
 	size_t len = (size_t)count << m->block_shift;
 	if (r && (r->nseg == WB_MAX_SEGS || (uint64_t)r->io.off + r->io.len != off ||
 		  r->io.len + len > m->c->cfg.max_io_bytes)) {
 		req_submit(r);
-		r = NULL;
+		r = *rp = NULL;
 	}
 	if (!r) {
-		r = req_new(m, w, mode);
+		r = req_new(m, w, mode, off);
 		if (!r)
-			return NULL;
+			return -ENOMEM;
 		r->io.off = (off_t)off;
 		r->io.len = 0;
+		*rp = r;
 	}
 	folio_get(f);
 	r->seg[r->nseg] = (struct wb_seg){ f, first, count };
 	r->iov[r->nseg] = (struct iovec){ folio_data(m->c, f) + ((size_t)first << m->block_shift), len };
 	r->nseg++;
 	r->io.len += len;
-	return r;
+	return 0;
 }
 
 /*
@@ -296,22 +337,22 @@ static struct wb_req *req_add_run(struct wb_req *r, struct pc_mapping *m, struct
  * the request being built.  Partial blocks are merged with device data
  * first (deferred read-modify-write done by the flusher, not the writer).
  */
-static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping *m, struct pc_folio *f,
-					    struct pc_wb_waiter *w, int mode, int64_t *submitted)
+static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struct pc_folio *f,
+				 struct pc_wb_waiter *w, int mode, int64_t *submitted)
 {
 	if (folio_has_partial(f)) {
 		int err = folio_merge_partials(m, f);
 		if (err) {
 			errseq_set(&m->wb_err, err);
-			return r;
+			return 0;
 		}
 	}
 	unsigned first, count, from = 0;
+	int err = 0;
 	while (folio_next_dirty_run(m, f, from, &first, &count)) {
-		struct wb_req *nr = req_add_run(r, m, f, first, count, w, mode);
-		if (!nr)
-			break; /* no memory: the rest stays dirty */
-		r = nr;
+		err = req_add_run(rp, m, f, first, count, w, mode);
+		if (err)
+			break; /* no memory: the rest stays dirty, the caller hears it */
 		size_t bytes = (size_t)count << m->block_shift;
 		/* An earlier request of this folio may have completed already
 		 * (synchronous I/O): set the flag on every 0 -> 1. */
@@ -327,7 +368,7 @@ static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping 
 	}
 	if (!folio_test(f, PF_DIRTY))
 		mapping_untag_dirty(m, f);
-	return r;
+	return err;
 }
 
 /*
@@ -340,49 +381,6 @@ static struct wb_req *folio_start_writeback(struct wb_req *r, struct pc_mapping 
 static bool uncached_candidate(struct pc_folio *f)
 {
 	return folio_test(f, PF_DROPBEHIND);
-}
-
-/*
- * Before writing back, allocate the backing file up to i_size (rounded up
- * to a block), holes below the end included.  Direct writes into allocated
- * space inside the file's size take the file system's shared lock (ext4
- * i_rwsem, XFS iolock) and allocate nothing at submission; into holes or
- * past the end, each allocates (and on XFS serialises) on its own, which
- * with many small writes (interleaved writers, whose data lands out of
- * order) costs more than the writes.  fallocate never changes data and
- * never shrinks the file, so it is safe against writes in flight.
- *
- * How far: what the data written since open justifies, at most
- * EXTEND_RATIO times the bytes dirtied past the size at open, so a sparse
- * write far past the end does not allocate the gap (it stays a hole, as
- * without us), while writers that fill the file out of order, and run up
- * to a few hundred MiB apart, find it allocated.  How often: in steps of
- * at least EXTEND_STEP, or up to i_size, since XFS drains all direct I/O
- * in flight for a fallocate.  See mapping_sync_size() for the exact size.
- */
-#define EXTEND_RATIO 4u
-#define EXTEND_STEP (8ull << 20)
-static void backing_extend(struct pc_mapping *m)
-{
-	uint64_t bs = m->block_size;
-	uint64_t want = pc_round_up((uint64_t)atomic_load(&m->i_size), bs);
-	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
-	if (!m->writable || !m->direct || want <= done)
-		return;
-	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
-	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
-	if (target <= done || (target < want && target - done < EXTEND_STEP))
-		return;
-	pthread_mutex_lock(&m->size_lock);
-	done = (uint64_t)atomic_load(&m->alloc_end);
-	/* From a size inside a block the file system would zero that block's
-	 * tail through its page cache: leave that to the writes themselves. */
-	if (target > done && atomic_load(&m->disk_size) % (int64_t)bs == 0 &&
-	    fallocate(m->fd, 0, (off_t)done, (off_t)(target - done)) == 0) {
-		atomic_raise_i64(&m->alloc_end, (int64_t)target);
-		atomic_raise_i64(&m->disk_size, (int64_t)target);
-	}
-	pthread_mutex_unlock(&m->size_lock);
 }
 
 /*
@@ -414,6 +412,7 @@ struct wb_walk {
 	struct pc_wb_waiter *w;
 	int64_t budget, submitted;
 	struct wb_req *r;
+	int err; /* a request could not be had: data was left dirty */
 };
 
 /* Start writeback of one gathered folio (its reference is consumed). */
@@ -449,8 +448,11 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 	}
 	if (ok && mode_skips(m, mode, f))
 		ok = false;
-	if (ok && folio_test(f, PF_DIRTY))
-		k->r = folio_start_writeback(k->r, m, f, k->w, mode, &k->submitted);
+	if (ok && folio_test(f, PF_DIRTY)) {
+		int err = folio_start_writeback(&k->r, m, f, k->w, mode, &k->submitted);
+		if (err && !k->err)
+			k->err = err;
+	}
 	folio_unlock(f);
 	folio_put(m->c, f);
 }
@@ -518,14 +520,16 @@ static void run_add(struct wb_walk *k, struct short_run *s, struct pc_folio *f)
 	}
 }
 
-/* writeback_range, stopping once `budget` bytes are submitted (0: all). */
+/* writeback_range, stopping once `budget` bytes are submitted (0: all).
+ * A request that cannot be allocated makes it -ENOMEM (what was submitted
+ * before is in flight, the rest stays dirty). */
 static int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w,
 			      int64_t budget)
 {
 	uint64_t idx = start >> PC_PAGE_SHIFT;
 	uint64_t end_idx = end >= (UINT64_MAX - PC_PAGE_SIZE) ? UINT64_MAX : (end + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT;
 	struct pc_folio *batch[32];
-	struct wb_walk k = { m, mode, w, budget, 0, NULL };
+	struct wb_walk k = { m, mode, w, budget, 0, NULL, 0 };
 	struct short_run run = { .n = 0 };
 	bool hold_short = mode & WB_HOLD_SHORT_RUNS;
 	backing_extend(m);
@@ -543,7 +547,7 @@ static int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end
 	if (hold_short)
 		run_close(&k, &run);
 	req_submit(k.r);
-	return k.submitted;
+	return k.err ? k.err : k.submitted;
 }
 
 int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w)
@@ -586,69 +590,6 @@ int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 		return (int)r;
 	if (!err)
 		err = errseq_check_and_advance(&m->wb_err, &since);
-	return err;
-}
-
-/* ---------------------------------------------------- size of backing */
-
-int backing_set_size(struct pc_mapping *m, uint64_t size)
-{
-	uint64_t bs = m->block_size;
-	bool partial = size % bs || (uint64_t)atomic_load(&m->disk_size) % bs;
-	/* The block the file system will zero through its own page cache: no
-	 * direct write of ours may be in flight to it meanwhile. */
-	struct pc_folio *tail = partial ? mapping_lookup(m, pc_round_down(size, bs)) : NULL;
-	if (tail) {
-		folio_lock(tail);
-		folio_wait_clear(tail, PF_WRITEBACK);
-	}
-	int err = 0;
-	pthread_mutex_lock(&m->size_lock);
-	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
-	if (ftruncate(m->fd, (off_t)size) == 0) {
-		atomic_store(&m->disk_size, (int64_t)size);
-		if ((uint64_t)atomic_load(&m->data_end) > size)
-			atomic_store(&m->data_end, (int64_t)size);
-		written_truncate(&m->written, size);
-		if ((uint64_t)atomic_load(&m->alloc_end) > size)
-			atomic_store(&m->alloc_end, (int64_t)size);
-	} else {
-		err = -errno;
-	}
-	/* Write and drop the kernel's cached copy of the zeroed block(s), so
-	 * later direct writes of them do not collide with it. */
-	if (!err && partial && m->direct) {
-		uint64_t lo = pc_round_down(pc_min_u64(size, old), bs);
-		uint64_t hi = pc_round_up(pc_max_u64(size, old), bs);
-		sync_file_range(m->fd, (off_t)lo, (off_t)(hi - lo),
-				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
-	}
-	pthread_mutex_unlock(&m->size_lock);
-	if (tail) {
-		folio_unlock(tail);
-		folio_put(m->c, tail);
-	}
-	return err;
-}
-
-/*
- * Make the backing file's size exactly i_size.  Device writes are whole
- * blocks, so while the file is in use its backing size is i_size rounded
- * up to a block.  Shrinking to the exact size must not cut off data being
- * written past the i_size we read, so writers (who raise i_size under
- * inval_lock, shared) are held off meanwhile.
- */
-int mapping_sync_size(struct pc_mapping *m)
-{
-	int err = 0;
-	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))
-		return 0;
-	pthread_rwlock_wrlock(&m->inval_lock);
-	int64_t size = atomic_load(&m->i_size);
-	if (m->writable && atomic_load(&m->disk_size) != size)
-		err = backing_set_size(m, (uint64_t)size);
-	pthread_rwlock_unlock(&m->inval_lock);
 	return err;
 }
 
@@ -774,8 +715,8 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		int64_t unc = atomic_load(&m->nr_uncached);
 		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes : 0;
 		if (unc > keep)
-			submitted += writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience, NULL,
-						    keep ? unc - keep : 0);
+			submitted += pc_max_i64(0, writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience,
+								 NULL, keep ? unc - keep : 0));
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -790,7 +731,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
 		if (expired || background || want_free) {
 			m->dirtied_when_ms = now;
-			submitted += writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL);
+			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL));
 		}
 	}
 	return submitted;
@@ -868,7 +809,7 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 	d->c = c;
 	d->dev = dev;
 	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->kick_cv, NULL);
+	cond_init_monotonic(&d->kick_cv);
 	pthread_cond_init(&d->io_cv, NULL);
 	/* A dirty limit's worth of latency is too much: an eighth of it, but
 	 * room for a few of the largest writes. */

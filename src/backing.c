@@ -1,0 +1,210 @@
+/*
+ * backing.c - the backing file's size and allocation: space reserved for
+ * writes that extend the file, allocation ahead of writeback, and the exact
+ * size at fsync and close.
+ *
+ * Sizes kept per mapping (all bytes):
+ *   i_size       the file's size as callers see it;
+ *   disk_size    the backing file's size as last set (whole blocks while
+ *                the file is written: device writes are whole blocks);
+ *   reserve_end  space up to here is allocated or reserved (fallocate
+ *                KEEP_SIZE), so writeback below it cannot meet ENOSPC;
+ *   alloc_end    allocated *and* inside the backing file's size
+ *                (backing_extend), so direct writes below it allocate
+ *                nothing and take the file system's shared lock.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <unistd.h>
+
+/*
+ * Reserve the device space a write that extends the file will need, before
+ * it dirties anything.  The kernel's buffered path allocates (or reserves,
+ * with delayed allocation) at write time, so a full file system fails the
+ * write() with ENOSPC; a cache that found out only at writeback could say
+ * so only at fsync or close, after acknowledging data it cannot store.
+ * fallocate(FALLOC_FL_KEEP_SIZE) reserves without changing the size or any
+ * data, so it is safe against writes in flight.
+ *
+ * How much: a write near the reserved end reserves ahead, an eighth of what
+ * the file grew since open (RESERVE_AHEAD_MIN to _MAX), so a sequential
+ * writer calls fallocate rarely; when the file system cannot give that
+ * much, exactly what the write needs.  A write far past the reserved end
+ * (a sparse file) reserves only its own blocks.  What is reserved past the
+ * final size is released at last close (backing_release_reserve).  File
+ * systems without fallocate are left to report ENOSPC at writeback.
+ */
+#define RESERVE_AHEAD_MIN (8ull << 20)
+#define RESERVE_AHEAD_MAX (64ull << 20)
+
+static int reserve_blocks(struct pc_mapping *m, uint64_t from, uint64_t to)
+{
+	if (fallocate(m->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from)) == 0)
+		return 0;
+	return -errno;
+}
+
+static bool reserve_unsupported(int err)
+{
+	return err == -EOPNOTSUPP || err == -ENOSYS || err == -EINVAL;
+}
+
+int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
+{
+	if (end <= (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) ||
+	    atomic_load_explicit(&m->no_reserve, memory_order_relaxed))
+		return 0;
+	uint64_t bs = m->block_size;
+	int err = 0;
+	pthread_mutex_lock(&m->size_lock);
+	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
+	if (end > have && !atomic_load(&m->no_reserve)) {
+		uint64_t need = pc_round_up(end, bs);
+		if (off > have + RESERVE_AHEAD_MIN) {
+			err = reserve_blocks(m, pc_round_down(off, bs), need); /* sparse: its own blocks */
+		} else {
+			uint64_t grown = end > m->alloc_base ? end - m->alloc_base : 0;
+			uint64_t ahead = pc_min_u64(pc_max_u64(grown / 8, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX);
+			uint64_t to = pc_round_up(end + ahead, bs);
+			err = reserve_blocks(m, have, to);
+			if (err == -ENOSPC || err == -EDQUOT) {
+				to = need;
+				err = reserve_blocks(m, have, to);
+			}
+			if (!err)
+				atomic_store(&m->reserve_end, (int64_t)to);
+		}
+		if (reserve_unsupported(err)) {
+			atomic_store(&m->no_reserve, true);
+			err = 0;
+		}
+	}
+	pthread_mutex_unlock(&m->size_lock);
+	return err;
+}
+
+void backing_release_reserve(struct pc_mapping *m)
+{
+	if (!m->writable)
+		return;
+	pthread_mutex_lock(&m->size_lock);
+	uint64_t bs = m->block_size;
+	uint64_t keep = pc_round_up(pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size)), bs);
+	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
+	if (have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
+				     (off_t)(have - keep)) == 0)
+		atomic_store(&m->reserve_end, (int64_t)keep);
+	pthread_mutex_unlock(&m->size_lock);
+}
+
+/*
+ * Before writing back, allocate the backing file up to i_size (rounded up
+ * to a block), holes below the end included.  Direct writes into allocated
+ * space inside the file's size take the file system's shared lock (ext4
+ * i_rwsem, XFS iolock) and allocate nothing at submission; into holes or
+ * past the end, each allocates (and on XFS serialises) on its own, which
+ * with many small writes (interleaved writers, whose data lands out of
+ * order) costs more than the writes.  fallocate never changes data and
+ * never shrinks the file, so it is safe against writes in flight.
+ *
+ * How far: what the data written since open justifies, at most
+ * EXTEND_RATIO times the bytes dirtied past the size at open, so a sparse
+ * write far past the end does not allocate the gap (it stays a hole, as
+ * without us), while writers that fill the file out of order, and run up
+ * to a few hundred MiB apart, find it allocated.  How often: in steps of
+ * at least EXTEND_STEP, or up to i_size, since XFS drains all direct I/O
+ * in flight for a fallocate.  See mapping_sync_size() for the exact size.
+ */
+#define EXTEND_RATIO 4u
+#define EXTEND_STEP (8ull << 20)
+void backing_extend(struct pc_mapping *m)
+{
+	uint64_t bs = m->block_size;
+	uint64_t want = pc_round_up((uint64_t)atomic_load(&m->i_size), bs);
+	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
+	if (!m->writable || !m->direct || want <= done)
+		return;
+	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
+	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
+	if (target <= done || (target < want && target - done < EXTEND_STEP))
+		return;
+	pthread_mutex_lock(&m->size_lock);
+	done = (uint64_t)atomic_load(&m->alloc_end);
+	/* From a size inside a block the file system would zero that block's
+	 * tail through its page cache: leave that to the writes themselves. */
+	if (target > done && atomic_load(&m->disk_size) % (int64_t)bs == 0 &&
+	    fallocate(m->fd, 0, (off_t)done, (off_t)(target - done)) == 0) {
+		atomic_raise_i64(&m->alloc_end, (int64_t)target);
+		atomic_raise_i64(&m->disk_size, (int64_t)target);
+	}
+	pthread_mutex_unlock(&m->size_lock);
+}
+
+
+int backing_set_size(struct pc_mapping *m, uint64_t size)
+{
+	uint64_t bs = m->block_size;
+	bool partial = size % bs || (uint64_t)atomic_load(&m->disk_size) % bs;
+	/* The block the file system will zero through its own page cache: no
+	 * direct write of ours may be in flight to it meanwhile. */
+	struct pc_folio *tail = partial ? mapping_lookup(m, pc_round_down(size, bs)) : NULL;
+	if (tail) {
+		folio_lock(tail);
+		folio_wait_clear(tail, PF_WRITEBACK);
+	}
+	int err = 0;
+	pthread_mutex_lock(&m->size_lock);
+	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
+	if (ftruncate(m->fd, (off_t)size) == 0) {
+		atomic_store(&m->disk_size, (int64_t)size);
+		if ((uint64_t)atomic_load(&m->data_end) > size)
+			atomic_store(&m->data_end, (int64_t)size);
+		written_truncate(&m->written, size);
+		if ((uint64_t)atomic_load(&m->alloc_end) > size)
+			atomic_store(&m->alloc_end, (int64_t)size);
+		/* Shrinking frees the blocks past the end, reserved ones too. */
+		if ((uint64_t)atomic_load(&m->reserve_end) > pc_round_up(size, bs))
+			atomic_store(&m->reserve_end, (int64_t)pc_round_up(size, bs));
+	} else {
+		err = -errno;
+	}
+	/* Write and drop the kernel's cached copy of the zeroed block(s), so
+	 * later direct writes of them do not collide with it. */
+	if (!err && partial && m->direct) {
+		uint64_t lo = pc_round_down(pc_min_u64(size, old), bs);
+		uint64_t hi = pc_round_up(pc_max_u64(size, old), bs);
+		sync_file_range(m->fd, (off_t)lo, (off_t)(hi - lo),
+				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+	}
+	pthread_mutex_unlock(&m->size_lock);
+	if (tail) {
+		folio_unlock(tail);
+		folio_put(m->c, tail);
+	}
+	return err;
+}
+
+/*
+ * Make the backing file's size exactly i_size.  Device writes are whole
+ * blocks, so while the file is in use its backing size is i_size rounded
+ * up to a block.  Shrinking to the exact size must not cut off data being
+ * written past the i_size we read, so writers (who raise i_size under
+ * inval_lock, shared) are held off meanwhile.
+ */
+int mapping_sync_size(struct pc_mapping *m)
+{
+	int err = 0;
+	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))
+		return 0;
+	pthread_rwlock_wrlock(&m->inval_lock);
+	int64_t size = atomic_load(&m->i_size);
+	if (m->writable && atomic_load(&m->disk_size) != size)
+		err = backing_set_size(m, (uint64_t)size);
+	pthread_rwlock_unlock(&m->inval_lock);
+	return err;
+}
+

@@ -1,0 +1,129 @@
+/*
+ * process.c - a cache belongs to the process that created it.
+ *
+ * After fork() the child has a copy of the cache's memory but none of its
+ * threads: no flusher and no completion thread, so nothing would ever clean
+ * the dirty data a child's writer waits for, and a child that wrote its copy
+ * of the parent's dirty data would write the same file as the parent, from
+ * a second, diverging copy.  The kernel's page cache is shared by parent and
+ * child; ours cannot be without a shared arena.  So the child may not use an
+ * inherited cache at all: every call on it fails at once with EPERM, and
+ * pc_close / pc_cache_destroy only free the child's copy of the memory.
+ *
+ * Detection is one relaxed load and compare per call: a pthread_atfork
+ * child handler bumps a process generation, and a cache remembers the
+ * generation it was created in.  The handler only increments a counter (no
+ * prepare or parent handler, no lock taken), so a fork while other threads
+ * hold cache locks cannot deadlock, and the parent is not touched at all.
+ *
+ * The child's copy of a lock may be held by a parent thread that does not
+ * exist in the child, so freeing the copy takes no lock, waits for nothing
+ * and never unlocks the parent's OFD locks (they belong to the open file
+ * descriptions the two processes share), nor touches the shared io_uring
+ * rings beyond unmapping the child's view of them.  The folio arena is
+ * MADV_DONTFORK (arena.c): the child never gets it, so a fork copies no
+ * page tables of a large cache, and there is nothing of it to unmap here.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static _Atomic unsigned process_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	atomic_fetch_add_explicit(&process_generation, 1, memory_order_relaxed);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+void process_claim(struct pc_cache *c)
+{
+	pthread_once(&atfork_once, register_atfork);
+	c->owner_generation = atomic_load_explicit(&process_generation, memory_order_relaxed);
+}
+
+bool cache_inherited(const struct pc_cache *c)
+{
+	return c->owner_generation != atomic_load_explicit(&process_generation, memory_order_relaxed);
+}
+
+static void free_handle_list(struct pc_file *h, bool closed_list)
+{
+	while (h) {
+		struct pc_file *next = closed_list ? h->next_closed : h->open_next;
+		free(h);
+		h = next;
+	}
+}
+
+/* A structure is consistent in the child only if no parent thread was
+ * changing it at fork: its lock was free then (trylock on the copy). */
+static void free_mapping_copy(struct pc_mapping *m)
+{
+	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0)
+		rt_destroy(&m->tree);
+	/* The child's descriptors only: the open file descriptions, and the
+	 * OFD locks on them, stay the parent's. */
+	if (m->fd >= 0)
+		close(m->fd);
+	if (m->old_fd >= 0)
+		close(m->old_fd);
+	if (pthread_mutex_trylock(&m->written.lock) == 0)
+		written_destroy(&m->written);
+	free(m);
+}
+
+static void free_domain_copy(struct pc_domain *d)
+{
+	ioq_forget(d->ioq);
+	free(d->threads);
+	free(d);
+}
+
+/* Handles, files and domains: all changed under files_lock. */
+static void free_files_copy(struct pc_cache *c)
+{
+	free_handle_list(c->open_head, false);
+	free_handle_list(c->closed_head, true);
+	for (unsigned i = 0; i < c->file_hash_size; i++) {
+		struct pc_mapping *m = c->file_hash[i];
+		while (m) {
+			struct pc_mapping *next = m->hash_next;
+			free_mapping_copy(m);
+			m = next;
+		}
+	}
+	free(c->file_hash);
+	while (c->domains) {
+		struct pc_domain *d = c->domains;
+		c->domains = d->next;
+		free_domain_copy(d);
+	}
+}
+
+/*
+ * Whatever a parent thread was in the middle of at fork is left as it is
+ * (a little memory of the child's, never a double free): a lock held then
+ * is never released in the child, and a folio whose last reference was
+ * being dropped may have its block state half freed (folio_put frees it
+ * after the count reaches zero), so only referenced folios' is freed.
+ */
+void cache_free_inherited(struct pc_cache *c)
+{
+	if (pthread_mutex_trylock(&c->files_lock) == 0)
+		free_files_copy(c);
+	for (uint32_t pfn = 0; pfn < c->npages; pfn++) {
+		struct pc_folio *f = &c->folios[pfn];
+		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
+			bs_free(f);
+	}
+	free(c->folios);
+	free(c);
+}

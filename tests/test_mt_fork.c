@@ -1,0 +1,281 @@
+/*
+ * test_mt_fork.c - a cache across fork(): the child gets a clear error,
+ * never a hang or a second copy of the parent's dirty data.
+ *
+ * The parent runs writer threads (buffered and uncached, under a dirty
+ * limit small enough that they are throttled, with fsyncs) on its own file
+ * and forks children while they run.  Each child checks that:
+ *   - every call on the inherited cache and handle fails at once with EPERM
+ *     (pc_pwrite, PC_NOWAIT and PC_DONTCACHE ones too, pc_pread, pc_fsync,
+ *     pc_fdatasync, pc_ftruncate, pc_fallocate, pc_size, pc_fadvise,
+ *     pc_open on the inherited cache), the stats calls fill zeros, and all
+ *     of it together takes well under the watchdog's bound (a call that
+ *     waited for the parent's flusher would never return);
+ *   - no device I/O is done on the inherited cache (its fault hook, called
+ *     before every device I/O, counts calls made by another process);
+ *   - a new cache of its own opens the parent's file only to get EBUSY
+ *     (two caches must not share a file), and writes, fsyncs, reads back
+ *     and destroys a file of its own;
+ *   - pc_close and pc_cache_destroy of the inherited copies return 0.
+ * The parent then stops its writers and checks its file, on the device,
+ * against what each writer wrote: nothing lost, nothing written by a child.
+ * A watchdog (alarm) fails any process that hangs.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define NWRITERS 3
+#define REGION (4 * MiB)   /* each writer's part of the parent's file */
+#define RECORD 6000u       /* misaligned records */
+#define WATCHDOG_S 120
+
+static const char *dir;
+static pid_t parent_pid;
+/* Device I/Os attempted by a process other than the parent (shared page). */
+static _Atomic long *foreign_ios;
+
+static int count_foreign_io(void *arg, int op, int fd, off_t off, size_t len)
+{
+	(void)arg, (void)op, (void)fd, (void)off, (void)len;
+	if (getpid() != parent_pid)
+		atomic_fetch_add(foreign_ios, 1);
+	return 0;
+}
+
+struct writer {
+	pthread_t t;
+	struct pc_file *f;
+	unsigned id;
+	_Atomic bool stop;
+	unsigned passes; /* complete passes over the region */
+	long errors;
+};
+
+/* Byte i of the region of writer w in pass p. */
+static uint8_t pattern(unsigned w, unsigned pass, uint64_t i)
+{
+	return (uint8_t)(w * 31 + pass * 7 + i * 13 + (i >> 9));
+}
+
+static void fill_record(uint8_t *buf, unsigned w, unsigned pass, uint64_t start, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		buf[k] = pattern(w, pass, start + k);
+}
+
+/* Rewrite the writer's region in misaligned records, pass after pass. */
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	static _Thread_local uint8_t buf[RECORD];
+	uint64_t base = (uint64_t)w->id * REGION;
+	while (!atomic_load(&w->stop)) {
+		unsigned pass = w->passes + 1;
+		for (uint64_t at = 0; at < REGION; at += RECORD) {
+			size_t n = (size_t)pc_min_u64(RECORD, REGION - at);
+			fill_record(buf, w->id, pass, at, n);
+			int flags = ((at / RECORD) % 3 == 0) ? PC_DONTCACHE : 0;
+			if (pc_pwrite(w->f, buf, n, (off_t)(base + at), flags) != (ssize_t)n)
+				w->errors++;
+		}
+		if (pc_fsync(w->f) != 0)
+			w->errors++;
+		w->passes = pass;
+	}
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* In the child: a check that failed exits with a message naming it. */
+#define CHILD_CHECK(cond)                                                                  \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "child %d: %s:%d: %s (errno %d %s)\n", (int)getpid(), \
+				__FILE__, __LINE__, #cond, errno, strerror(errno));        \
+			_exit(2);                                                          \
+		}                                                                          \
+	} while (0)
+
+#define FAILS_EPERM(expr) ((errno = 0, (expr) == -1) && errno == EPERM)
+
+static void child_inherited_calls_fail(struct pc_cache *c, struct pc_file *f, const char *parent_file)
+{
+	uint8_t buf[8192];
+	memset(buf, 0x5a, sizeof(buf));
+	struct iovec v = { buf, sizeof(buf) };
+	double t0 = now_s();
+	CHILD_CHECK(FAILS_EPERM(pc_pwrite(f, buf, sizeof(buf), 0, 0)));
+	CHILD_CHECK(FAILS_EPERM(pc_pwrite(f, buf, 100, 4097, PC_NOWAIT)));
+	CHILD_CHECK(FAILS_EPERM(pc_pwrite(f, buf, 100, 4097, PC_DONTCACHE | PC_DSYNC)));
+	CHILD_CHECK(FAILS_EPERM(pc_pwrite(f, buf, sizeof(buf), 0, PC_DIRECT)));
+	CHILD_CHECK(FAILS_EPERM(pc_pwritev(f, &v, 1, 0, 0)));
+	CHILD_CHECK(FAILS_EPERM(pc_pread(f, buf, sizeof(buf), 0, 0)));
+	CHILD_CHECK(FAILS_EPERM(pc_preadv(f, &v, 1, 0, PC_DONTCACHE)));
+	CHILD_CHECK(FAILS_EPERM(pc_fsync(f)));
+	CHILD_CHECK(FAILS_EPERM(pc_fdatasync(f)));
+	CHILD_CHECK(FAILS_EPERM(pc_ftruncate(f, 0)));
+	CHILD_CHECK(FAILS_EPERM(pc_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)));
+	CHILD_CHECK(FAILS_EPERM(pc_size(f)));
+	CHILD_CHECK(FAILS_EPERM(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED)));
+	errno = 0;
+	CHILD_CHECK(pc_open(c, parent_file, O_RDONLY, 0) == NULL && errno == EPERM);
+	struct pc_stats st;
+	memset(&st, 0xff, sizeof(st));
+	pc_cache_stats(c, &st);
+	CHILD_CHECK(st.dirty_bytes == 0 && st.cached_bytes == 0 && st.dev_write_ios == 0);
+	memset(&st, 0xff, sizeof(st));
+	pc_file_stats(f, &st);
+	CHILD_CHECK(st.dirty_bytes == 0 && st.block_size == 0);
+	/* Each returned at once: a call that waited on the parent's flusher
+	 * (which does not exist here) would still be waiting. */
+	CHILD_CHECK(now_s() - t0 < 5.0);
+}
+
+/* The child's own cache: the parent's file is busy, its own file works. */
+static void child_own_cache_works(const char *parent_file, unsigned n)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 4 * MiB;
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	CHILD_CHECK(c);
+	errno = 0;
+	CHILD_CHECK(pc_open(c, parent_file, O_RDWR, 0) == NULL && errno == EBUSY);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/child%u", dir, n);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHILD_CHECK(f);
+	static uint8_t buf[MiB], back[MiB];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + n);
+	CHILD_CHECK(pc_pwrite(f, buf, sizeof(buf), 1234, 0) == (ssize_t)sizeof(buf));
+	CHILD_CHECK(pc_fsync(f) == 0);
+	CHILD_CHECK(pc_pread(f, back, sizeof(back), 1234, PC_DIRECT) == (ssize_t)sizeof(back));
+	CHILD_CHECK(memcmp(buf, back, sizeof(buf)) == 0);
+	CHILD_CHECK(pc_close(f) == 0);
+	CHILD_CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
+static void child_main(struct pc_cache *c, struct pc_file *f, const char *parent_file, unsigned n)
+{
+	alarm(WATCHDOG_S / 2); /* a hang in the child kills it */
+	child_inherited_calls_fail(c, f, parent_file);
+	child_own_cache_works(parent_file, n);
+	CHILD_CHECK(pc_close(f) == 0);
+	errno = 0;
+	CHILD_CHECK(pc_pwrite(f, "x", 1, 0, 0) == -1 && errno == EBADF); /* closed now */
+	CHILD_CHECK(pc_cache_destroy(c) == 0);
+	_exit(0);
+}
+
+/* Fork one child while the writers run; returns its exit status. */
+static int fork_and_wait(struct pc_cache *c, struct pc_file *f, const char *parent_file, unsigned n)
+{
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0)
+		child_main(c, f, parent_file, n);
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "child %u killed by signal %d\n", n, WTERMSIG(status));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The parent's file on the device, region by region, after the writers'
+ * last complete pass (every pass ends with an fsync). */
+static void check_parent_file(const char *path, struct writer *w)
+{
+	int fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	static uint8_t got[REGION], want[REGION];
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		REQUIRE(pread(fd, got, REGION, (off_t)i * REGION) == (ssize_t)REGION);
+		fill_record(want, i, w[i].passes, 0, REGION);
+		CHECK(memcmp(got, want, REGION) == 0);
+	}
+	close(fd);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char msg[] = "test_mt_fork: HANG (watchdog)\n";
+	ssize_t r = write(2, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(3);
+}
+
+int main(void)
+{
+	signal(SIGALRM, on_alarm);
+	alarm(WATCHDOG_S);
+	dir = test_dir("test_mt_fork");
+	parent_pid = getpid();
+	foreign_ios = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(foreign_ios != MAP_FAILED);
+
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 8 * MiB; /* dirty limit 1.6 MiB: writers are throttled */
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = count_foreign_io;
+	char path[4200];
+	test_path(path, sizeof(path), dir, "parent");
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+
+	struct writer w[NWRITERS];
+	memset(w, 0, sizeof(w));
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		w[i].f = f;
+		w[i].id = i;
+		REQUIRE(pthread_create(&w[i].t, NULL, writer_main, &w[i]) == 0);
+	}
+	unsigned nchildren = getenv("PC_TEST_QUICK") ? 8 : 24;
+	for (unsigned n = 0; n < nchildren; n++) {
+		CHECK(fork_and_wait(c, f, path, n) == 0);
+		usleep(20000 + 10000 * (n % 5)); /* fork at varied moments */
+	}
+	for (unsigned i = 0; i < NWRITERS; i++)
+		atomic_store(&w[i].stop, true);
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		pthread_join(w[i].t, NULL);
+		CHECK(w[i].errors == 0);
+		CHECK(w[i].passes > 0);
+	}
+	CHECK(pc_fsync(f) == 0);
+	CHECK(atomic_load(foreign_ios) == 0);
+	struct pc_stats st;
+	pc_cache_stats(c, &st);
+	CHECK(st.throttle_waits > 0); /* forks happened under the throttle */
+	check_parent_file(path, w);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	printf("test_mt_fork: %u children, writer passes %u/%u/%u, throttle waits %llu\n", nchildren,
+	       w[0].passes, w[1].passes, w[2].passes, (unsigned long long)st.throttle_waits);
+	unlink(path);
+	test_rmdir(dir);
+	return test_done();
+}

@@ -1,0 +1,379 @@
+/*
+ * test_reliability.c - persistent write errors end in a reported error or
+ * in success, never in a hang, and nothing acknowledged is lost.
+ *
+ * Device write errors are injected with the cache's internal fault hook on
+ * one file (ENOSPC, EIO, EDQUOT, EFBIG), for buffered, PC_DONTCACHE,
+ * PC_DSYNC and PC_DIRECT writes:
+ *   (a) a writer of the failing file gets the error (a short count, then
+ *       -1) instead of waiting in the throttle for ever, while a writer of
+ *       another file goes on; PC_NOWAIT writers get the error, not EAGAIN;
+ *       new writes fail up front; the failed data stays dirty and cached
+ *       (uncached data too); fsync reports the error while it lasts;
+ *   (b) once the fault is gone, a retried fsync writes everything, and
+ *       every byte a write acknowledged is on the device;
+ *   (c) recovery without fsync: the flusher's retry succeeds and writes
+ *       are taken again; truncate also lets writes in again;
+ *   (d) pc_cache_destroy with unwritable dirty data returns the error;
+ *   (e) one write larger than the whole cache is throttled as it goes
+ *       (dirty data never far past the limit) and, against a failing file,
+ *       stops short with what it wrote;
+ *   (f) writeback that cannot allocate a request reports ENOMEM to fsync
+ *       (never 0 with data still dirty), and the next fsync writes it;
+ *   (g) folio ages are right across the 32-bit millisecond clock's wrap;
+ *   (h) a write ending at the largest size the file system allows is
+ *       written back; one byte more is EFBIG.
+ * A watchdog fails the test on a hang.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define RECORD 47008u
+#define WATCHDOG_S 300
+
+static const char *dir;
+
+/* ------------------------------------------------------------ the hook */
+
+static _Atomic int fail_fd = -1;   /* device writes to this fd fail */
+static _Atomic int fail_errno;     /* with this (positive) errno */
+
+static int fault_hook(void *arg, int op, int fd, off_t off, size_t len)
+{
+	(void)arg, (void)off, (void)len;
+	if (op == IO_WRITE && fd == atomic_load(&fail_fd))
+		return -atomic_load(&fail_errno);
+	return 0;
+}
+
+static void fail_writes_of(struct pc_file *f, int err)
+{
+	atomic_store(&fail_errno, err);
+	atomic_store(&fail_fd, f->m->fd);
+}
+
+static void fault_off(void)
+{
+	atomic_store(&fail_fd, -1);
+}
+
+static struct pc_cache *new_cache(size_t mem)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = mem;
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = fault_hook;
+	fault_off();
+	return c;
+}
+
+static struct pc_file *open_file(struct pc_cache *c, const char *name)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, name);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	return f;
+}
+
+static uint8_t pattern(uint64_t pos, unsigned salt)
+{
+	return (uint8_t)(pos * 7 + (pos >> 12) + salt);
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t pos, unsigned salt)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = pattern(pos + i, salt);
+}
+
+/* The backing file holds the pattern over [0, len). */
+static bool device_has(const char *name, uint64_t len, unsigned salt)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, name);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	uint8_t *buf = malloc(MiB), *want = malloc(MiB);
+	bool ok = true;
+	for (uint64_t at = 0; at < len && ok; at += MiB) {
+		size_t n = (size_t)pc_min_u64(MiB, len - at);
+		ok = pread(fd, buf, n, (off_t)at) == (ssize_t)n;
+		fill(want, n, at, salt);
+		ok = ok && memcmp(buf, want, n) == 0;
+	}
+	free(buf);
+	free(want);
+	close(fd);
+	return ok;
+}
+
+/* After the fault cleared: the error that no fsync reported yet is
+ * reported once (errseq), by the fsync that writes the data; then 0. */
+static void sync_reports_once(struct pc_file *f, int err)
+{
+	errno = 0;
+	CHECK(pc_fsync(f) == -1 && errno == err);
+	CHECK(pc_fsync(f) == 0);
+}
+
+/* ------------------------------------------------- (a), (b): one mode */
+
+struct other_writer {
+	struct pc_file *f;
+	uint64_t bytes;
+	int errors;
+};
+
+/* Writes 16 MiB to another file: must not be stalled by the failing one. */
+static void *other_writer_main(void *arg)
+{
+	struct other_writer *o = arg;
+	static uint8_t buf[256 * KiB];
+	for (uint64_t at = 0; at < 16 * MiB; at += sizeof(buf)) {
+		fill(buf, sizeof(buf), at, 9);
+		if (pc_pwrite(o->f, buf, sizeof(buf), (off_t)at, 0) != (ssize_t)sizeof(buf))
+			o->errors++;
+		else
+			o->bytes += sizeof(buf);
+	}
+	return NULL;
+}
+
+/* Write records until the failing file refuses; returns bytes acknowledged. */
+static uint64_t write_until_error(struct pc_file *f, int flags, int want_errno)
+{
+	static uint8_t rec[RECORD];
+	uint64_t at = 0;
+	for (int i = 0; i < 4096; i++) {
+		fill(rec, RECORD, at, 1);
+		errno = 0;
+		ssize_t n = pc_pwrite(f, rec, RECORD, (off_t)at, flags);
+		if (n < 0) {
+			CHECK(errno == want_errno);
+			return at;
+		}
+		at += (uint64_t)n;
+		if ((size_t)n < RECORD) { /* short: the error comes next */
+			errno = 0;
+			CHECK(pc_pwrite(f, rec, RECORD, (off_t)at, flags) == -1 && errno == want_errno);
+			return at;
+		}
+	}
+	CHECK(!"the failing file never refused a write");
+	return at;
+}
+
+static void test_failing_file(int flags, int err)
+{
+	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_file *f = open_file(c, "failing");
+	struct pc_file *g = open_file(c, "other");
+	fail_writes_of(f, err);
+
+	struct other_writer o = { g, 0, 0 };
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, other_writer_main, &o) == 0);
+	uint64_t acked = write_until_error(f, flags, err);
+	pthread_join(t, NULL);
+	CHECK(o.errors == 0 && o.bytes == 16 * MiB);
+
+	uint8_t b[100] = { 0 };
+	if (flags & PC_DIRECT) {
+		/* Direct writes meet the device themselves: each reports it. */
+		static uint8_t rec[RECORD];
+		errno = 0;
+		CHECK(pc_pwrite(f, rec, RECORD, (off_t)acked, flags) == -1 && errno == err);
+	} else {
+		/* Refused up front now, PC_NOWAIT too. */
+		errno = 0;
+		CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == -1 && errno == err);
+		errno = 0;
+		CHECK(pc_pwrite(f, b, sizeof(b), (off_t)acked, PC_NOWAIT) == -1 && errno == err);
+	}
+	/* The failed data is still there, dirty and cached. */
+	struct pc_stats st;
+	pc_file_stats(f, &st);
+	if (!(flags & (PC_DSYNC | PC_DIRECT)))
+		CHECK(st.dirty_bytes > 0 && st.cached_bytes >= st.dirty_bytes);
+	errno = 0;
+	if (flags & PC_DIRECT) /* maybe nothing is dirty: at most the error */
+		CHECK(pc_fsync(f) == 0 || errno == err);
+	else
+		CHECK(pc_fsync(f) == -1 && errno == err);
+
+	/* The fault clears: a retried fsync writes it all. */
+	fault_off();
+	CHECK(pc_fsync(f) == 0);
+	pc_file_stats(f, &st);
+	CHECK(st.dirty_bytes == 0);
+	CHECK(device_has("failing", acked, 1));
+	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)acked, 0) == (ssize_t)sizeof(b));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_close(g) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(device_has("other", 16 * MiB, 9));
+	printf("mode %#x, %s: %llu bytes acknowledged before the error\n", flags, strerror(err),
+	       (unsigned long long)acked);
+}
+
+/* --------------------------------------------------- (c) recovery ways */
+
+static void test_recovery_without_fsync(void)
+{
+	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_file *f = open_file(c, "recover");
+	fail_writes_of(f, ENOSPC);
+	uint64_t acked = write_until_error(f, 0, ENOSPC);
+	fault_off();
+	/* The flusher retries (after a back-off of a second) and succeeds. */
+	uint8_t b[4096];
+	fill(b, sizeof(b), acked, 1);
+	bool taken = false;
+	for (int i = 0; i < 200 && !taken; i++) {
+		taken = pc_pwrite(f, b, sizeof(b), (off_t)acked, 0) == (ssize_t)sizeof(b);
+		if (!taken)
+			usleep(50000);
+	}
+	CHECK(taken);
+	sync_reports_once(f, ENOSPC);
+	CHECK(device_has("recover", acked + sizeof(b), 1));
+
+	/* Truncate lets writes in again even while the fault lasts. */
+	fail_writes_of(f, EIO);
+	write_until_error(f, 0, EIO);
+	CHECK(pc_ftruncate(f, 0) == 0);
+	CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == (ssize_t)sizeof(b));
+	fault_off();
+	sync_reports_once(f, EIO);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------ (d) */
+
+static void test_destroy_reports(void)
+{
+	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_file *f = open_file(c, "destroy");
+	fail_writes_of(f, EDQUOT);
+	uint8_t b[RECORD];
+	fill(b, sizeof(b), 0, 1);
+	CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == (ssize_t)sizeof(b));
+	errno = 0;
+	CHECK(pc_close(f) == -1 && errno == EDQUOT);
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EDQUOT);
+	fault_off();
+}
+
+/* ------------------------------------------------------------ (e) */
+
+static void test_huge_write(void)
+{
+	struct pc_cache *c = new_cache(8 * MiB);
+	struct pc_file *f = open_file(c, "huge");
+	size_t len = 40 * MiB;
+	uint8_t *buf = malloc(len);
+	REQUIRE(buf);
+	fill(buf, len, 0, 1);
+	CHECK(pc_pwrite(f, buf, len, 0, 0) == (ssize_t)len);
+	struct pc_stats st;
+	pc_cache_stats(c, &st);
+	/* Throttled as it went: never much past the limit (1.6 MiB) plus one
+	 * piece of the write (1 MiB). */
+	CHECK(st.peak_dirty_bytes <= c->cfg.dirty_limit_bytes + 2 * MiB);
+	CHECK(pc_fsync(f) == 0);
+	CHECK(device_has("huge", len, 1));
+
+	/* Against a failing file it stops short, with what it wrote. */
+	fail_writes_of(f, ENOSPC);
+	ssize_t n = pc_pwrite(f, buf, len, 0, 0);
+	CHECK(n > 0 && (size_t)n < len);
+	fault_off();
+	sync_reports_once(f, ENOSPC);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+}
+
+/* ------------------------------------------------------------ (g) */
+
+static void test_clock_wrap(void)
+{
+	struct pc_cache *c = new_cache(4 * MiB);
+	struct pc_folio f;
+	memset(&f, 0, sizeof(f));
+	uint64_t real_start = c->start_ms;
+	/* The cache clock 1 s before it wraps; stamp; then 6 s later. */
+	c->start_ms = pc_now_ms() - (UINT32_MAX - 1000ull);
+	atomic_store(&f.stamp, cache_clock_ms(c));
+	c->start_ms -= 6000;
+	uint64_t age = folio_age_ms(c, &f);
+	CHECK(age >= 6000 && age < 7000);
+	/* A stamp a moment in the future (set after the clock was read). */
+	atomic_store(&f.stamp, cache_clock_ms(c) + 5);
+	CHECK(folio_age_ms(c, &f) == 0);
+	c->start_ms = real_start;
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------------ (h) */
+
+static void test_largest_offset(void)
+{
+	struct pc_cache *c = new_cache(4 * MiB);
+	struct pc_file *f = open_file(c, "largest");
+	int64_t max = f->m->max_bytes;
+	CHECK(max % f->m->block_size == 0);
+	uint8_t b[100];
+	fill(b, sizeof(b), 0, 3);
+	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)(max - 100), 0) == 100);
+	errno = 0;
+	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)(max - 99), 0) == -1 && errno == EFBIG);
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_ftruncate(f, 0) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char msg[] = "test_reliability: HANG (watchdog)\n";
+	ssize_t r = write(2, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(3);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	signal(SIGALRM, on_alarm);
+	alarm(WATCHDOG_S);
+	dir = test_dir("test_reliability");
+	const int modes[] = { 0, PC_DONTCACHE, PC_DSYNC, PC_DONTCACHE | PC_DSYNC, PC_DIRECT };
+	const int errs[] = { ENOSPC, EIO, EDQUOT, EFBIG };
+	for (unsigned i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		test_failing_file(modes[i], errs[i % 4]);
+	test_failing_file(0, ENOSPC);
+	test_recovery_without_fsync();
+	test_destroy_reports();
+	test_huge_write();
+	test_clock_wrap();
+	test_largest_offset();
+	test_rmdir(dir);
+	return test_done();
+}
