@@ -79,6 +79,7 @@
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
@@ -297,6 +298,33 @@ static void parent_signal(int sig)
 	raise(sig);
 }
 
+/* Remove what an earlier run killed by SIGKILL (ctest's timeout) left in
+ * the test directory: fullfs.PID directories of processes that are gone
+ * (their mounts and loop devices went with them; see private_mounts). */
+static void remove_stale_dirs(void)
+{
+	const char *base = getenv("PC_TEST_DIR");
+	if (!base || !*base)
+		base = ".";
+	DIR *d = opendir(base);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int pid;
+		char rest;
+		if (sscanf(e->d_name, "fullfs.%d%c", &pid, &rest) != 1 || pid <= 0 || kill(pid, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", base, e->d_name);
+		printf("test_fullfs: removing %s, left by a killed run\n", path);
+		char *argv[] = { "rm", "-rf", "--one-file-system", path, NULL };
+		run_tool(argv);
+	}
+	closedir(d);
+}
+
 /* A private mount namespace: our mounts do not show outside and are
  * unmounted by the kernel when the process dies, even by SIGKILL (ctest's
  * timeout).  Not fatal if refused: the explicit cleanup still runs. */
@@ -510,7 +538,7 @@ static ssize_t write_retrying(struct pc_file *h, const uint8_t *buf, size_t len,
 	}
 }
 
-/* pwrite on a plain descriptor, with the same signature. */
+/* pwrite on a plain descriptor (the kernel control), naming the step. */
 static ssize_t kernel_write(int fd, const uint8_t *buf, size_t len, uint64_t off)
 {
 	step("pwrite (kernel)", off);
@@ -896,6 +924,11 @@ static bool run_child(struct fs *f, const char *name, enum kind k, const struct 
 	pid_t pid = fork();
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
+		/* Die with the parent (even by SIGKILL): the mounts then go
+		 * with the namespace. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != owner)
+			_exit(1);
 		scen_name = name;
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
@@ -904,6 +937,7 @@ static bool run_child(struct fs *f, const char *name, enum kind k, const struct 
 		alarm(watchdog_s);
 		run_scenario(f, k, m, seed);
 		alarm(0);
+		printf("   checks: %u passed, %u failed\n", tu_passed, tu_failed);
 		fflush(stdout);
 		fflush(stderr);
 		_exit(tu_failed ? 1 : 0); /* _exit: the parent's atexit cleanup is not ours */
@@ -963,6 +997,7 @@ int main(void)
 	bool quick = getenv("PC_TEST_QUICK") != NULL;
 
 	owner = getpid();
+	remove_stale_dirs();
 	const char *d = test_dir("fullfs");
 	REQUIRE(strlen(d) < sizeof(top));
 	memcpy(top, d, strlen(d) + 1);
