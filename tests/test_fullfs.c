@@ -4,12 +4,14 @@
  * cache in every write mode.  (Reliability issue: a writer filling a full
  * file system waited for ever in the dirty throttle.)
  *
- * Each scenario runs in a child process on a freshly filled file system
- * (every file removed, then a filler file fallocated up to FREE_LEFT bytes
- * free), with a watchdog: a scenario that does not finish within
- * PC_FULLFS_WATCHDOG seconds (default 60) fails with a "HANG" line naming
- * the call it was stuck in and the cache's counters.  Scenarios, for each
- * file system, write 48 MiB of 47008-byte records from offset 0:
+ * Each scenario runs in a child process on a new file system (made, mounted
+ * and filled for it: a filler file fallocated up to FREE_LEFT = 4 MiB
+ * free; unmounted after it), with a watchdog: a scenario that does not
+ * finish within PC_FULLFS_WATCHDOG seconds (default 60) fails with a
+ * "HANG" line naming the call it was stuck in and the cache's counters.
+ * The images: ext4 64 MiB, XFS 300 MiB (mkfs.xfs refuses less), 4 KiB
+ * blocks.  Scenarios, for each file system, write (up to) 48 MiB of
+ * 47008-byte records from offset 0, until the file system is full:
  *
  *   kernel/append, kernel/holes   the control: the same writes with plain
  *       pwrite on a normal descriptor, then fsync.  Documents the ground
@@ -34,8 +36,9 @@
  *         pc_cache_destroy succeed, and the backing file read with plain
  *         O_DIRECT reads holds every acknowledged byte.
  *   holes/MODE    the same into a file made 48 MiB long and sparse (plain
- *       ftruncate) before pc_open: the writes extend nothing, so the cache
- *       cannot reserve space on extension and writeback meets ENOSPC.  In
+ *       ftruncate) before pc_open: the writes extend nothing, so space is
+ *       not reserved as for extending writes and writeback meets ENOSPC
+ *       (the failed data must stay dirty and cached until space returns).  In
  *       addition, while the file system is full and the victim's writes
  *       have failed, writers of other files are not stalled: 8 MiB written
  *       and fsynced on another device (the build tree) succeed, and a small
@@ -55,9 +58,10 @@
  * Cleanup: the test works in a private mount namespace, so its mounts are
  * invisible outside and die with the process whatever happens; the loop
  * devices are set up with LO_FLAGS_AUTOCLEAR, so they detach when their
- * file system is unmounted.  On a normal exit, SIGINT, SIGTERM or SIGHUP
- * the parent unmounts and removes its files itself.  Files live in
- * PC_TEST_DIR/fullfs.PID (the image files are sparse).
+ * file system is unmounted; a scenario's child dies with the parent.  On a
+ * normal exit, SIGINT, SIGTERM or SIGHUP the parent unmounts and removes
+ * its files itself.  Files live in PC_TEST_DIR/fullfs.PID (the image files
+ * are sparse); a later run removes those of a run killed by SIGKILL.
  *
  * Environment: PC_FULLFS_WATCHDOG (seconds per scenario, default 60),
  * PC_FULLFS_MAX_HANGS (after this many hangs the remaining pagecache
