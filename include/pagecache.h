@@ -18,6 +18,34 @@
  *     program would see with pread/pwrite on a normal descriptor: reads never
  *     return stale data, and nothing a caller wrote is lost unless the call
  *     that wrote it reported an error or a later fsync/close reports one.
+ *   - Bad arguments: a NULL or closed struct pc_file is EBADF; a NULL cache,
+ *     path, buffer or iovec array (with a non-zero length) is EINVAL, never
+ *     EFAULT (pc_cache_stats and pc_file_stats, which return nothing, zero
+ *     their output instead).  Handles, pointers, flags, offsets and lengths
+ *     are checked before any work, so a call failing on them changes
+ *     nothing.  When several arguments are bad, which of their errors is
+ *     reported is not specified.
+ *   - Misuse that is not detected, with undefined behaviour (a crash or
+ *     memory corruption, not an errno):
+ *       - a struct pc_file after pc_close once it has left the quarantine:
+ *         a cache keeps the memory of the last 1024 handles closed in it
+ *         (never reusing it), and every call on one of those fails with
+ *         EBADF; older ones are freed.
+ *       - any struct pc_file, open or closed, after pc_cache_destroy of its
+ *         cache, and a struct pc_cache after pc_cache_destroy (destroying it
+ *         twice included).
+ *       - pc_cache_destroy while another thread is inside a call on that
+ *         cache or one of its handles.
+ *       - pc_close while another thread is inside a call on the same handle
+ *         (two concurrent pc_close of it included): the quarantine only
+ *         catches calls that start after pc_close has returned.
+ *       - a pointer that pc_open or pc_cache_new did not return (a copy of
+ *         the structure, garbage): the handle check reads through it.
+ *       - a buffer or iovec array shorter than the length given: data is
+ *         copied with memcpy (or, with PC_DIRECT, given to the kernel).
+ *       - calls from a signal handler (they take locks and allocate).
+ *     A handle needs no cache argument: it always works on the cache that
+ *     opened it, so it cannot be given to another one by mistake.
  *
  * Memory
  *   The cache allocates `memory_limit` bytes of folio memory up front (an
@@ -119,10 +147,12 @@ struct pc_file;
  * Configuration.  Fill with pc_config_init() and change what you need.
  */
 struct pc_config {
-	/* Bytes of folio memory.  Default 256 MiB; at least 16 * max_folio_size
-	 * and at least 1 MiB.  Rounded down to a multiple of 4 KiB. */
+	/* Bytes of folio memory.  Default 256 MiB (also what 0 means).
+	 * Rounded down to a multiple of 4 KiB, then at least 1 MiB, at least
+	 * 16 * max_folio_size and below 16 TiB (else EINVAL). */
 	size_t memory_limit;
-	/* Largest folio, a power of two from 4 KiB to 2 MiB.  Default 256 KiB.
+	/* Largest folio, a power of two from 4 KiB to 2 MiB (else EINVAL).
+	 * Default 256 KiB (also what 0 means).
 	 * Large sequential I/O uses folios up to this size, small random I/O
 	 * uses 4 KiB folios (or block_size ones when the block is larger). */
 	size_t max_folio_size;
@@ -133,13 +163,14 @@ struct pc_config {
 	 * 4096.  The alignment alone (often 512) is only the minimum: direct
 	 * writes of part of a file system block make ext4 and XFS read or zero
 	 * the rest of the block and make XFS serialise direct writers.  A
-	 * non-zero value is a power of two from 512 to 65536, at most
-	 * max_folio_size, and a multiple of the direct-I/O alignment (pc_open
-	 * fails with EINVAL otherwise).  Blocks larger than 4 KiB make the
-	 * smallest folio one block. */
+	 * non-zero value is a power of two from 512 to 65536 and at most
+	 * max_folio_size (else pc_cache_new fails with EINVAL), and a multiple
+	 * of the file's direct-I/O alignment (else pc_open fails with EINVAL).
+	 * Blocks larger than 4 KiB make the smallest folio one block. */
 	size_t block_size;
 	/* Past this many dirty bytes the flusher starts writing back.  0 (what
-	 * pc_config_init sets): half of dirty_limit_bytes. */
+	 * pc_config_init sets): half of dirty_limit_bytes.  At most
+	 * dirty_limit_bytes, given or default (else EINVAL). */
 	size_t dirty_background_bytes;
 	/* Writers are made to wait (never to write back themselves) while dirty
 	 * and under-writeback bytes exceed this, and are let through in order
@@ -153,27 +184,30 @@ struct pc_config {
 	 * (Background writeback may leave a short run of dirty data younger
 	 * than 200 ms for the next round, for neighbouring writes to join.) */
 	unsigned dirty_expire_ms;
-	/* Flusher threads per backing device (writeback domain).  Default 1. */
+	/* Flusher threads per backing device (writeback domain).  Default 1
+	 * (also what 0 means); at most 64 (else EINVAL). */
 	unsigned writeback_threads;
-	/* Device I/Os in flight per writeback domain.  Default 64. */
+	/* Device I/Os in flight per writeback domain.  Default 64 (also what 0
+	 * means); at most 4096 (else EINVAL). */
 	unsigned queue_depth;
 	/* Largest single device I/O built by write clustering and read-ahead.
-	 * Default 1 MiB. */
+	 * Default 1 MiB (also what 0 means); a multiple of 4 KiB from 4 KiB to
+	 * 64 MiB (else EINVAL). */
 	size_t max_io_bytes;
-	/* Largest read-ahead window.  Default 8 MiB (at most a quarter of
-	 * memory_limit); 0 disables read-ahead. */
+	/* Largest read-ahead window.  Default 8 MiB; larger than a quarter of
+	 * memory_limit is cut to that.  0 disables read-ahead. */
 	size_t readahead_max_bytes;
 	/* PC_DONTCACHE dirty bytes per writeback domain past which a writer
-	 * kicks the flusher.  Default 8 MiB (at most half the background
-	 * threshold). */
+	 * kicks the flusher.  Default 8 MiB (also what 0 means); more than half
+	 * the background threshold is cut to that. */
 	size_t uncached_kick_bytes;
 	/* An edge block kept for a neighbouring uncached write is dropped after
 	 * this long even if no neighbour completes it (fsync and close drop it
 	 * at once).  Also how long a deferred partial block waits for its
 	 * neighbour before background writeback reads and merges it.  Default
-	 * 5000 ms. */
+	 * 5000 ms.  0 means "the default". */
 	unsigned edge_expire_ms;
-	/* Bit flags, PC_CFG_*. */
+	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
 };
 
@@ -241,11 +275,11 @@ struct pc_stats {
 	uint32_t block_size;        /* pc_file_stats: the file's block size */
 };
 
-/* Defaults into *cfg. */
+/* Defaults into *cfg.  NULL does nothing. */
 PC_API void pc_config_init(struct pc_config *cfg);
 
-/* A new cache.  NULL cfg means defaults.  Errors: EINVAL (bad config; every
- * field is checked), ENOMEM. */
+/* A new cache.  NULL cfg means defaults.  Errors: EINVAL (a field out of the
+ * range given in struct pc_config, or an unknown flag), ENOMEM. */
 PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 
 /* Writes back all dirty data of every file, closes files still open, stops
@@ -255,44 +289,60 @@ PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 PC_API int pc_cache_destroy(struct pc_cache *c);
 
 /* Open `path`.  flags: O_RDONLY, O_WRONLY or O_RDWR, optionally with O_CREAT,
- * O_EXCL, O_TRUNC, O_DSYNC (every write as with PC_DSYNC), O_DIRECT (every
- * call as with PC_DIRECT), O_CLOEXEC (accepted, always on) and O_NOATIME.
- * Other flags are EINVAL.  The file is opened with O_DIRECT underneath.
- * Errors: those of open(2); EINVAL when the file system refuses O_DIRECT and
- * the config does not allow a buffered backend, or when the file is not a
- * regular file (EISDIR for a directory) or the configured block_size does
- * not suit it; EBUSY when another process has it open through pagecache. */
+ * O_EXCL, O_TRUNC (not with O_RDONLY), O_DSYNC or O_SYNC (every write as
+ * with PC_DSYNC), O_DIRECT (every call as with PC_DIRECT), O_CLOEXEC
+ * (accepted, always on), O_LARGEFILE (accepted) and O_NOATIME.  `mode` is
+ * that of open(2) with O_CREAT.  The file is opened with O_DIRECT underneath,
+ * and read-write for O_WRONLY too (the cache reads the rest of blocks it
+ * writes in part), so O_WRONLY needs read permission (else EACCES).
+ * Errors: EINVAL for a NULL cache or path, any other flag, the access mode
+ * O_ACCMODE (3) and O_TRUNC with O_RDONLY, all before anything is opened or
+ * created; those of open(2) (ENOENT, EEXIST, EACCES, ENOTDIR, ENAMETOOLONG,
+ * ELOOP, EMFILE, ...); EISDIR for a directory; EINVAL for any other file
+ * that is not a regular file (a FIFO, a device or a socket: refused after a
+ * stat(2) of the path, before open(2), which would block on a FIFO; one put
+ * in the file's place between the two can still block), when the file
+ * system refuses O_DIRECT and the config does not allow a buffered
+ * backend, or when the configured block_size does not suit the file; EBUSY
+ * when another process, or another cache in this process, has it open
+ * through pagecache (unless both only read it). */
 PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
 			       mode_t mode);
 
 /* Writes back this file's dirty data, waits for it, and frees the handle
  * (always, even on error).  Returns -1 with the first write error not yet
- * reported to this handle.  When the last handle of a file is closed, edge
- * blocks kept for neighbouring uncached writes are dropped, and clean data
- * stays cached (reopening finds it) until evicted. */
+ * reported to this handle, or with EBADF for a NULL or closed handle.  When
+ * the last handle of a file is closed, edge blocks kept for neighbouring
+ * uncached writes are dropped, and clean data stays cached (reopening finds
+ * it) until evicted. */
 PC_API int pc_close(struct pc_file *f);
 
 /* pread/pwrite with flags (PC_DSYNC, PC_NOWAIT, PC_DONTCACHE, PC_DIRECT).
- * Any size and alignment.  Reads past end of file are short (0 at EOF).
+ * Any size and alignment.  Reads past end of file are short, and a read at
+ * or past EOF returns 0 whatever the offset (no EOVERFLOW).  len 0 returns 0
+ * at any offset once the handle, offset and flags passed their checks.
  * Writes extend the file.  Errors: EBADF (NULL or closed handle, read on
- * O_WRONLY, write on O_RDONLY), EPERM (a handle inherited through fork),
- * EINVAL (NULL buffer with len > 0, negative offset, unknown flag), EFBIG
- * (off + len past the largest file size the file system allows, less the
- * part of a block past it), EAGAIN (PC_NOWAIT would block), ENOSPC/EDQUOT
- * (no space for a write that extends the file, or the file is failing:
- * see "Write errors" above), EIO and other device errors (PC_DSYNC,
- * PC_DIRECT, reads, and failing files).  A buffered write is complete
- * unless an error stops it after it copied some data: then it returns the
- * bytes copied (as write(2) does) and the next call reports the error;
- * with PC_NOWAIT (as RWF_NOWAIT) it returns the bytes written before it
- * would have blocked. */
+ * O_WRONLY, write on O_RDONLY, also with len 0), EPERM (a handle inherited
+ * through fork), EINVAL (NULL buffer with len > 0, negative offset, unknown
+ * flag, len over SSIZE_MAX), EFBIG (a write with off + len past the largest
+ * file size the file system allows, less the part of a block past it, or
+ * overflowing off_t: nothing is written), EAGAIN (PC_NOWAIT would block),
+ * ENOSPC/EDQUOT (no space for a write that extends the file, or the file
+ * is failing: see "Write errors" above), EIO and other device errors
+ * (PC_DSYNC, PC_DIRECT, reads, and failing files).  A buffered write is
+ * complete unless an error stops it after it copied some data: then it
+ * returns the bytes copied (as write(2) does) and the next call reports
+ * the error; with PC_NOWAIT (as RWF_NOWAIT) it returns the bytes written
+ * before it would have blocked. */
 PC_API ssize_t pc_pread(struct pc_file *f, void *buf, size_t len, off_t off,
 			int flags);
 PC_API ssize_t pc_pwrite(struct pc_file *f, const void *buf, size_t len,
 			 off_t off, int flags);
 /* Vector forms: the iovecs are one contiguous range of the file (a block
- * covered whole across two iovecs counts as covered whole).  iovcnt from 0 to
- * IOV_MAX; more is EINVAL. */
+ * covered whole across two iovecs counts as covered whole).  The errors of
+ * pc_pread/pc_pwrite, and EINVAL for iovcnt < 0 or > IOV_MAX, a NULL iov
+ * with iovcnt > 0, an iovec with a NULL iov_base and iov_len > 0 (a NULL
+ * base of length 0 is fine), and iov_len adding up to more than SSIZE_MAX. */
 PC_API ssize_t pc_preadv(struct pc_file *f, const struct iovec *iov,
 			 int iovcnt, off_t off, int flags);
 PC_API ssize_t pc_pwritev(struct pc_file *f, const struct iovec *iov,
@@ -300,6 +350,8 @@ PC_API ssize_t pc_pwritev(struct pc_file *f, const struct iovec *iov,
 
 /* Write back the file's dirty data, wait, and flush the device (fdatasync,
  * or fsync, on the backing descriptor); the file size is made durable too.
+ * Any open handle may be synced, a read-only one too.  Errors: EBADF (NULL
+ * or closed handle), write errors.
  * A write error is reported once per handle: every handle open when it
  * happened sees it on its next fsync/fdatasync/close, once.  Data that failed
  * to be written stays dirty and is retried by later writeback. */
@@ -308,18 +360,22 @@ PC_API int pc_fdatasync(struct pc_file *f);
 
 /* Set the file size.  Shrinking discards cached data past the new end
  * (dirty too: it is no longer part of the file) and zeroes the tail of the
- * last block.  Errors: EBADF (not writable), EINVAL (negative), EFBIG. */
+ * last block.  Errors: EBADF (NULL, closed or O_RDONLY handle, where
+ * ftruncate(2) on Linux says EINVAL), EINVAL (negative), EFBIG (past the
+ * largest file the file system allows). */
 PC_API int pc_ftruncate(struct pc_file *f, off_t len);
 
 /* Modes: 0 (allocate, may extend the size), FALLOC_FL_KEEP_SIZE,
  * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE (the range reads as zeros; whole
  * blocks are deallocated on the device), FALLOC_FL_ZERO_RANGE (optionally
- * with KEEP_SIZE; extends the size without it).  Others: EOPNOTSUPP.
- * Errors: EBADF, EINVAL (len <= 0, off < 0), EFBIG, device errors. */
+ * with KEEP_SIZE; extends the size without it).  Errors: EBADF (NULL, closed
+ * or O_RDONLY handle), EINVAL (len <= 0, off < 0), EFBIG (off + len past the
+ * largest file the file system allows, or overflowing off_t), EOPNOTSUPP
+ * (any other mode), device errors. */
 PC_API int pc_fallocate(struct pc_file *f, int mode, off_t off, off_t len);
 
 /* The file size as the cache sees it (including unwritten-back writes), or
- * -1/EBADF. */
+ * -1/EBADF (NULL or closed handle). */
 PC_API off_t pc_size(struct pc_file *f);
 
 /* POSIX_FADV_DONTNEED: drop clean cached folios of the range and start
@@ -328,21 +384,106 @@ PC_API off_t pc_size(struct pc_file *f);
  * POSIX_FADV_NOREUSE: later I/O to the range behaves as PC_DONTCACHE (one
  * range per file; a new NOREUSE replaces it, len 0 means to end of file).
  * POSIX_FADV_NORMAL, _SEQUENTIAL, _RANDOM: accepted; NORMAL also clears the
- * NOREUSE range.  Errors: EBADF, EINVAL (bad advice, negative off/len). */
+ * NOREUSE range.  Any open handle (of any access mode).  len 0, or off + len
+ * past the largest offset, means to the end of the file.  Returns 0, or -1
+ * with errno set (unlike posix_fadvise, which returns the error number).
+ * Errors: EBADF (NULL or closed handle), EINVAL (unknown advice, negative
+ * off or len). */
 PC_API int pc_fadvise(struct pc_file *f, off_t off, off_t len, int advice);
 
 /* Counters of the whole cache, or of one file (its mapping: shared by all
  * handles of that file; device and hit/miss counters are per mapping,
- * memory counters are its share).  NULL arguments leave *s zeroed / do
- * nothing. */
+ * memory counters are its share).  A NULL cache, or a NULL or closed
+ * handle, leaves *s zeroed; a NULL s does nothing. */
 PC_API void pc_cache_stats(struct pc_cache *c, struct pc_stats *s);
 PC_API void pc_file_stats(struct pc_file *f, struct pc_stats *s);
 
+/*
+ * Testing hooks (fault injection)
+ *
+ *   FOR TESTS ONLY.  These calls make the cache's own device I/O fail, come
+ *   back short or late, so that a program's tests (and ours) can exercise
+ *   error handling: EIO on reads, ENOSPC/EDQUOT on write-back, failed
+ *   fsync, short transfers, slow devices.  They are not a production switch
+ *   and change nothing about how the cache behaves otherwise; a cache that
+ *   is never given a rule pays one relaxed atomic load per device I/O.
+ *
+ *   A rule matches device I/O of the kinds in `ops`, optionally only of one
+ *   file and only overlapping [start, end) of it (a fsync covers the whole
+ *   file).  Rules are tried in the order they were added; the first one
+ *   that fires decides the I/O and the rules after it do not see that I/O.
+ *   Of the I/Os a rule sees, the first `skip` pass; after that each fires
+ *   (with one_in > 1, with probability 1/one_in from the rule's own
+ *   generator seeded with `seed`: the same order of I/Os faults the same
+ *   ones) until `count` have fired, then the rule stays installed, spent,
+ *   until removed.  A fired I/O is not counted in dev_read_ios/
+ *   dev_write_ios (fail) or is counted once (short, delay).
+ *
+ *   Actions:
+ *     PC_FAULT_FAIL   the I/O fails with `error` without being done.  The
+ *                     library handles it as a device error: a read reports
+ *                     it (pc_pread -1/errno), failed write-back keeps the
+ *                     data dirty and reports it on fsync/close, a failed
+ *                     fsync reports it.
+ *     PC_FAULT_SHORT  reads and writes only: the device moves only the
+ *                     first part of the I/O (about half; on an O_DIRECT
+ *                     descriptor rounded down to its direct-I/O alignment,
+ *                     so an I/O smaller than two alignment units is not
+ *                     seen by the rule) and the library continues the rest
+ *                     as it does for any short transfer.  The data ends up
+ *                     complete; only the continuation paths are exercised.
+ *     PC_FAULT_DELAY  the I/O is issued `delay_ms` (1 to 60000) late: the
+ *                     submitting thread sleeps before issuing it (caller,
+ *                     flusher, or io_uring completion thread for I/O issued
+ *                     from a completion).
+ *   Kinds:
+ *     PC_FAULT_READ, PC_FAULT_WRITE: device reads and writes (read-ahead,
+ *     misses, read-modify-write, write-back, PC_DIRECT).  PC_FAULT_SYNC:
+ *     the backing file's fsync/fdatasync (pc_fsync, pc_fdatasync).
+ *     PC_FAULT_SUBMIT: io_uring only (never fires with PC_CFG_NO_IO_URING):
+ *     the submission of a request fails as if io_uring_enter had refused
+ *     it; the library then does the I/O synchronously on the submitting
+ *     thread, so the I/O itself still succeeds (a FAIL rule's `error` is
+ *     what the submission failed with).  PC_FAULT_ALLOC: the allocation of
+ *     a write-back request fails (FAIL), or is slow (DELAY).
+ *
+ *   The calls are thread safe and may be used while I/O is in flight; a
+ *   rule added while the flusher runs applies from some I/O on.  Rules
+ *   holding a `file` keep that file's backing descriptors open until the
+ *   rule is removed (or the cache destroyed), also after pc_close.
+ */
 #define PC_FAULT_READ   0x1u  /* device reads */
 #define PC_FAULT_WRITE  0x2u  /* device writes */
 #define PC_FAULT_SYNC   0x4u  /* fsync/fdatasync of a backing file */
 #define PC_FAULT_SUBMIT 0x8u  /* io_uring submission of a request fails (io_uring mode only) */
 #define PC_FAULT_ALLOC  0x10u /* allocation of a writeback request fails */
+enum { PC_FAULT_FAIL = 0, PC_FAULT_SHORT = 1, PC_FAULT_DELAY = 2 };
+struct pc_fault {
+	unsigned ops;         /* PC_FAULT_* mask this rule applies to */
+	int action;           /* PC_FAULT_FAIL: fail with `error`; PC_FAULT_SHORT: the device transfers only part
+	                         (about half, at least 1 byte) and the rest must be continued by the library;
+	                         PC_FAULT_DELAY: the I/O completes `delay_ms` late */
+	int error;            /* PC_FAULT_FAIL: a positive errno (EIO, ENOSPC, EDQUOT, EFBIG, ...) */
+	unsigned delay_ms;    /* PC_FAULT_DELAY */
+	struct pc_file *file; /* only I/O of this handle's file; NULL: any file */
+	off_t start, end;     /* only I/O overlapping [start, end); end 0: no upper bound */
+	uint64_t skip;        /* let this many matching I/Os pass before faulting */
+	uint64_t count;       /* then fault this many; 0: every matching one until removed */
+	unsigned one_in;      /* > 1: fault each matching I/O with probability 1/one_in (seeded) */
+	uint64_t seed;        /* for one_in; 0 picks a fixed default */
+};
+/* Add a rule; returns its id (>= 0) or -1/errno (EINVAL bad rule, ENOSPC too many rules: at most 16).
+ * EINVAL: NULL arguments, ops 0 or unknown bits, unknown action, FAIL with
+ * error not in 1..4095, SHORT with ops other than READ/WRITE, DELAY with
+ * delay_ms not in 1..60000, start or end negative, end != 0 and end <= start,
+ * file not an open handle of this cache.  ENOMEM when the rule table cannot
+ * be allocated (on the first call).  Ids are not reused. */
+PC_API int pc_fault_inject(struct pc_cache *c, const struct pc_fault *rule);
+/* Remove rule `id`, or every rule with id -1.  -1/EINVAL for an unknown id. */
+PC_API int pc_fault_remove(struct pc_cache *c, int id);
+/* Faults injected so far by rule `id` (-1: all rules, removed ones included).
+ * 0 for an unknown or removed id. */
+PC_API uint64_t pc_fault_count(struct pc_cache *c, int id);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HANDLE_QUARANTINE 1024
@@ -25,6 +26,28 @@ static ssize_t fail(int err)
 {
 	errno = -err;
 	return -1;
+}
+
+/*
+ * 0, or the error of pc_open arguments that are bad before any file is
+ * opened: NULL, unknown flags, O_TRUNC without write access (left undefined
+ * by POSIX), and a path naming something other than a regular file.  That
+ * one is looked up before open(2), which would block on a FIFO (or a tty)
+ * until a peer shows up and fail with ENXIO on a socket.  With O_CREAT |
+ * O_EXCL, open(2) fails first (EEXIST) on anything that exists.
+ */
+static int open_args_check(struct pc_cache *c, const char *path, int flags)
+{
+	const int allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_DSYNC | O_SYNC | O_DIRECT | O_CLOEXEC |
+			    O_NOATIME | O_LARGEFILE;
+	int acc = flags & O_ACCMODE;
+	if (!c || !path || (flags & ~allowed) || acc == O_ACCMODE || ((flags & O_TRUNC) && acc == O_RDONLY))
+		return -EINVAL;
+	struct stat st;
+	bool excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	if (!excl && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	return 0;
 }
 
 static bool handle_ok(struct pc_file *h)
@@ -51,10 +74,9 @@ static int handle_check_writable(struct pc_file *h)
 
 struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t mode)
 {
-	const int allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_DSYNC | O_SYNC | O_DIRECT | O_CLOEXEC |
-			    O_NOATIME | O_LARGEFILE;
-	if (!c || !path || (flags & ~allowed) || (flags & O_ACCMODE) == O_ACCMODE) {
-		errno = EINVAL;
+	int bad = open_args_check(c, path, flags);
+	if (bad) {
+		errno = -bad;
 		return NULL;
 	}
 	if (cache_inherited(c)) {
@@ -149,8 +171,9 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	/* A retried fsync retries everything: space may be back. */
 	mapping_clear_failing(m);
 	int err = mapping_flush(m);
-	if (m->writable && (datasync ? fdatasync(m->fd) : fsync(m->fd)) != 0 && !err)
-		err = -errno;
+	int serr = m->writable ? backend_fsync(m->c, m->fd, datasync) : 0;
+	if (serr && !err)
+		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
 	drop_edges(m, 0);
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);

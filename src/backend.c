@@ -13,12 +13,37 @@
  *   queue: the completion thread is never made to wait for room (it is the
  *   one that makes room), so it may briefly exceed `depth`; the completion
  *   ring has twice the submission ring's entries and the kernel keeps
- *   overflowing completions (IORING_FEAT_NODROP) anyway.  In io_uring mode
- *   done() always runs on the completion thread (only if memory for a
- *   fault-hook result cannot be had is it called in line).
+ *   overflowing completions (IORING_FEAT_NODROP) anyway.
  *   Without io_uring (not built in, not wanted, or the ring cannot be set
  *   up) every request runs synchronously on the submitter's thread and
  *   done() is called before ioq_submit() returns.
+ *
+ * Where done() runs in io_uring mode
+ *   On the completion thread, except when a request cannot go through the
+ *   ring; then it is finished on the submitting thread, inside ioq_submit()
+ *   and without q->lock held, exactly as in synchronous mode:
+ *     - no memory for a fault-hook result: done() gets that error;
+ *     - no free SQE (cannot happen with the depth limit): run synchronously;
+ *     - a failed submission: io_uring_enter failed for good (anything but
+ *       EINTR/EAGAIN/EBUSY, or those past a bounded number of retries), or
+ *       a PC_FAULT_SUBMIT rule failed it.  See "Failed submissions".
+ *   So a caller of ioq_submit() must not hold a lock that its done() takes,
+ *   which synchronous mode requires anyway.
+ *
+ * Failed submissions
+ *   A request whose SQE the kernel did not consume is never left in the
+ *   ring for "the next submit" (there may be none: a waiter, a reader and
+ *   ioq_destroy would wait for ever).  Under q->lock, every SQE between the
+ *   kernel's SQ head and our tail that is not yet consumed is rewritten as a
+ *   NOP whose completion is ignored (IOQ_IGNORE_TAG), it leaves `inflight`,
+ *   and its request is run synchronously on this thread (a posted result is
+ *   delivered as it is); it stays in `pending` until its done() returns.
+ *   No double execution: without SQPOLL the kernel reads SQEs only inside
+ *   io_uring_enter with to_submit > 0, which happens only under q->lock
+ *   (the completion thread's waits submit nothing), so an SQE is either
+ *   consumed by the kernel (and completes through the ring) or rewritten
+ *   by us while we hold the lock, never both.  The rewritten NOPs go to the
+ *   kernel with the next submission; their completions are dropped.
  *
  * Results
  *   done() gets the bytes transferred or a negative errno.  A read that
@@ -31,10 +56,18 @@
  *
  * Accounting and fault injection
  *   Every device I/O (read, write, fsync; not NOP) first calls the cache's
- *   fault hook when one is set; a negative return fails the I/O with that
- *   errno without doing it; in io_uring mode that result still travels
- *   through the ring (a NOP), so done() runs on the completion thread like
- *   a real device error would.  I/Os that pass are counted in c->st_read_ios /
+ *   internal fault hook when one is set, then the public fault rules
+ *   (fault.c, pc_fault_inject).  A failure fails the I/O with that errno
+ *   without doing it; in io_uring mode that result still travels through
+ *   the ring (a NOP), so done() runs on the completion thread like a real
+ *   device error would.  A PC_FAULT_SHORT rule makes the device move only
+ *   the first part of the I/O (backend_short_len: about half, aligned for
+ *   O_DIRECT): io_uring gets an SQE for that part (its shortened iovec kept
+ *   in a struct ioq_cut until completion) and ioq_finish continues the
+ *   rest; synchronously rw_head moves the part and rw_loop continues.  A
+ *   PC_FAULT_DELAY rule sleeps on the submitting thread before the I/O is
+ *   issued.  PC_FAULT_SUBMIT rules are asked in ioq_submit_uring, just
+ *   before io_uring_submit.  I/Os that pass are counted in c->st_read_ios /
  *   st_read_bytes / st_write_ios / st_write_bytes when submitted, with the
  *   *requested* length: a read cut short by EOF still counts its whole
  *   length, and the synchronous continuation of a short transfer is part of
@@ -66,9 +99,25 @@
 
 /* ------------------------------------------------------------ accounting */
 
-/* Hook, then counters.  Returns 0 or the hook's negative errno. */
-static int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len)
+static unsigned fault_op(int op)
 {
+	switch (op) {
+	case IO_READ:
+		return PC_FAULT_READ;
+	case IO_WRITE:
+		return PC_FAULT_WRITE;
+	default:
+		return PC_FAULT_SYNC; /* IO_FSYNC, IO_FDATASYNC */
+	}
+}
+
+/*
+ * Hooks, then counters.  Returns 0 or a hook's negative errno.  *cut: 0, or
+ * the bytes the device is to move first (an injected short transfer).
+ */
+static int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len, size_t *cut)
+{
+	*cut = 0;
 	if (!c || op == IO_NOP)
 		return 0;
 	if (c->fault_hook) {
@@ -76,6 +125,9 @@ static int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len)
 		if (e < 0)
 			return e;
 	}
+	int e = fault_check_io(c, fault_op(op), fd, off, len, op == IO_READ || op == IO_WRITE ? cut : NULL);
+	if (e < 0)
+		return e;
 	if (op == IO_READ) {
 		atomic_fetch_add_explicit(&c->st_read_ios, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->st_read_bytes, len, memory_order_relaxed);
@@ -95,6 +147,10 @@ static int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len)
  * transfer ends inside an iovec the remaining ones are copied to a local
  * array once and adjusted there.  No hook, no accounting.
  */
+/* Test hook: how many short transfers were continued (test_fault.c proves
+ * with it that an injected short transfer really was continued). */
+HIDDEN _Atomic long backend_test_continued;
+
 static ssize_t rw_loop(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags,
 		       size_t total, size_t done_bytes)
 {
@@ -104,6 +160,9 @@ static ssize_t rw_loop(bool write, int fd, const struct iovec *iov, int iovcnt, 
 	int cnt = iovcnt;
 	size_t skip = done_bytes;
 	bool short_read = !write && done_bytes > 0; /* continuing a short read */
+
+	if (done_bytes > 0)
+		atomic_fetch_add_explicit(&backend_test_continued, 1, memory_order_relaxed);
 
 	while (done_bytes < total) {
 		if (short_read) {
@@ -173,15 +232,77 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 	return (ssize_t)sum;
 }
 
+/* The first `n` bytes of iov as iovecs in out (IOV_MAX entries); their count. */
+static int iov_head(const struct iovec *iov, int iovcnt, size_t n, struct iovec *out)
+{
+	int k = 0;
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+		out[k++] = (struct iovec){ iov[i].iov_base, l };
+		n -= l;
+	}
+	return k;
+}
+
+/* One transfer of the first `n` bytes only (an injected short transfer);
+ * retries EINTR.  Bytes moved or negative errno. */
+static ssize_t rw_head(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags, size_t n)
+{
+	struct iovec part[IOV_MAX];
+	int k = iov_head(iov, iovcnt, n, part);
+	for (;;) {
+		ssize_t r = write ? pwritev2(fd, part, k, off, rw_flags) : preadv2(fd, part, k, off, rw_flags);
+		if (r >= 0)
+			return r;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* rw_loop from the start, the first `cut` bytes (0: no cut) moved alone
+ * first so that rw_loop continues a short transfer. */
+static ssize_t rw_cut(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags,
+		      size_t total, size_t cut)
+{
+	size_t done = 0;
+	if (cut) {
+		ssize_t n = rw_head(write, fd, iov, iovcnt, off, rw_flags, cut);
+		if (n < 0)
+			return n;
+		if (n == 0 && !write)
+			return 0; /* EOF */
+		done = (size_t)n;
+	}
+	return rw_loop(write, fd, iov, iovcnt, off, rw_flags, total, done);
+}
+
+size_t backend_short_len(int fd, size_t len)
+{
+	size_t unit = 1;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return 0;
+	if (fl & O_DIRECT) {
+		unsigned oa = 0, ma = 0;
+		if (backend_dio_align(fd, &oa, &ma) < 0)
+			return 0;
+		unit = oa > ma ? oa : ma;
+		if (!unit)
+			unit = 4096;
+	}
+	return len / 2 / unit * unit;
+}
+
 ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	ssize_t total = iov_total(iov, iovcnt);
 	if (total < 0)
 		return total;
-	int e = io_account(c, IO_READ, fd, off, (size_t)total);
+	size_t cut;
+	int e = io_account(c, IO_READ, fd, off, (size_t)total, &cut);
 	if (e < 0)
 		return e;
-	return rw_loop(false, fd, iov, iovcnt, off, 0, (size_t)total, 0);
+	return rw_cut(false, fd, iov, iovcnt, off, 0, (size_t)total, cut);
 }
 
 ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
@@ -190,10 +311,11 @@ ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int
 	ssize_t total = iov_total(iov, iovcnt);
 	if (total < 0)
 		return total;
-	int e = io_account(c, IO_WRITE, fd, off, (size_t)total);
+	size_t cut;
+	int e = io_account(c, IO_WRITE, fd, off, (size_t)total, &cut);
 	if (e < 0)
 		return e;
-	return rw_loop(true, fd, iov, iovcnt, off, rw_flags, (size_t)total, 0);
+	return rw_cut(true, fd, iov, iovcnt, off, rw_flags, (size_t)total, cut);
 }
 
 static int sync_flush(int fd, bool datasync)
@@ -207,11 +329,19 @@ static int sync_flush(int fd, bool datasync)
 	}
 }
 
+int backend_fsync(struct pc_cache *c, int fd, bool datasync)
+{
+	size_t cut;
+	int e = io_account(c, datasync ? IO_FDATASYNC : IO_FSYNC, fd, 0, 0, &cut);
+	return e < 0 ? e : sync_flush(fd, datasync);
+}
+
 /*
- * Do (or finish) a request synchronously, `done_bytes` of it already done.
- * No hook, no accounting: the caller did those.
+ * Do (or finish) a request synchronously, `done_bytes` of it already done;
+ * from the start, `cut` (0: none) are the bytes to move alone first.  No
+ * hook, no accounting: the caller did those.
  */
-static ssize_t sync_exec(struct pc_ioreq *req, size_t done_bytes)
+static ssize_t sync_exec(struct pc_ioreq *req, size_t done_bytes, size_t cut)
 {
 	switch (req->op) {
 	case IO_READ:
@@ -219,8 +349,12 @@ static ssize_t sync_exec(struct pc_ioreq *req, size_t done_bytes)
 		ssize_t total = iov_total(req->iov, req->iovcnt);
 		if (total < 0)
 			return total;
-		return rw_loop(req->op == IO_WRITE, req->fd, req->iov, req->iovcnt, req->off, req->rw_flags,
-			       (size_t)total, done_bytes);
+		bool write = req->op == IO_WRITE;
+		if (!done_bytes)
+			return rw_cut(write, req->fd, req->iov, req->iovcnt, req->off, req->rw_flags, (size_t)total,
+				      cut);
+		return rw_loop(write, req->fd, req->iov, req->iovcnt, req->off, req->rw_flags, (size_t)total,
+			       done_bytes);
 	}
 	case IO_FSYNC:
 		return sync_flush(req->fd, false);
@@ -244,6 +378,7 @@ struct pc_ioq {
 	unsigned inflight;       /* in the ring: released before done() runs */
 	unsigned pending;        /* submitted, done() not yet returned */
 	unsigned waiters;        /* threads sleeping on cv */
+	_Atomic bool stopping;   /* ioq_destroy is sending the stop NOP */
 	pthread_mutex_t lock;    /* the submission queue */
 	pthread_cond_t cv;       /* room in the queue / queue drained */
 	pthread_t thread;
@@ -258,32 +393,97 @@ bool ioq_is_uring(const struct pc_ioq *q)
 
 #if PC_HAVE_URING
 
-#define IOQ_STOP_TAG UINT64_MAX /* user_data of the NOP that stops the thread */
+/*
+ * user_data of an SQE: a struct pc_ioreq *, a record below with a tag in
+ * its low bits (requests and malloc'd records are at least 8-byte aligned),
+ * or one of the two sentinels (compared before the tag bits are looked at).
+ */
+#define IOQ_STOP_TAG UINT64_MAX          /* the NOP that stops the thread */
+#define IOQ_IGNORE_TAG (UINT64_MAX - 1)  /* a failed submission's rewritten SQE */
+#define IOQ_TAG_POSTED 1u
+#define IOQ_TAG_CUT 2u
+#define IOQ_TAG_MASK 3u
 #define IOQ_BATCH 64
+/* Transient refusals of io_uring_enter retried before the submission is
+ * taken as failed (the completion thread may itself be the submitter, so
+ * waiting for it to reap could wait for ever). */
+#define IOQ_SUBMIT_TRIES 1000
 
 /* The queue whose completion thread this is (NULL on other threads). */
 static __thread struct pc_ioq *tls_completion_q;
 
 /*
- * A result decided at submission (the fault hook failed the I/O), delivered
+ * A result decided at submission (a fault hook failed the I/O), delivered
  * through the ring as a NOP so that done() runs on the completion thread as
- * for any other io_uring request.  user_data is the record's address with
- * bit 0 set.
+ * for any other io_uring request.
  */
 struct ioq_posted {
 	struct pc_ioreq *req;
 	ssize_t res;
 };
 
+/* An injected short transfer: the SQE moves only iov[0, iovcnt), the
+ * request's first `cut` bytes; ioq_finish continues the rest. */
+struct ioq_cut {
+	struct pc_ioreq *req;
+	size_t cut;
+	int iovcnt;
+	struct iovec iov[];
+};
+
+static void *untag(uint64_t data)
+{
+	return (void *)(uintptr_t)(data & ~(uint64_t)IOQ_TAG_MASK);
+}
+
+static struct ioq_cut *cut_new(struct pc_ioreq *req, size_t cut)
+{
+	struct ioq_cut *k = malloc(sizeof(*k) + (size_t)req->iovcnt * sizeof(struct iovec));
+	if (!k)
+		return NULL;
+	k->req = req;
+	k->cut = cut;
+	k->iovcnt = iov_head(req->iov, req->iovcnt, cut, k->iov);
+	return k;
+}
+
 /* Finish a completed request: continue short transfers, redo transient
  * failures synchronously. */
 static ssize_t ioq_finish(struct pc_ioreq *req, ssize_t res)
 {
 	if (res == -EAGAIN || res == -EINTR || res == -ECANCELED)
-		return sync_exec(req, 0);
+		return sync_exec(req, 0, 0);
 	if ((req->op == IO_READ || req->op == IO_WRITE) && res > 0 && (size_t)res < req->len)
-		return sync_exec(req, (size_t)res);
+		return sync_exec(req, (size_t)res, 0);
 	return res;
+}
+
+/*
+ * Call done() for the request of user_data `data`.  ran: the ring ran it
+ * and `res` is its completion; else it never reached the kernel (a failed
+ * submission, no SQE) and is done here, synchronously.
+ */
+static void ioq_complete(uint64_t data, ssize_t res, bool ran)
+{
+	struct pc_ioreq *req;
+	if (data & IOQ_TAG_POSTED) {
+		struct ioq_posted *posted = untag(data);
+		req = posted->req;
+		res = posted->res;
+		free(posted);
+	} else {
+		size_t cut = 0;
+		if (data & IOQ_TAG_CUT) {
+			struct ioq_cut *k = untag(data);
+			req = k->req;
+			cut = k->cut;
+			free(k);
+		} else {
+			req = (struct pc_ioreq *)(uintptr_t)data;
+		}
+		res = ran ? ioq_finish(req, res) : sync_exec(req, 0, cut);
+	}
+	req->done(req, res); /* req may be gone after this */
 }
 
 static void *ioq_thread(void *arg)
@@ -301,8 +501,13 @@ static void *ioq_thread(void *arg)
 		struct io_uring_cqe *cqe;
 		int ret = io_uring_wait_cqe(&q->ring, &cqe);
 		if (ret < 0) {
-			if (ret != -EINTR && ret != -EAGAIN)
+			if (ret != -EINTR && ret != -EAGAIN) {
+				/* A broken ring: the stop NOP may never come,
+				 * and nothing is pending once it is sent. */
+				if (atomic_load(&q->stopping))
+					break;
 				sched_yield(); /* unexpected; do not spin hot */
+			}
 			continue;
 		}
 		unsigned n = io_uring_peek_batch_cqe(&q->ring, cqes, IOQ_BATCH);
@@ -312,7 +517,7 @@ static void *ioq_thread(void *arg)
 			got[i].res = cqes[i]->res;
 			if (got[i].data == IOQ_STOP_TAG)
 				stop = true;
-			else
+			else if (got[i].data != IOQ_IGNORE_TAG)
 				nreq++;
 		}
 		io_uring_cq_advance(&q->ring, n);
@@ -329,23 +534,9 @@ static void *ioq_thread(void *arg)
 			pthread_cond_broadcast(&q->cv);
 		pthread_mutex_unlock(&q->lock);
 
-		for (unsigned i = 0; i < n; i++) {
-			uint64_t data = got[i].data;
-			struct pc_ioreq *req;
-			ssize_t res;
-			if (data == IOQ_STOP_TAG)
-				continue;
-			if (data & 1) {
-				struct ioq_posted *posted = (struct ioq_posted *)(uintptr_t)(data & ~(uint64_t)1);
-				req = posted->req;
-				res = posted->res;
-				free(posted);
-			} else {
-				req = (struct pc_ioreq *)(uintptr_t)data;
-				res = ioq_finish(req, got[i].res);
-			}
-			req->done(req, res); /* req may be gone after this */
-		}
+		for (unsigned i = 0; i < n; i++)
+			if (got[i].data != IOQ_STOP_TAG && got[i].data != IOQ_IGNORE_TAG)
+				ioq_complete(got[i].data, got[i].res, true);
 
 		/* Only now are they finished: ioq_destroy waits for this, so
 		 * that a done() submitting a follow-up I/O is never cut off. */
@@ -361,40 +552,93 @@ static void *ioq_thread(void *arg)
 }
 
 /*
- * io_uring_submit, retrying transient refusals.  Under q->lock.  On any
- * other error the SQE stays in the ring and goes with the next submission
- * (io_uring_enter fails that way only on a broken ring: EBADF, EFAULT).
+ * io_uring_submit until the kernel consumed every queued SQE, retrying
+ * transient refusals (EINTR, EAGAIN, EBUSY: the completion thread reaps
+ * meanwhile) at most IOQ_SUBMIT_TRIES times.  Under q->lock.  Returns 0, or
+ * the error of a failed submission: the caller then takes the unconsumed
+ * requests back (ring_fail_unconsumed).
  */
-static void ring_submit(struct pc_ioq *q)
+static int ring_submit(struct pc_ioq *q)
 {
 	for (int tries = 0;; tries++) {
 		int r = io_uring_submit(&q->ring);
-		if (r >= 0)
-			return;
-		if (r != -EINTR && r != -EAGAIN && r != -EBUSY)
-			return; /* the SQE stays queued; the next submit flushes it */
+		if (r >= 0 && io_uring_sq_ready(&q->ring) == 0)
+			return 0;
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+			return r;
+		if (tries >= IOQ_SUBMIT_TRIES)
+			return r < 0 ? r : -EAGAIN;
 		if (tries > 2)
 			sched_yield(); /* -EBUSY: let the completion thread reap */
 	}
 }
 
-static void prep_sqe(struct pc_ioq *q, struct io_uring_sqe *sqe, struct pc_ioreq *req)
+/*
+ * Under q->lock, after a failed submission: the first SQE the kernel has
+ * not consumed (between its SQ head and our tail) that still carries a
+ * request, rewritten as an ignored NOP.  Returns its user_data, 0 if none.
+ * The position-to-SQE mapping is liburing's (_io_uring_get_sqe; the SQ
+ * index array is the identity).
+ */
+static uint64_t ring_take_unconsumed(struct pc_ioq *q)
+{
+	struct io_uring_sq *sq = &q->ring.sq;
+	unsigned shift = (q->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
+	unsigned head = io_uring_smp_load_acquire(sq->khead);
+	for (unsigned pos = head; pos != sq->sqe_tail; pos++) {
+		struct io_uring_sqe *sqe = &sq->sqes[(pos & sq->ring_mask) << shift];
+		uint64_t data = sqe->user_data;
+		if (data == IOQ_IGNORE_TAG || data == IOQ_STOP_TAG)
+			continue;
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, IOQ_IGNORE_TAG);
+		return data;
+	}
+	return 0;
+}
+
+/*
+ * A submission failed (q->lock held; released and retaken around each
+ * done()): every request the kernel did not consume leaves the ring and is
+ * done here, on this thread, synchronously.  It stays pending until its
+ * done() has returned, as a completion from the ring would.
+ */
+static void ring_fail_unconsumed(struct pc_ioq *q)
+{
+	uint64_t data;
+	while ((data = ring_take_unconsumed(q)) != 0) {
+		q->inflight--;
+		if (q->waiters)
+			pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->lock);
+		ioq_complete(data, 0, false);
+		pthread_mutex_lock(&q->lock);
+		q->pending--;
+		if (q->waiters)
+			pthread_cond_broadcast(&q->cv);
+	}
+}
+
+/* Prepare the SQE of req moving iov[0, iovcnt) (the request's own, or the
+ * first part of it for an injected short transfer). */
+static void prep_sqe(struct pc_ioq *q, struct io_uring_sqe *sqe, struct pc_ioreq *req, const struct iovec *iov,
+		     int iovcnt, uint64_t data)
 {
 	switch (req->op) {
 	case IO_READ:
-		if (req->iovcnt == 1 && q->rw_single && req->iov[0].iov_len <= UINT_MAX)
-			io_uring_prep_read(sqe, req->fd, req->iov[0].iov_base, (unsigned)req->iov[0].iov_len,
+		if (iovcnt == 1 && q->rw_single && iov[0].iov_len <= UINT_MAX)
+			io_uring_prep_read(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
 					   (uint64_t)req->off);
 		else
-			io_uring_prep_readv(sqe, req->fd, req->iov, (unsigned)req->iovcnt, (uint64_t)req->off);
+			io_uring_prep_readv(sqe, req->fd, iov, (unsigned)iovcnt, (uint64_t)req->off);
 		sqe->rw_flags = req->rw_flags;
 		break;
 	case IO_WRITE:
-		if (req->iovcnt == 1 && q->rw_single && req->iov[0].iov_len <= UINT_MAX)
-			io_uring_prep_write(sqe, req->fd, req->iov[0].iov_base, (unsigned)req->iov[0].iov_len,
+		if (iovcnt == 1 && q->rw_single && iov[0].iov_len <= UINT_MAX)
+			io_uring_prep_write(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
 					    (uint64_t)req->off);
 		else
-			io_uring_prep_writev(sqe, req->fd, req->iov, (unsigned)req->iovcnt, (uint64_t)req->off);
+			io_uring_prep_writev(sqe, req->fd, iov, (unsigned)iovcnt, (uint64_t)req->off);
 		sqe->rw_flags = req->rw_flags;
 		break;
 	case IO_FSYNC:
@@ -407,21 +651,30 @@ static void prep_sqe(struct pc_ioq *q, struct io_uring_sqe *sqe, struct pc_ioreq
 		io_uring_prep_nop(sqe);
 		break;
 	}
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req);
+	io_uring_sqe_set_data64(sqe, data);
 }
 
-static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err)
+/* err: a fault hook's result (then a NOP posts it); cut: an injected short
+ * transfer's first part (0: none). */
+static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, size_t cut)
 {
-	struct ioq_posted *posted = NULL;
+	uint64_t data = (uint64_t)(uintptr_t)req;
 	if (err < 0) {
-		posted = malloc(sizeof(*posted));
+		struct ioq_posted *posted = malloc(sizeof(*posted));
 		if (!posted) {
 			req->done(req, err); /* no memory: report it in line */
 			return;
 		}
 		posted->req = req;
 		posted->res = err;
+		data = (uint64_t)(uintptr_t)posted | IOQ_TAG_POSTED;
+	} else if (cut) {
+		struct ioq_cut *k = cut_new(req, cut);
+		if (k) /* no memory: the whole I/O */
+			data = (uint64_t)(uintptr_t)k | IOQ_TAG_CUT;
 	}
+	/* May sleep (PC_FAULT_DELAY): before the lock. */
+	int submit_err = fault_check(q->c, PC_FAULT_SUBMIT, req->fd, req->off, req->len);
 
 	pthread_mutex_lock(&q->lock);
 	if (tls_completion_q != q) {
@@ -432,26 +685,29 @@ static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err)
 		}
 	}
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-	if (!sqe) {
-		ring_submit(q);
+	if (!sqe && ring_submit(q) == 0)
 		sqe = io_uring_get_sqe(&q->ring);
-	}
 	if (!sqe) {
 		/* Cannot happen with the depth limit; do it here, in line. */
 		pthread_mutex_unlock(&q->lock);
-		free(posted);
-		req->done(req, err < 0 ? err : sync_exec(req, 0));
+		ioq_complete(data, 0, false);
 		return;
 	}
-	if (posted) {
+	if (data & IOQ_TAG_POSTED) {
 		io_uring_prep_nop(sqe);
-		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)posted | 1);
+		io_uring_sqe_set_data64(sqe, data);
+	} else if (data & IOQ_TAG_CUT) {
+		struct ioq_cut *k = untag(data);
+		prep_sqe(q, sqe, req, k->iov, k->iovcnt, data);
 	} else {
-		prep_sqe(q, sqe, req);
+		prep_sqe(q, sqe, req, req->iov, req->iovcnt, data);
 	}
 	q->inflight++;
 	q->pending++;
-	ring_submit(q);
+	/* An injected submission failure: as if io_uring_enter had refused
+	 * the SQE (queued, not consumed). */
+	if ((submit_err < 0 ? submit_err : ring_submit(q)) < 0)
+		ring_fail_unconsumed(q);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -501,14 +757,15 @@ int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq
 
 void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req)
 {
-	int e = io_account(q->c, req->op, req->fd, req->off, req->len);
+	size_t cut;
+	int e = io_account(q->c, req->op, req->fd, req->off, req->len, &cut);
 #if PC_HAVE_URING
 	if (q->uring) {
-		ioq_submit_uring(q, req, e);
+		ioq_submit_uring(q, req, e, cut);
 		return;
 	}
 #endif
-	req->done(req, e < 0 ? e : sync_exec(req, 0));
+	req->done(req, e < 0 ? e : sync_exec(req, 0, cut));
 }
 
 void ioq_destroy(struct pc_ioq *q)
@@ -523,15 +780,22 @@ void ioq_destroy(struct pc_ioq *q)
 			pthread_cond_wait(&q->cv, &q->lock);
 			q->waiters--;
 		}
-		/* Wake the completion thread with the stop sentinel. */
-		struct io_uring_sqe *sqe;
-		while (!(sqe = io_uring_get_sqe(&q->ring))) {
-			ring_submit(q); /* nothing is in flight: room comes */
-			sched_yield();
+		/*
+		 * Wake the completion thread with the stop sentinel.  Nothing
+		 * is pending, so the SQ holds at most ignored NOPs and a
+		 * successful submit empties it.  If the ring is broken (the
+		 * submit fails for good), so are the thread's waits: it sees
+		 * `stopping` and ends.
+		 */
+		atomic_store(&q->stopping, true);
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+		if (!sqe && ring_submit(q) == 0)
+			sqe = io_uring_get_sqe(&q->ring);
+		if (sqe) {
+			io_uring_prep_nop(sqe);
+			io_uring_sqe_set_data64(sqe, IOQ_STOP_TAG);
+			ring_submit(q);
 		}
-		io_uring_prep_nop(sqe);
-		io_uring_sqe_set_data64(sqe, IOQ_STOP_TAG);
-		ring_submit(q);
 		pthread_mutex_unlock(&q->lock);
 		pthread_join(q->thread, NULL);
 		io_uring_queue_exit(&q->ring);

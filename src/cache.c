@@ -150,6 +150,8 @@ int pc_cache_destroy(struct pc_cache *c)
 	domains_stop(c);
 	int err = files_writeback_all(c);
 	domains_drain(c);
+	/* No I/O from here on; the rules' file references go before the files. */
+	fault_destroy(c);
 	handles_free_all(c);
 	files_free_all(c);
 	domains_destroy(c);

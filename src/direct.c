@@ -160,8 +160,8 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		err = uncached_piece(h, iov, iovcnt, aend - off, aend, end - aend, piece_flags);
 	/* With PC_DSYNC the pieces synced themselves and the middle used
 	 * RWF_DSYNC; a buffered backend still needs the flush. */
-	if (!err && (flags & PC_DSYNC) && !m->direct && fdatasync(m->fd) != 0)
-		err = -errno;
+	if (!err && (flags & PC_DSYNC) && !m->direct)
+		err = backend_fsync(m->c, m->fd, true);
 	return err ? err : (ssize_t)len;
 }
 

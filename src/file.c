@@ -54,7 +54,11 @@ static int ofd_lock(int fd, short type)
 /* Open the backing descriptor: O_DIRECT, or buffered if allowed. */
 static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t mode, bool *direct)
 {
-	int oflags = (flags & (O_ACCMODE | O_CREAT | O_EXCL | O_NOATIME)) | O_CLOEXEC;
+	/* The cache reads what it writes in part (the rest of a partly
+	 * written block, data for later readers): a write-only handle still
+	 * needs a descriptor that reads. */
+	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
+	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME)) | O_CLOEXEC;
 	int fd = open(path, oflags | O_DIRECT, mode);
 	*direct = true;
 	struct stat st;

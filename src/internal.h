@@ -335,6 +335,10 @@ struct pc_cache {
 	/* tests: fail device I/O; returns 0 or a negative errno */
 	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
 	void *fault_arg;
+	/* pc_fault_inject rules (fault.c): created on first use; the count
+	 * is the fast path's only load when there are none */
+	struct fault_set *_Atomic faults;
+	_Atomic unsigned fault_nrules;
 };
 
 /* ================================================================ calls */
@@ -550,9 +554,25 @@ HIDDEN void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req);
 HIDDEN ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
 HIDDEN ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
 			       int rw_flags);
-/* fault.c: the injection rules (pc_fault_inject); 0 or the negative errno
- * of a FAIL rule matching this I/O. */
+/* fsync/fdatasync of a backing file, through the fault hooks (PC_FAULT_SYNC). */
+HIDDEN int backend_fsync(struct pc_cache *c, int fd, bool datasync);
+/* The first part of an injected short transfer of `len` bytes on fd: about
+ * half, rounded down to the direct-I/O alignment of an O_DIRECT fd; 0 when
+ * the I/O cannot be cut (too small). */
+HIDDEN size_t backend_short_len(int fd, size_t len);
+/* fault.c: the rules of pc_fault_inject, asked by the backend before every
+ * device I/O and by writeback before allocating a request.  Returns 0, or a
+ * negative errno when a PC_FAULT_FAIL rule fires; sleeps when a
+ * PC_FAULT_DELAY rule fires.  op_mask: PC_FAULT_* of this I/O.  Only one
+ * relaxed atomic load when no rule is installed. */
 HIDDEN int fault_check(struct pc_cache *c, unsigned op_mask, int fd, off_t off, size_t len);
+/* fault_check for a device read or write that may be cut short: *cut gets
+ * 0 or the bytes the device moves first (a PC_FAULT_SHORT rule fired);
+ * cut NULL: SHORT rules do not apply. */
+HIDDEN int fault_check_io(struct pc_cache *c, unsigned op_mask, int fd, off_t off, size_t len, size_t *cut);
+/* Remove every rule (their files' references go) and free the rule state
+ * (pc_cache_destroy, once no I/O is in flight, before the files are freed). */
+HIDDEN void fault_destroy(struct pc_cache *c);
 /* Block size and memory alignment for direct I/O on fd (statx DIOALIGN). */
 HIDDEN int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align);
 /* Is [off, off+len) of the backing file a hole (no data)?  Uses SEEK_DATA. */

@@ -114,6 +114,7 @@ static void free_files_copy(struct pc_cache *c)
  * is never released in the child, and a folio whose last reference was
  * being dropped may have its block state half freed (folio_put frees it
  * after the count reaches zero), so only referenced folios' is freed.
+ * Fault-injection rules (a testing hook) are left to the process's end.
  */
 void cache_free_inherited(struct pc_cache *c)
 {

@@ -226,8 +226,8 @@ static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
 	int err = writeback_and_wait(m, off, end, WB_DSYNC);
-	if (!err && !m->direct && fdatasync(m->fd) != 0)
-		err = -errno;
+	if (!err && !m->direct)
+		err = backend_fsync(m->c, m->fd, true);
 	return err;
 }
 

@@ -1,7 +1,11 @@
 /*
  * test_backend.c - device I/O (src/backend.c): the I/O queue with io_uring
- * and in synchronous mode, synchronous vector I/O, fault injection,
- * counters, depth limiting, direct-I/O alignment and hole detection.
+ * and in synchronous mode, synchronous vector I/O, fault injection (the
+ * internal hook, and the public pc_fault_* rules at the backend: every
+ * action, filter and counter, short transfers really continued, failed
+ * io_uring submissions completed exactly once), counters, depth limiting,
+ * direct-I/O alignment and hole detection.  (test_fault.c covers the rules
+ * through the cache's public API.)
  *
  * It needs a struct pc_cache only for the fault hook and the counters: a
  * zeroed one is enough (the backend must not depend on anything else).
@@ -41,6 +45,7 @@ struct treq {
 	struct iovec iov[4];
 	ssize_t res;
 	_Atomic int done;
+	_Atomic int ndone; /* done() calls: exactly one per submission */
 	pthread_t done_thread;
 	struct group *g;
 };
@@ -74,6 +79,7 @@ static void treq_done(struct pc_ioreq *req, ssize_t res)
 	struct group *g = t->g;
 	pthread_mutex_lock(&g->m);
 	atomic_store(&t->done, 1);
+	atomic_fetch_add(&t->ndone, 1);
 	g->pending--;
 	pthread_cond_broadcast(&g->cv);
 	pthread_mutex_unlock(&g->m);
@@ -335,6 +341,438 @@ static void test_faults(struct pc_ioq *q)
 	cache->fault_arg = NULL;
 	free(w);
 	free(r);
+}
+
+/* ------------------------------------------- public fault rules (fault.c) */
+
+extern _Atomic long backend_test_continued;
+
+static struct pc_fault rule_of(unsigned ops, int action)
+{
+	struct pc_fault f;
+	memset(&f, 0, sizeof(f));
+	f.ops = ops;
+	f.action = action;
+	return f;
+}
+
+/* Add a rule that must be accepted; its id. */
+static int inject(const struct pc_fault *f)
+{
+	int id = pc_fault_inject(cache, f);
+	CHECK(id >= 0);
+	return id;
+}
+
+/* A request over buf[0, len) at off in three iovecs (len a multiple of
+ * 16 KiB: 1/8, 1/2 and 3/8 of it), submitted and waited for. */
+static ssize_t do_io3(struct pc_ioq *q, int op, uint8_t *buf, size_t len, off_t off)
+{
+	struct group g;
+	struct treq t;
+	group_init(&g);
+	treq_prep(&t, &g, op, NULL, 0, off);
+	t.iov[0] = (struct iovec){buf, len / 8};
+	t.iov[1] = (struct iovec){buf + len / 8, len / 2};
+	t.iov[2] = (struct iovec){buf + len / 8 + len / 2, len - len / 8 - len / 2};
+	t.req.iov = t.iov;
+	t.req.iovcnt = 3;
+	t.req.len = len;
+	submit(q, &t);
+	group_wait(&g);
+	group_destroy(&g);
+	CHECK(atomic_load(&t.ndone) == 1);
+	return t.res;
+}
+
+/* FAIL on reads, writes, flushes and allocations, with the range filter. */
+static void test_rule_fail(struct pc_ioq *q)
+{
+	const size_t len = 16384;
+	uint8_t *w = abuf(len), *r = abuf(len);
+	REQUIRE(ftruncate(fd, 0) == 0);
+	fill(w, len, 0, 11);
+	CHECK(do_io(q, IO_WRITE, w, len, 0, 0) == (ssize_t)len);
+
+	/* Reads overlapping [4096, 8192) fail with EIO and are not counted. */
+	struct pc_fault f = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	f.error = EIO;
+	f.start = 4096;
+	f.end = 8192;
+	int id = inject(&f);
+	uint64_t all0 = pc_fault_count(cache, -1);
+	struct counters k0 = counters_now();
+	memset(r, 0x5a, len);
+	CHECK(do_io(q, IO_READ, r, 4096, 4096, 0) == -EIO);
+	CHECK(r[0] == 0x5a);
+	CHECK(do_io(q, IO_READ, r, 8192, 0, 0) == -EIO);      /* overlaps the start */
+	CHECK(do_io(q, IO_READ, r, 4096, 8192, 0) == 4096);   /* begins at the end */
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);      /* ends at the start */
+	CHECK(same(r, 4096, 0, 11));
+	struct iovec v = {r, 4096};
+	CHECK(backend_preadv(cache, fd, &v, 1, 4096) == -EIO);
+	CHECK(counters_now().rios == k0.rios + 2);
+	CHECK(pc_fault_count(cache, id) == 3);
+	CHECK(pc_fault_count(cache, -1) == all0 + 3);
+	CHECK(do_io(q, IO_WRITE, w + 4096, 4096, 4096, 0) == 4096); /* a write is no read */
+	CHECK(pc_fault_remove(cache, id) == 0);
+	CHECK(do_io(q, IO_READ, r, 4096, 4096, 0) == 4096);
+
+	/* Writes fail with ENOSPC and leave the file as it was. */
+	f = rule_of(PC_FAULT_WRITE, PC_FAULT_FAIL);
+	f.error = ENOSPC;
+	id = inject(&f);
+	uint8_t *w2 = abuf(len);
+	fill(w2, len, 0, 12);
+	CHECK(do_io(q, IO_WRITE, w2, len, 0, 0) == -ENOSPC);
+	struct iovec wv = {w2, 4096};
+	CHECK(backend_pwritev(cache, fd, &wv, 1, 0, 0) == -ENOSPC);
+	CHECK(pc_fault_count(cache, id) == 2);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	CHECK(do_io(q, IO_READ, r, len, 0, 0) == (ssize_t)len);
+	CHECK(same(r, len, 0, 11));
+
+	/* Flushes, queued and synchronous; a flush covers the whole file, so
+	 * a range far away still matches. */
+	f = rule_of(PC_FAULT_SYNC, PC_FAULT_FAIL);
+	f.error = EIO;
+	f.start = 1 << 30;
+	id = inject(&f);
+	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == -EIO);
+	CHECK(do_io(q, IO_FDATASYNC, NULL, 0, 0, 0) == -EIO);
+	CHECK(backend_fsync(cache, fd, false) == -EIO);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
+	CHECK(pc_fault_count(cache, id) == 3);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == 0);
+	CHECK(backend_fsync(cache, fd, true) == 0);
+
+	/* Allocation faults are asked for by writeback (fault_check) only. */
+	f = rule_of(PC_FAULT_ALLOC, PC_FAULT_FAIL);
+	f.error = ENOMEM;
+	id = inject(&f);
+	CHECK(fault_check(cache, PC_FAULT_ALLOC, fd, 0, 4096) == -ENOMEM);
+	CHECK(fault_check(cache, PC_FAULT_WRITE, fd, 0, 4096) == 0);
+	CHECK(do_io(q, IO_WRITE, w, 4096, 0, 0) == 4096);
+	CHECK(pc_fault_count(cache, id) == 1);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	CHECK(fault_check(cache, PC_FAULT_ALLOC, fd, 0, 4096) == 0);
+	free(w);
+	free(w2);
+	free(r);
+}
+
+/* SHORT: the device moves part, the backend continues: the data is whole
+ * and the continuation really ran. */
+static void test_rule_short(struct pc_ioq *q)
+{
+	const size_t len = 64 * 1024;
+	uint8_t *w = abuf(len), *r = abuf(2 * len);
+	REQUIRE(ftruncate(fd, 0) == 0);
+	fill(w, len, 0, 13);
+	struct pc_fault f = rule_of(PC_FAULT_READ | PC_FAULT_WRITE, PC_FAULT_SHORT);
+	int id = inject(&f);
+	CHECK(backend_short_len(fd, len) > 0 && backend_short_len(fd, len) <= len / 2);
+
+	/* A vectored write cut inside its second iovec, then a vectored read. */
+	long c0 = atomic_load(&backend_test_continued);
+	struct counters k0 = counters_now();
+	CHECK(do_io3(q, IO_WRITE, w, len, 0) == (ssize_t)len);
+	CHECK(atomic_load(&backend_test_continued) == c0 + 1);
+	memset(r, 0, len);
+	CHECK(do_io3(q, IO_READ, r, len, 0) == (ssize_t)len);
+	CHECK(same(r, len, 0, 13));
+	CHECK(atomic_load(&backend_test_continued) == c0 + 2);
+	CHECK(pc_fault_count(cache, id) == 2);
+	/* One I/O each, counted once with the requested length. */
+	struct counters k1 = counters_now();
+	CHECK(k1.wios == k0.wios + 1 && k1.wbytes == k0.wbytes + len);
+	CHECK(k1.rios == k0.rios + 1 && k1.rbytes == k0.rbytes + len);
+
+	/* Cut at EOF exactly: the continuation finds EOF. */
+	memset(r, 0, 2 * len);
+	CHECK(do_io(q, IO_READ, r, len, (off_t)len / 2, 0) == (ssize_t)len / 2);
+	CHECK(same(r, len / 2, len / 2, 13));
+	/* The first part already crosses EOF. */
+	CHECK(do_io(q, IO_READ, r, 2 * len, (off_t)len / 2, 0) == (ssize_t)len / 2);
+	CHECK(same(r, len / 2, len / 2, 13));
+	CHECK(pc_fault_count(cache, id) == 4);
+
+	/* Synchronous vector calls are cut too. */
+	struct iovec v[2] = {{r, len / 4}, {r + len / 4, 3 * len / 4}};
+	memset(r, 0, len);
+	long c1 = atomic_load(&backend_test_continued);
+	CHECK(backend_preadv(cache, fd, v, 2, 0) == (ssize_t)len);
+	CHECK(same(r, len, 0, 13));
+	CHECK(atomic_load(&backend_test_continued) == c1 + 1);
+	CHECK(pc_fault_count(cache, id) == 5);
+
+	/* An I/O too small to cut (one direct-I/O unit) passes whole and is
+	 * not a fault. */
+	size_t unit = 1;
+	while (backend_short_len(fd, 2 * unit) == 0)
+		unit *= 2;
+	CHECK(do_io(q, IO_READ, r, unit, 0, 0) == (ssize_t)unit);
+	CHECK(pc_fault_count(cache, id) == 5);
+
+	CHECK(pc_fault_remove(cache, id) == 0);
+	free(w);
+	free(r);
+}
+
+/* DELAY: the I/O is issued no sooner than delay_ms later (a lower bound
+ * only: a loaded machine makes it later, never earlier). */
+static void test_rule_delay(struct pc_ioq *q)
+{
+	uint8_t *r = abuf(4096);
+	REQUIRE(ftruncate(fd, 4096) == 0);
+	struct pc_fault f = rule_of(PC_FAULT_READ, PC_FAULT_DELAY);
+	f.delay_ms = 150;
+	f.count = 1;
+	int id = inject(&f);
+	uint64_t t0 = tu_now_ms();
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
+	CHECK(tu_now_ms() - t0 >= 150);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096); /* count 1: spent */
+	CHECK(pc_fault_count(cache, id) == 1);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	free(r);
+}
+
+/* Which reads of `n` at offset 0 fail (bit i: the i-th); each must be a
+ * clean pass or -EIO. */
+static uint64_t fail_pattern(struct pc_ioq *q, uint8_t *r, int n)
+{
+	uint64_t bits = 0;
+	for (int i = 0; i < n; i++) {
+		ssize_t res = do_io(q, IO_READ, r, 4096, 0, 0);
+		CHECK(res == 4096 || res == -EIO);
+		if (res == -EIO)
+			bits |= 1ull << i;
+	}
+	return bits;
+}
+
+/* skip/count, rule order, one_in with a seed, remove and count. */
+static void test_rule_selection(struct pc_ioq *q)
+{
+	uint8_t *r = abuf(4096);
+	REQUIRE(ftruncate(fd, 16384) == 0);
+
+	/* skip 2, count 3: pass, pass, fail x3, then spent (still there). */
+	struct pc_fault f = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	f.error = EIO;
+	f.skip = 2;
+	f.count = 3;
+	int id = inject(&f);
+	uint64_t all0 = pc_fault_count(cache, -1);
+	CHECK(fail_pattern(q, r, 7) == 0x1c);
+	CHECK(pc_fault_count(cache, id) == 3);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	CHECK(pc_fault_remove(cache, id) == -1 && errno == EINVAL);
+	CHECK(pc_fault_count(cache, id) == 0);
+	CHECK(pc_fault_count(cache, -1) == all0 + 3); /* removed ones included */
+
+	/* The first rule that fires decides; the next does not see the I/O. */
+	struct pc_fault a = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	a.error = EIO;
+	a.end = 4096;
+	struct pc_fault b = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	b.error = ENOSPC;
+	int ida = inject(&a), idb = inject(&b);
+	CHECK(ida != idb);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == -EIO);
+	CHECK(do_io(q, IO_READ, r, 4096, 8192, 0) == -ENOSPC);
+	CHECK(pc_fault_count(cache, ida) == 1 && pc_fault_count(cache, idb) == 1);
+	CHECK(pc_fault_remove(cache, -1) == 0);
+	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
+
+	/* one_in 3: a seed gives the same faults each time; another seed
+	 * others; seed 0 is a fixed default. */
+	f = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	f.error = EIO;
+	f.one_in = 3;
+	uint64_t pat[4];
+	const uint64_t seeds[4] = {42, 42, 43, 0};
+	for (int i = 0; i < 4; i++) {
+		f.seed = seeds[i];
+		id = inject(&f);
+		pat[i] = fail_pattern(q, r, 60);
+		CHECK(pc_fault_count(cache, id) == (uint64_t)__builtin_popcountll(pat[i]));
+		CHECK(pc_fault_remove(cache, id) == 0);
+	}
+	CHECK(pat[0] == pat[1]);
+	CHECK(pat[0] != pat[2]);
+	for (int i = 0; i < 4; i++) /* about a third of 60 */
+		CHECK(__builtin_popcountll(pat[i]) >= 5 && __builtin_popcountll(pat[i]) <= 35);
+	f.seed = 0;
+	id = inject(&f);
+	CHECK(fail_pattern(q, r, 60) == pat[3]);
+	CHECK(pc_fault_remove(cache, id) == 0);
+	free(r);
+}
+
+/* Rules the header calls bad; the table's size; removing unknown ids. */
+static void test_rule_checks(void)
+{
+	struct pc_fault ok = rule_of(PC_FAULT_READ, PC_FAULT_FAIL);
+	ok.error = EIO;
+	struct pc_fault bad[12];
+	for (int i = 0; i < 12; i++)
+		bad[i] = ok;
+	bad[0].ops = 0;
+	bad[1].ops = 0x100;
+	bad[2].action = 7;
+	bad[3].error = 0;
+	bad[4].error = -EIO;
+	bad[5] = rule_of(PC_FAULT_READ | PC_FAULT_SYNC, PC_FAULT_SHORT);
+	bad[6] = rule_of(PC_FAULT_READ, PC_FAULT_DELAY); /* delay_ms 0 */
+	bad[7].start = -1;
+	bad[8].start = 8192;
+	bad[8].end = 4096;
+	bad[9].start = 4096;
+	bad[9].end = 4096;
+	bad[10] = rule_of(PC_FAULT_ALLOC, PC_FAULT_SHORT);
+	bad[11].end = -5;
+	for (int i = 0; i < 12; i++) {
+		errno = 0;
+		CHECK(pc_fault_inject(cache, &bad[i]) == -1 && errno == EINVAL);
+	}
+	errno = 0;
+	CHECK(pc_fault_inject(NULL, &ok) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(pc_fault_inject(cache, NULL) == -1 && errno == EINVAL);
+	CHECK(pc_fault_remove(NULL, -1) == -1 && errno == EINVAL);
+	CHECK(pc_fault_count(NULL, -1) == 0);
+
+	/* At most 16 rules; ids are not reused. */
+	ok.start = 1 << 30; /* never matches what the other tests do */
+	int ids[16];
+	for (int i = 0; i < 16; i++)
+		ids[i] = inject(&ok);
+	errno = 0;
+	CHECK(pc_fault_inject(cache, &ok) == -1 && errno == ENOSPC);
+	CHECK(pc_fault_remove(cache, ids[3]) == 0);
+	int again = inject(&ok);
+	for (int i = 0; i < 16; i++)
+		CHECK(again != ids[i]);
+	CHECK(pc_fault_remove(cache, 123456) == -1 && errno == EINVAL);
+	CHECK(pc_fault_remove(cache, -2) == -1 && errno == EINVAL);
+	CHECK(pc_fault_remove(cache, -1) == 0);
+	CHECK(pc_fault_remove(cache, -1) == 0); /* none left: still fine */
+	CHECK(pc_fault_remove(cache, again) == -1 && errno == EINVAL);
+}
+
+/*
+ * A failed io_uring submission (PC_FAULT_SUBMIT) ends in exactly one
+ * completion, on the submitting thread before ioq_submit returns, with the
+ * I/O done; inflight is released (twice the depth in a row would block for
+ * ever otherwise) and the ring goes on working; the rewritten SQEs reach
+ * the kernel as NOPs whose completions are dropped.
+ */
+static void test_submit_fault(struct pc_ioq *q, unsigned depth)
+{
+	const int n = (int)(2 * depth);
+	uint8_t *buf = abuf((size_t)n * 4096), *r = abuf((size_t)n * 4096);
+	REQUIRE(ftruncate(fd, 0) == 0);
+	fill(buf, (size_t)n * 4096, 0, 21);
+	struct treq *t = calloc((size_t)(3 * n + 2), sizeof(*t));
+	REQUIRE(t);
+	struct group g;
+	group_init(&g);
+
+	struct pc_fault f = rule_of(PC_FAULT_SUBMIT, PC_FAULT_FAIL);
+	f.error = EIO;
+	int id = inject(&f);
+	int k = 0;
+	bool inline_ok = true;
+	for (int i = 0; i < n; i++, k++) {
+		treq_prep(&t[k], &g, IO_WRITE, buf + i * 4096, 4096, (off_t)i * 4096);
+		submit(q, &t[k]);
+		inline_ok &= atomic_load(&t[k].done) && pthread_equal(t[k].done_thread, pthread_self()) &&
+			     t[k].res == 4096;
+	}
+	CHECK(inline_ok);
+	CHECK(pc_fault_count(cache, id) == (uint64_t)n);
+
+	/* A posted error (a FAIL rule on writes) and a cut transfer whose
+	 * submission fails: delivered / done in line too. */
+	struct pc_fault wf = rule_of(PC_FAULT_WRITE, PC_FAULT_FAIL);
+	wf.error = ENOSPC;
+	wf.count = 1;
+	inject(&wf);
+	treq_prep(&t[k], &g, IO_WRITE, buf, 4096, 0);
+	submit(q, &t[k]);
+	CHECK(atomic_load(&t[k].done) && t[k].res == -ENOSPC);
+	k++;
+	struct pc_fault sf = rule_of(PC_FAULT_READ, PC_FAULT_SHORT);
+	int sid = inject(&sf);
+	treq_prep(&t[k], &g, IO_READ, r, (size_t)n * 4096, 0);
+	submit(q, &t[k]);
+	CHECK(atomic_load(&t[k].done) && t[k].res == n * 4096);
+	CHECK(same(r, (size_t)n * 4096, 0, 21));
+	CHECK(pc_fault_count(cache, sid) == 1);
+	k++;
+	CHECK(pc_fault_remove(cache, -1) == 0);
+
+	/* Through the ring again: twice the depth of reads, on the
+	 * completion thread. */
+	bool ring_ok = true;
+	int first = k;
+	for (int i = 0; i < n; i++, k++) {
+		treq_prep(&t[k], &g, IO_READ, r + i * 4096, 4096, (off_t)i * 4096);
+		submit(q, &t[k]);
+	}
+	group_wait(&g);
+	for (int i = first; i < k; i++)
+		ring_ok &= t[i].res == 4096 && !pthread_equal(t[i].done_thread, pthread_self());
+	CHECK(ring_ok);
+	CHECK(same(r, (size_t)n * 4096, 0, 21));
+	bool once = true;
+	for (int i = 0; i < k; i++)
+		once &= atomic_load(&t[i].ndone) == 1;
+	CHECK(once);
+	group_destroy(&g);
+	free(t);
+	free(buf);
+	free(r);
+}
+
+/* ioq_destroy right after a burst where every other submission fails:
+ * nothing is left pending, everything completed once. */
+static void test_submit_fault_destroy(struct pc_cache *c)
+{
+	struct pc_ioq *q;
+	REQUIRE(ioq_create(c, 4, true, &q) == 0);
+	if (!ioq_is_uring(q)) {
+		ioq_destroy(q);
+		return;
+	}
+	struct pc_fault f = rule_of(PC_FAULT_SUBMIT, PC_FAULT_FAIL);
+	f.error = EBADF;
+	f.one_in = 2;
+	f.seed = 7;
+	int id = inject(&f);
+	uint8_t *buf = abuf(64 * 4096);
+	struct treq *t = calloc(64, sizeof(*t));
+	REQUIRE(t);
+	struct group g;
+	group_init(&g);
+	for (int i = 0; i < 64; i++) {
+		treq_prep(&t[i], &g, i % 2 ? IO_READ : IO_NOP, buf + i * 4096, 4096, (off_t)i * 4096);
+		submit(q, &t[i]);
+	}
+	ioq_destroy(q);
+	bool once = true;
+	for (int i = 0; i < 64; i++)
+		once &= atomic_load(&t[i].ndone) == 1;
+	CHECK(once);
+	CHECK(pc_fault_count(c, id) > 0 && pc_fault_count(c, id) < 64);
+	CHECK(pc_fault_remove(c, id) == 0);
+	group_wait(&g);
+	group_destroy(&g);
+	free(t);
+	free(buf);
 }
 
 /* Many requests, from several threads, far more than the depth. */
@@ -741,9 +1179,17 @@ static void run_queue_tests(bool uring)
 		CHECK(!ioq_is_uring(q));
 	test_rw(q);
 	test_faults(q);
+	test_rule_fail(q);
+	test_rule_short(q);
+	test_rule_delay(q);
+	test_rule_selection(q);
+	if (ioq_is_uring(q))
+		test_submit_fault(q, 16);
 	test_many(q);
 	test_chain(q);
 	ioq_destroy(q);
+	if (uring)
+		test_submit_fault_destroy(cache);
 	test_destroy_waits(cache, uring);
 	for (int i = 0; i < 20; i++)
 		test_destroy_chain(cache, uring);
@@ -765,6 +1211,8 @@ int main(void)
 	cache = calloc(1, sizeof(*cache));
 	REQUIRE(cache);
 
+	alarm(120); /* a lost completion hangs: fail instead */
+	test_rule_checks();
 	run_queue_tests(true);
 	run_queue_tests(false);
 	test_sync_vectors();
@@ -772,6 +1220,7 @@ int main(void)
 	test_holes();
 
 	close(fd);
+	fault_destroy(cache);
 	free(cache);
 	test_rmdir(dir);
 	return test_done();

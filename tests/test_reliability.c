@@ -22,7 +22,9 @@
  *       (never 0 with data still dirty), and the next fsync writes it;
  *   (g) folio ages are right across the 32-bit millisecond clock's wrap;
  *   (h) a write ending at the largest size the file system allows is
- *       written back; one byte more is EFBIG.
+ *       written back; one byte more is EFBIG;
+ *   (i) a write-only handle's partial-block write over existing data is
+ *       merged and written (the cache reads what the caller may not).
  * A watchdog fails the test on a hang.
  */
 #define _GNU_SOURCE
@@ -309,6 +311,38 @@ static void test_huge_write(void)
 	free(buf);
 }
 
+/* ------------------------------------------------------------ (f) */
+
+static void test_request_alloc_failure(void)
+{
+	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_file *f = open_file(c, "alloc");
+	size_t len = 3 * MiB; /* several write-back requests of 1 MiB */
+	uint8_t *buf = malloc(len);
+	REQUIRE(buf);
+	fill(buf, len, 0, 5);
+	CHECK(pc_pwrite(f, buf, len, 0, 0) == (ssize_t)len);
+	/* The second request of the fsync cannot be allocated: the first is
+	 * in flight, fsync must not say 0, and the data stays dirty. */
+	struct pc_fault rule = { .ops = PC_FAULT_ALLOC, .action = PC_FAULT_FAIL, .error = ENOMEM, .skip = 1 };
+	int id = pc_fault_inject(c, &rule);
+	CHECK(id >= 0);
+	errno = 0;
+	CHECK(pc_fsync(f) == -1 && errno == ENOMEM);
+	CHECK(pc_fault_count(c, id) >= 1);
+	struct pc_stats st;
+	pc_file_stats(f, &st);
+	CHECK(st.dirty_bytes > 0);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(pc_fsync(f) == 0);
+	pc_file_stats(f, &st);
+	CHECK(st.dirty_bytes == 0);
+	CHECK(device_has("alloc", len, 5));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(buf);
+}
+
 /* ------------------------------------------------------------ (g) */
 
 static void test_clock_wrap(void)
@@ -349,6 +383,33 @@ static void test_largest_offset(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+/* ------------------------------------------------------------ (i) */
+
+static void test_write_only_partial_block(void)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "wronly");
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	uint8_t a[8192];
+	memset(a, 'a', sizeof(a));
+	REQUIRE(pwrite(fd, a, sizeof(a), 0) == (ssize_t)sizeof(a));
+	close(fd);
+	struct pc_cache *c = new_cache(4 * MiB);
+	struct pc_file *f = pc_open(c, path, O_WRONLY, 0);
+	REQUIRE(f);
+	CHECK(pc_pwrite(f, "XY", 2, 100, 0) == 2);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	uint8_t got[8192];
+	CHECK(pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got));
+	memcpy(a + 100, "XY", 2);
+	CHECK(memcmp(got, a, sizeof(a)) == 0);
+	close(fd);
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -372,8 +433,10 @@ int main(void)
 	test_recovery_without_fsync();
 	test_destroy_reports();
 	test_huge_write();
+	test_request_alloc_failure();
 	test_clock_wrap();
 	test_largest_offset();
+	test_write_only_partial_block();
 	test_rmdir(dir);
 	return test_done();
 }
