@@ -6,12 +6,15 @@
 # required is missing.  Prints nothing when everything is present.
 #
 # Required: build-essential (gcc with its ASan/UBSan/TSan runtimes, make,
-# binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch).
-# Optional: xfsprogs (tests that make a small XFS image; skipped without it).
+# binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch),
+# e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: test_fullfs makes small ext4
+# and XFS file systems on loop devices when run as root).
+# Optional: none at present (the list is kept for packages tests can do
+# without).
 set -euo pipefail
 
-REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux)
-OPTIONAL=(xfsprogs)
+REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs)
+OPTIONAL=()
 
 have_pkg() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
