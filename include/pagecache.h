@@ -207,6 +207,15 @@ struct pc_config {
 	 * neighbour before background writeback reads and merges it.  Default
 	 * 5000 ms.  0 means "the default". */
 	unsigned edge_expire_ms;
+	/* Closed files whose backing descriptor the cache keeps open (so that
+	 * reopening them costs no open(2)); past it the oldest's is closed
+	 * (their clean data stays cached).  Files closed with dirty data keep
+	 * theirs until it is written, and close waits for its own write-back
+	 * while more than this many do (see pc_close).  0 (what
+	 * pc_config_init sets): 256, or an eighth of RLIMIT_NOFILE when that
+	 * is less; at most 1048576 (else EINVAL).  So the descriptors
+	 * pagecache holds are those of open files plus about twice this. */
+	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
 };
@@ -225,6 +234,15 @@ struct pc_config {
 /* Do not fault the folio memory in at pc_cache_new (it is then touched, and
  * zeroed by the kernel, on first use, which slows the first writes). */
 #define PC_CFG_LAZY_MEMORY 0x10u
+
+/* pc_close writes the file's dirty data back and waits for it, as
+ * close-to-open consistency (NFS) wants: once pc_close returns, another
+ * process sees the data.  Without it pc_close does not wait (see there). */
+#define PC_CFG_CLOSE_TO_OPEN 0x20u
+/* At exit(3) (atexit), write back the dirty data of every file of the
+ * cache, open or closed, and wait for it.  Without it, a process that ends
+ * without pc_cache_destroy loses what was not yet written (see pc_close). */
+#define PC_CFG_FLUSH_AT_EXIT 0x40u
 
 /* Per-call flags for pc_pread/pc_pwrite and their v-variants. */
 /* Data (and the metadata needed to read it back) is durable on return, as
@@ -309,12 +327,33 @@ PC_API int pc_cache_destroy(struct pc_cache *c);
 PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
 			       mode_t mode);
 
-/* Writes back this file's dirty data, waits for it, and frees the handle
- * (always, even on error).  Returns -1 with the first write error not yet
- * reported to this handle, or with EBADF for a NULL or closed handle.  When
- * the last handle of a file is closed, edge blocks kept for neighbouring
- * uncached writes are dropped, and clean data stays cached (reopening finds
- * it) until evicted. */
+/* Frees the handle (always, even on error) and returns -1 with the first
+ * write error not yet reported to this handle, or with EBADF for a NULL or
+ * closed handle.  It does not wait for write-back, as close(2) does not:
+ * the file's dirty data stays cached and the flusher writes it at once, in
+ * the background; a later write error is reported to the next
+ * pc_fsync/pc_fdatasync/pc_close of any handle of the file, also one
+ * opened after the error (an error nobody reported yet is never lost on a
+ * new handle), and by pc_cache_destroy.  Until its data is written the
+ * file keeps its backing descriptor and its lock (another process opening
+ * it through pagecache gets EBUSY meanwhile; programs reading the backing
+ * file directly may see old data: use pc_fsync, or PC_CFG_CLOSE_TO_OPEN,
+ * which makes every pc_close write back and wait as pc_fsync does).
+ * While max_closed_files closed files are still being written, pc_close
+ * writes back and waits for its own file, which bounds the descriptors
+ * held.  When the last handle of a file is closed, edge blocks kept for
+ * neighbouring uncached writes are dropped, and clean data stays cached
+ * (reopening finds it, without an open(2) while the cache keeps the
+ * descriptor; the file's mode and owner are checked against those of the
+ * last open(2), and a changed size, mtime or ctime drops the cached data).
+ * A file unlinked after its last close loses its cached data, dirty too,
+ * and its space is freed: at once when its last handle goes after the
+ * unlink, within about a second otherwise.
+ *
+ * A process that ends without pc_cache_destroy loses the dirty data of
+ * every file, closed files too (the kernel's page cache would have kept
+ * it): call pc_cache_destroy, or set PC_CFG_FLUSH_AT_EXIT to have exit(3)
+ * write it back. */
 PC_API int pc_close(struct pc_file *f);
 
 /* pread/pwrite with flags (PC_DSYNC, PC_NOWAIT, PC_DONTCACHE, PC_DIRECT).

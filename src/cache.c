@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define MIB (1024u * 1024u)
 
@@ -28,6 +29,7 @@ void pc_config_init(struct pc_config *cfg)
 	cfg->readahead_max_bytes = 8 * MIB;
 	cfg->uncached_kick_bytes = 8 * MIB;
 	cfg->edge_expire_ms = 5000;
+	cfg->max_closed_files = 0; /* from RLIMIT_NOFILE at pc_cache_new */
 	cfg->flags = 0;
 }
 
@@ -36,11 +38,22 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
+/* 256, or less where the process may open few files: closed files keep
+ * up to about twice this many descriptors (closed.c). */
+static unsigned default_max_closed_files(void)
+{
+	struct rlimit rl;
+	unsigned n = 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 8 < n)
+		n = rl.rlim_cur / 8 ? (unsigned)(rl.rlim_cur / 8) : 1;
+	return n;
+}
+
 /* Check a user config and fill zero fields with defaults. */
 static int config_validate(struct pc_config *cfg)
 {
 	const unsigned known = PC_CFG_ALLOW_BUFFERED_BACKEND | PC_CFG_NO_IO_URING | PC_CFG_NO_DEFERRED_RMW |
-			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY;
+			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN | PC_CFG_FLUSH_AT_EXIT;
 	if (cfg->flags & ~known)
 		return -EINVAL;
 	if (!cfg->max_folio_size)
@@ -87,6 +100,10 @@ static int config_validate(struct pc_config *cfg)
 		cfg->uncached_kick_bytes = cfg->dirty_background_bytes / 2;
 	if (!cfg->edge_expire_ms)
 		cfg->edge_expire_ms = 5000;
+	if (!cfg->max_closed_files)
+		cfg->max_closed_files = default_max_closed_files();
+	if (cfg->max_closed_files > (1u << 20))
+		return -EINVAL;
 	return 0;
 }
 
@@ -130,6 +147,11 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 #endif
 	c->start_ms = pc_now_ms();
 	process_claim(c);
+	if ((c->cfg.flags & PC_CFG_FLUSH_AT_EXIT) && (err = process_flush_at_exit(c)) != 0) {
+		pc_cache_destroy(c);
+		errno = -err;
+		return NULL;
+	}
 	return c;
 fail:
 	free(c);
@@ -147,6 +169,8 @@ int pc_cache_destroy(struct pc_cache *c)
 		cache_free_inherited(c);
 		return 0;
 	}
+	if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)
+		process_forget_at_exit(c);
 	domains_stop(c);
 	int err = files_writeback_all(c);
 	domains_drain(c);

@@ -1,14 +1,16 @@
 /*
  * file.c - backing files: opening them with O_DIRECT, one shared mapping
- * per file in a cache, the OFD lock that keeps other processes out, and
- * what happens when the last handle goes.
+ * per file in a cache (a hash by device and inode), the OFD lock that keeps
+ * other processes out, and what happens when the last handle goes.
  *
  * A mapping outlives its handles while it holds cached data, so reopening a
- * file finds its clean data.  Its descriptor stays open (the inode cannot be
- * reused meanwhile), but its OFD lock is released at last close: another
- * process may then use the file, so a reopen compares size, mtime and ctime
- * with what they were at last close and drops the cached data if they
- * changed.
+ * file finds its clean data.  What happens to it after the last close is
+ * closed.c's: its dirty data is written by the flusher (pc_close does not
+ * wait), and its descriptor is kept for a while so that a reopen needs no
+ * open(2).  The OFD lock is kept while data is unwritten and released once
+ * the file is clean: another process may then use the file, so a reopen
+ * compares size, mtime and ctime with what they were then and drops the
+ * cached data if they changed.
  */
 #include "internal.h"
 
@@ -33,17 +35,52 @@ static struct pc_mapping *hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
 	return NULL;
 }
 
-static void hash_remove(struct pc_cache *c, struct pc_mapping *m)
+void files_hash_remove(struct pc_cache *c, struct pc_mapping *m)
 {
 	struct pc_mapping **pp = &c->file_hash[hash_of(c, m->dev, m->ino)];
 	while (*pp && *pp != m)
 		pp = &(*pp)->hash_next;
-	if (*pp)
+	if (*pp) {
 		*pp = m->hash_next;
+		c->nr_mappings--;
+	}
 	m->hash_next = NULL;
 }
 
-static int ofd_lock(int fd, short type)
+/* Twice as many files as buckets: four times the buckets (chains stay
+ * short with a hundred thousand files). */
+static void hash_grow(struct pc_cache *c)
+{
+	unsigned size = c->file_hash_size * 4;
+	struct pc_mapping **nh = calloc(size, sizeof(*nh));
+	if (!nh)
+		return; /* longer chains, still right */
+	struct pc_mapping **old = c->file_hash;
+	unsigned old_size = c->file_hash_size;
+	c->file_hash = nh;
+	c->file_hash_size = size;
+	for (unsigned i = 0; i < old_size; i++)
+		while (old[i]) {
+			struct pc_mapping *m = old[i];
+			old[i] = m->hash_next;
+			unsigned h = hash_of(c, m->dev, m->ino);
+			m->hash_next = nh[h];
+			nh[h] = m;
+		}
+	free(old);
+}
+
+static void hash_insert(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (c->nr_mappings >= 2 * c->file_hash_size)
+		hash_grow(c);
+	unsigned h = hash_of(c, m->dev, m->ino);
+	m->hash_next = c->file_hash[h];
+	c->file_hash[h] = m;
+	c->nr_mappings++;
+}
+
+int ofd_lock(int fd, short type)
 {
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
 	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
@@ -75,10 +112,11 @@ static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t 
 static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const struct stat *st)
 {
 	unsigned off_align = 0, mem_align = 0;
-	if (m->direct && backend_dio_align(m->fd, &off_align, &mem_align) == 0 && off_align)
-		m->mem_align = mem_align ? mem_align : off_align;
-	else
-		m->mem_align = 1;
+	if (m->direct) {
+		off_align = m->dom->dio_off_align;
+		mem_align = m->dom->dio_mem_align;
+	}
+	m->mem_align = off_align ? (mem_align ? mem_align : off_align) : 1;
 	/*
 	 * Default: the file system's block size when direct I/O allows it.
 	 * The direct-I/O alignment (often 512) is only the minimum: a direct
@@ -125,6 +163,22 @@ static int64_t probe_max_bytes(int fd)
 	return lo;
 }
 
+/*
+ * What every file of a device shares is asked once, of its first file: the
+ * largest file size (up to 63 lseeks) and the direct-I/O alignment.  (On
+ * the file systems O_DIRECT is used with, both are per file system.)
+ */
+static void domain_probe(struct pc_domain *d, int fd, bool direct)
+{
+	if (d->probed || !direct)
+		return;
+	d->max_bytes = probe_max_bytes(fd);
+	if (backend_dio_align(fd, &d->dio_off_align, &d->dio_mem_align) != 0)
+		d->dio_off_align = d->dio_mem_align = 0;
+	d->probed = true;
+}
+
+/* Under files_lock. */
 static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool writable, const struct stat *st,
 				      int *err)
 {
@@ -146,17 +200,20 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	written_init(&m->written, (uint64_t)st->st_size);
 	atomic_store(&m->alloc_end, st->st_size);
 	m->alloc_base = (uint64_t)st->st_size;
-	*err = choose_block_size(c, m, st);
-	/* Device writes are whole blocks: the last block must fit too. */
-	m->max_bytes = (int64_t)pc_round_down((uint64_t)probe_max_bytes(fd), m->block_size ? m->block_size : 1);
-	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size ? m->block_size : 1));
-	if (!*err)
-		*err = domain_get(c, st->st_dev, &m->dom);
+	*err = domain_get(c, st->st_dev, &m->dom);
+	if (!*err) {
+		domain_probe(m->dom, fd, direct);
+		*err = choose_block_size(c, m, st);
+	}
 	if (*err) {
 		written_destroy(&m->written);
 		free(m);
 		return NULL;
 	}
+	/* Device writes are whole blocks: the last block must fit too. */
+	int64_t max = m->dom->probed && direct ? m->dom->max_bytes : probe_max_bytes(fd);
+	m->max_bytes = (int64_t)pc_round_down((uint64_t)max, m->block_size);
+	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
 	pthread_mutex_init(&m->size_lock, NULL);
 	pthread_rwlock_init(&m->inval_lock, NULL);
 	pthread_rwlock_init(&m->tree_lock, NULL);
@@ -166,8 +223,7 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	return m;
 }
 
-/* Remove every folio, dirty or not (the caller wrote back what it could). */
-static void mapping_discard_all(struct pc_mapping *m)
+void mapping_discard_all(struct pc_mapping *m)
 {
 	uint64_t idx = 0;
 	struct pc_folio *batch[32];
@@ -194,8 +250,10 @@ void mapping_put(struct pc_mapping *m)
 	if (atomic_fetch_sub(&m->refs, 1) != 1)
 		return;
 	mapping_discard_all(m);
+	mapping_clear_failing(m);
 	rt_destroy(&m->tree);
-	close(m->fd);
+	if (m->fd >= 0)
+		close(m->fd);
 	if (m->old_fd >= 0)
 		close(m->old_fd);
 	written_destroy(&m->written);
@@ -206,12 +264,16 @@ void mapping_put(struct pc_mapping *m)
 	free(m);
 }
 
-/* Reopened after its last close: drop the cache if the file changed. */
+static bool same_time(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* Reopened after it was left alone: drop the cache if the file changed. */
 static void revalidate(struct pc_mapping *m, const struct stat *st)
 {
-	if (st->st_size == m->saved_size && st->st_mtim.tv_sec == m->saved_mtime.tv_sec &&
-	    st->st_mtim.tv_nsec == m->saved_mtime.tv_nsec && st->st_ctim.tv_sec == m->saved_ctime.tv_sec &&
-	    st->st_ctim.tv_nsec == m->saved_ctime.tv_nsec)
+	if (st->st_size == m->saved_size && same_time(st->st_mtim, m->saved_mtime) &&
+	    same_time(st->st_ctim, m->saved_ctime))
 		return;
 	/* Someone else wrote: no block is known to be a hole any more. */
 	written_reset(&m->written, UINT64_MAX);
@@ -246,10 +308,80 @@ static int upgrade_to_writable(struct pc_mapping *m, int fd)
 	return 0;
 }
 
-int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+/* Remember the mode and owner open(2) checked access against. */
+static void note_open_attrs(struct pc_mapping *m, const struct stat *st)
 {
-	int acc = flags & O_ACCMODE;
-	bool want_write = acc != O_RDONLY;
+	m->open_mode = st->st_mode;
+	m->open_uid = st->st_uid;
+	m->open_gid = st->st_gid;
+}
+
+/*
+ * Can a handle reuse the descriptor the mapping holds, with no open(2)?
+ * It must do what the handle needs, and the file's mode and owner must be
+ * what open(2) last checked access against (a chmod or chown since then:
+ * open again, and let the kernel say).  The caller's own credentials are
+ * taken as unchanged.
+ */
+static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct stat *st)
+{
+	return m->fd >= 0 && (m->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
+	       st->st_gid == m->open_gid;
+}
+
+/* A handle of m is opened (files_lock held): lock the file as much as it
+ * needs, and take it off the closed lists. */
+static int attach_handle(struct pc_mapping *m, bool want_write, const struct stat *st)
+{
+	int err = 0;
+	if (m->nhandles == 0 && !m->closed_dirty) {
+		/* Reopened after a clean close: the lock was released. */
+		m->wrlocked = want_write && m->writable;
+		err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
+		if (err)
+			return err;
+		revalidate(m, st);
+	} else if (want_write && !m->wrlocked) {
+		/* Converts this description's read lock in place. */
+		err = ofd_lock(m->fd, F_WRLCK);
+		if (err)
+			return err;
+		m->wrlocked = true;
+	}
+	closed_reopened(m->c, m);
+	m->nhandles++;
+	atomic_fetch_add(&m->refs, 1);
+	return 0;
+}
+
+/* Reopen a file whose mapping holds its descriptor: no open(2).  Returns
+ * the mapping, or NULL when open(2) is needed. */
+static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, const struct stat *st, int *err)
+{
+	*err = 0;
+	pthread_mutex_lock(&c->files_lock);
+	struct pc_mapping *m = hash_find(c, st->st_dev, st->st_ino);
+	if (m && can_reuse_fd(m, want_write, st))
+		*err = attach_handle(m, want_write, st);
+	else
+		m = NULL;
+	pthread_mutex_unlock(&c->files_lock);
+	return *err ? NULL : m;
+}
+
+/* A mapping whose descriptor was released gets the new one. */
+static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
+{
+	m->fd = fd;
+	m->direct = direct;
+	m->writable = writable;
+	m->wrlocked = false;
+}
+
+/* Open with open(2): a new mapping, or the descriptor for an old one. */
+static int open_backing_file(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+{
+	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	bool direct;
 	int fd = open_backing(c, path, flags, mode, &direct);
 	if (fd < 0)
@@ -268,24 +400,20 @@ int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, stru
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = hash_find(c, st.st_dev, st.st_ino);
 	if (m) {
-		if (m->nhandles == 0) {
-			/* Reopened: lock only as much as this handle needs. */
-			m->wrlocked = want_write && m->writable;
-			err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
-			if (!err)
+		if (m->fd < 0) {
+			adopt_fd(m, fd, direct, want_write);
+			fd = -1;
+		} else if (want_write && !m->writable) {
+			if (m->nhandles == 0 && !m->closed_dirty)
 				revalidate(m, &st);
-		}
-		if (!err && want_write && !m->writable) {
 			err = upgrade_to_writable(m, fd);
 			if (!err)
 				fd = -1;
-		} else if (!err && want_write && !m->wrlocked) {
-			/* Converts this description's read lock in place. */
-			err = ofd_lock(m->fd, F_WRLCK);
-			m->wrlocked = !err;
 		}
-		if (fd >= 0)
-			close(fd);
+		if (!err) {
+			note_open_attrs(m, &st);
+			err = attach_handle(m, want_write, &st);
+		}
 	} else {
 		m = mapping_new(c, fd, direct, want_write, &st, &err);
 		if (m) {
@@ -296,54 +424,82 @@ int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, stru
 				mapping_put(m);
 				m = NULL;
 			} else {
-				unsigned h = hash_of(c, m->dev, m->ino);
-				m->hash_next = c->file_hash[h];
-				c->file_hash[h] = m;
+				fd = -1;
+				note_open_attrs(m, &st);
+				hash_insert(c, m);
+				m->nhandles = 1;
+				atomic_fetch_add(&m->refs, 1);
 			}
 		}
-		if (!m)
-			close(fd);
-	}
-	if (!err) {
-		m->nhandles++;
-		atomic_fetch_add(&m->refs, 1);
 	}
 	pthread_mutex_unlock(&c->files_lock);
+	if (fd >= 0)
+		close(fd);
 	if (err)
 		return err;
 	*out = m;
 	return 0;
 }
 
-/* The last handle of a mapping went: release the lock, maybe the mapping. */
-static void last_close(struct pc_cache *c, struct pc_mapping *m)
+int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+{
+	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
+	bool excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	struct stat st;
+	/* stat first: a FIFO's open(2) would wait for a peer (O_DIRECT is
+	 * refused only after that), and a file whose mapping holds its
+	 * descriptor is reopened without open(2). */
+	if (!excl && stat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		int err;
+		struct pc_mapping *m = reopen_cached(c, want_write, &st, &err);
+		if (err)
+			return err;
+		if (m) {
+			*out = m;
+			return 0;
+		}
+	}
+	return open_backing_file(c, path, flags, mode, out);
+}
+
+/*
+ * The last handle of a mapping went (files_lock held).  A file unlinked
+ * meanwhile is gone for good: its data, dirty too, is dropped and its
+ * space freed (returns true: the caller discards and drops the mapping,
+ * outside the lock).  Otherwise closed.c keeps it.  (Asked only of a file
+ * written since it was last left alone: one unlinked after a read is
+ * found by closed.c's sweep.)
+ */
+static bool last_close(struct pc_cache *c, struct pc_mapping *m)
 {
 	struct stat st;
-	bool gone = fstat(m->fd, &st) != 0 || st.st_nlink == 0;
-	if (!gone) {
-		m->saved_size = st.st_size;
-		m->saved_mtime = st.st_mtim;
-		m->saved_ctime = st.st_ctim;
+	bool written = atomic_load(&m->changed) || atomic_load(&m->nr_dirty) > 0;
+	if (written && fstat(m->fd, &st) == 0 && st.st_nlink == 0) {
+		files_hash_remove(c, m);
+		return true;
 	}
-	backing_release_reserve(m);
-	ofd_lock(m->fd, F_UNLCK);
-	bool empty;
-	pthread_rwlock_rdlock(&m->tree_lock);
-	empty = m->tree.nr_heads == 0;
-	pthread_rwlock_unlock(&m->tree_lock);
-	if ((gone || empty) && atomic_load(&m->nr_dirty) <= 0) {
-		hash_remove(c, m);
-		mapping_put(m); /* the hash table's reference */
-	}
+	return false;
 }
 
 void file_release(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
+	bool gone = false, settle = false;
 	pthread_mutex_lock(&c->files_lock);
-	if (--m->nhandles == 0)
-		last_close(c, m);
+	if (--m->nhandles == 0) {
+		gone = last_close(c, m);
+		settle = !gone && closed_add(c, m);
+	}
 	pthread_mutex_unlock(&c->files_lock);
+	if (gone) {
+		mapping_discard_all(m);
+		mapping_forget_dirty(m);
+		mapping_put(m); /* the hash table's reference */
+	}
+	if (settle)
+		closed_settle(m);
 	mapping_put(m); /* the handle's reference */
 }
 
@@ -377,6 +533,11 @@ int files_writeback_all(struct pc_cache *c)
 	int first_err = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int err = mapping_flush(v[i]);
+		/* An error of write-back that no handle reported (the file was
+		 * closed): destroy is the last one who can. */
+		uint64_t none = 0;
+		if (!err && errseq_unseen(&v[i]->wb_err))
+			err = errseq_check_and_advance(&v[i]->wb_err, &none);
 		if (err && !first_err)
 			first_err = err;
 		backing_release_reserve(v[i]);
@@ -404,7 +565,8 @@ void files_free_all(struct pc_cache *c)
 		while (c->file_hash[i]) {
 			struct pc_mapping *m = c->file_hash[i];
 			c->file_hash[i] = m->hash_next;
-			ofd_lock(m->fd, F_UNLCK);
+			if (m->fd >= 0)
+				ofd_lock(m->fd, F_UNLCK);
 			/* No I/O is in flight (the queues are gone): whatever
 			 * references handles still hold die with the cache. */
 			atomic_store(&m->refs, 1);

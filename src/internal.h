@@ -173,11 +173,18 @@ struct pc_domain {
 	_Atomic int64_t inflight;   /* bytes of device writes submitted, not done */
 	int64_t inflight_cap;       /* keep at most this many in flight */
 	_Atomic int io_waiters;     /* sleeping in wait_for_room() */
-	struct pc_mapping *dirty_head, *dirty_tail; /* oldest first */
+	/* Files with dirty data, edges, or a closed file's data to settle:
+	 * each holds a reference while on it (writeback.c). */
+	struct pc_mapping *dirty_head, *dirty_tail;
 	_Atomic int64_t dirty, uncached, writeback;
 	_Atomic bool kicked;        /* uncached writers want writeback */
 	_Atomic bool want_free;     /* reclaim waits for clean memory */
 	bool stop;
+	/* What every file of the device shares, asked once (files_lock):
+	 * the largest file size, the direct-I/O alignment. */
+	bool probed;
+	int64_t max_bytes;
+	unsigned dio_off_align, dio_mem_align;
 	unsigned nthreads;
 	pthread_t *threads;
 	struct pc_ioq *ioq;
@@ -222,6 +229,16 @@ struct pc_mapping {
 	unsigned min_order;    /* smallest folio: max(page, block) */
 	unsigned mem_align;    /* direct-I/O memory alignment */
 	int nhandles;          /* under cache->files_lock */
+	/* After the last close (file.c, under files_lock): closed_dirty while
+	 * dirty data holds the descriptor and lock until written (on the
+	 * cache's closed_dirty list); else on the closed list with the
+	 * descriptor kept for a reopen, until too many are (fd then -1). */
+	_Atomic bool closed_dirty;
+	bool on_closed_list;
+	struct pc_mapping *closed_prev, *closed_next;
+	/* Written (or truncated) since the attributes were saved. */
+	_Atomic bool changed;
+	_Atomic int wb_inflight;    /* write-back requests in flight */
 	_Atomic int refs;      /* handles + users (flusher, etc.) */
 	_Atomic int64_t i_size;     /* logical size */
 	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
@@ -250,7 +267,7 @@ struct pc_mapping {
 	_Atomic int wb_failing;
 	/* writeback domain list, under dom->lock */
 	struct pc_mapping *dirty_prev, *dirty_next;
-	bool on_dirty_list;
+	_Atomic bool on_dirty_list;
 	_Atomic uint64_t dirtied_when_ms; /* oldest dirty data, 0: clean */
 	_Atomic int64_t nr_dirty, nr_uncached, nr_edges;
 	_Atomic uint64_t last_error_ms; /* back off retries after errors */
@@ -262,9 +279,15 @@ struct pc_mapping {
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_hit, st_miss, st_deferred, st_rmw_reads;
 	_Atomic int64_t st_cached; /* bytes of folio memory */
-	/* the backing file at last close, to detect changes by others */
+	/* the backing file when it was last left alone (last close, or its
+	 * write-back after it), to detect changes by others at reopen */
 	off_t saved_size;
 	struct timespec saved_mtime, saved_ctime;
+	/* mode and owner at the last open(2) (a reopen without one checks
+	 * them: a chmod or chown since then means open(2) again) */
+	mode_t open_mode;
+	uid_t open_uid;
+	gid_t open_gid;
 };
 
 /* ------------------------------------------------------------- handles */
@@ -318,6 +341,14 @@ struct pc_cache {
 	pthread_mutex_t files_lock;
 	struct pc_mapping **file_hash;
 	unsigned file_hash_size;
+	unsigned nr_mappings;
+	/* closed files (file.c): dirty ones waiting for write-back, and clean
+	 * ones keeping their descriptor, oldest first */
+	struct pc_mapping *closed_dirty_head;
+	unsigned nr_closed_dirty;
+	struct pc_mapping *closed_files_head, *closed_files_tail;
+	unsigned nr_closed_fds;
+	uint64_t last_sweep_ms;
 	struct pc_domain *domains;
 	struct pc_file *open_head;
 	struct pc_file *closed_head, *closed_tail;
@@ -590,6 +621,9 @@ HIDDEN void domains_destroy(struct pc_cache *c);
 HIDDEN void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes);
 /* A folio's uncached (drop-behind) dirty share changed by `bytes`. */
 HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
+/* Take a gone file (unlinked) off its domain's dirty list now, so that
+ * its last reference, and descriptor, can go at once. */
+HIDDEN void mapping_forget_dirty(struct pc_mapping *m);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
 HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
 enum {
@@ -638,6 +672,10 @@ static inline int mapping_failing(struct pc_mapping *m)
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
 HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
+/* The sample a new handle starts from: before an error nobody reported. */
+HIDDEN uint64_t errseq_open_sample(pc_errseq_t *e);
+/* Is there an error no handle has reported? */
+HIDDEN bool errseq_unseen(pc_errseq_t *e);
 /* Report an error newer than *since once; 0 or negative errno. */
 HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
 /* Write back all dirty data of a writable file, wait, and set the backing
@@ -732,6 +770,33 @@ HIDDEN int files_writeback_all(struct pc_cache *c);
 HIDDEN int64_t files_failing_dirty(struct pc_cache *c);
 HIDDEN void files_free_all(struct pc_cache *c);
 
+/* Take m out of the index (files_lock held); the index's reference is
+ * the caller's to drop. */
+HIDDEN void files_hash_remove(struct pc_cache *c, struct pc_mapping *m);
+/* Remove every folio, dirty or not (the file is gone, or the caller wrote
+ * back what it could); waits for write-back in flight. */
+HIDDEN void mapping_discard_all(struct pc_mapping *m);
+/* F_OFD_SETLK on the whole file: 0, -EBUSY (held elsewhere) or -errno. */
+HIDDEN int ofd_lock(int fd, short type);
+
+/* closed.c: files after their last close (see there) */
+/* The last handle went (files_lock held); true: the caller settles it now
+ * (it is clean already), outside files_lock. */
+HIDDEN bool closed_add(struct pc_cache *c, struct pc_mapping *m);
+/* A handle opens it again (files_lock held). */
+HIDDEN void closed_reopened(struct pc_cache *c, struct pc_mapping *m);
+/* Must pc_close write back and wait (close-to-open, or too many closed
+ * files are still being written)? */
+HIDDEN bool closed_must_wait(struct pc_cache *c);
+/* A closed file's data is written: exact size, attributes saved, lock
+ * released, descriptor kept for a reopen. */
+HIDDEN void closed_settle(struct pc_mapping *m);
+/* The flusher: settle the closed files whose write-back ended. */
+HIDDEN void closed_settle_written(struct pc_cache *c);
+/* The flusher, at most once a second: drop closed files that were
+ * unlinked, or gave their descriptor up and lost all their data. */
+HIDDEN void closed_sweep(struct pc_cache *c);
+
 /* api.c: free every handle (pc_cache_destroy). */
 HIDDEN void handles_free_all(struct pc_cache *c);
 
@@ -742,6 +807,10 @@ HIDDEN void process_claim(struct pc_cache *c);
 HIDDEN bool cache_inherited(const struct pc_cache *c);
 /* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
 HIDDEN void cache_free_inherited(struct pc_cache *c);
+/* PC_CFG_FLUSH_AT_EXIT: write c back at exit(3) (0 or -ENOMEM); and no
+ * more (pc_cache_destroy). */
+HIDDEN int process_flush_at_exit(struct pc_cache *c);
+HIDDEN void process_forget_at_exit(struct pc_cache *c);
 
 /* cache.c */
 HIDDEN void cache_update_peak_dirty(struct pc_cache *c);

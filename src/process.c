@@ -26,6 +26,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -127,4 +128,77 @@ void cache_free_inherited(struct pc_cache *c)
 	}
 	free(c->folios);
 	free(c);
+}
+
+/* ------------------------------------------------------ flush at exit */
+
+/*
+ * PC_CFG_FLUSH_AT_EXIT: a process that ends with exit(3) without
+ * pc_cache_destroy would lose the dirty data of its files (closed ones
+ * too: close does not wait).  The kernel's page cache would have kept it;
+ * this writes it back from an atexit handler.  The caches are listed here
+ * (a process has few); the handler writes back each one this process owns
+ * and leaves the rest to pc_cache_destroy, which may still run after it.
+ */
+static pthread_mutex_t exit_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pc_cache **exit_caches;
+static unsigned exit_n, exit_cap;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void flush_at_exit(void)
+{
+	/* In a child of fork() the lock may have been held by a parent
+	 * thread that does not exist here: try for a while, never hang. */
+	int tries = 0;
+	while (pthread_mutex_trylock(&exit_lock) != 0)
+		if (++tries > 1000)
+			return;
+		else
+			usleep(1000);
+	for (unsigned i = 0; i < exit_n; i++)
+		if (!cache_inherited(exit_caches[i]))
+			files_writeback_all(exit_caches[i]);
+	pthread_mutex_unlock(&exit_lock);
+}
+
+static void register_exit_handler(void)
+{
+	atexit(flush_at_exit);
+}
+
+int process_flush_at_exit(struct pc_cache *c)
+{
+	pthread_once(&exit_once, register_exit_handler);
+	pthread_mutex_lock(&exit_lock);
+	int err = 0;
+	if (exit_n == exit_cap) {
+		unsigned cap = exit_cap ? exit_cap * 2 : 4;
+		struct pc_cache **v = realloc(exit_caches, cap * sizeof(*v));
+		if (v) {
+			exit_caches = v;
+			exit_cap = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err)
+		exit_caches[exit_n++] = c;
+	pthread_mutex_unlock(&exit_lock);
+	return err;
+}
+
+void process_forget_at_exit(struct pc_cache *c)
+{
+	pthread_mutex_lock(&exit_lock);
+	for (unsigned i = 0; i < exit_n; i++)
+		if (exit_caches[i] == c) {
+			exit_caches[i] = exit_caches[--exit_n];
+			break;
+		}
+	if (!exit_n) {
+		free(exit_caches);
+		exit_caches = NULL;
+		exit_cap = 0;
+	}
+	pthread_mutex_unlock(&exit_lock);
 }

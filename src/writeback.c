@@ -32,11 +32,21 @@
 
 /* ------------------------------------------------------------- errseq */
 
+/*
+ * errseq, as the kernel's: a counter of errors (bits 16 and up), whether a
+ * handle has reported the latest one (ERRSEQ_SEEN), and its errno.  A
+ * handle reports each error that happened since it sampled, once.  A
+ * handle opened after an error that nobody reported yet (say, write-back
+ * of a file nobody had open) samples "before it", so it reports it too.
+ */
+#define ERRSEQ_SEEN 0x8000u
+#define ERRSEQ_ERRNO 0x7fffu
+
 void errseq_set(pc_errseq_t *e, int err)
 {
 	uint64_t old = atomic_load(e), nw;
 	do {
-		nw = (((old >> 16) + 1) << 16) | ((uint64_t)(-err) & 0xffff);
+		nw = (((old >> 16) + 1) << 16) | ((uint64_t)(-err) & ERRSEQ_ERRNO);
 	} while (!atomic_compare_exchange_weak(e, &old, nw));
 }
 
@@ -45,13 +55,28 @@ uint64_t errseq_sample(pc_errseq_t *e)
 	return atomic_load(e);
 }
 
+uint64_t errseq_open_sample(pc_errseq_t *e)
+{
+	uint64_t cur = atomic_load(e);
+	return (cur >> 16) && !(cur & ERRSEQ_SEEN) ? 0 : cur;
+}
+
+bool errseq_unseen(pc_errseq_t *e)
+{
+	uint64_t cur = atomic_load(e);
+	return (cur >> 16) && !(cur & ERRSEQ_SEEN);
+}
+
 int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since)
 {
 	uint64_t cur = atomic_load(e);
 	if ((cur >> 16) == (*since >> 16))
 		return 0;
-	*since = cur;
-	return -(int)(cur & 0xffff);
+	/* Mark it reported (unless a newer error came meanwhile). */
+	if (!(cur & ERRSEQ_SEEN))
+		atomic_compare_exchange_strong(e, &cur, cur | ERRSEQ_SEEN);
+	*since = cur | ERRSEQ_SEEN;
+	return -(int)(cur & ERRSEQ_ERRNO);
 }
 
 /* ------------------------------------------------------ failing files */
@@ -115,8 +140,75 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 	}
 }
 
+/* ------------------------------------------------- the domain's files */
+
+/*
+ * The flusher looks only at files on its domain's dirty list, not at every
+ * file of the cache (a hundred thousand closed, clean ones cost nothing).
+ * A file goes on it when it gets dirty data (mapping_dirtied) and off it
+ * when a flusher round finds nothing left to do for it.  Taking it off
+ * races with a writer dirtying it again: the flusher clears the flag first
+ * and looks again, the writer counts its data first and looks at the flag
+ * after, so one of them puts it back.
+ */
+static void dirty_list_add(struct pc_mapping *m)
+{
+	struct pc_domain *d = m->dom;
+	pthread_mutex_lock(&d->lock);
+	if (!atomic_load(&m->on_dirty_list)) {
+		atomic_fetch_add(&m->refs, 1);
+		m->dirty_next = NULL;
+		m->dirty_prev = d->dirty_tail;
+		if (d->dirty_tail)
+			d->dirty_tail->dirty_next = m;
+		else
+			d->dirty_head = m;
+		d->dirty_tail = m;
+		atomic_store(&m->on_dirty_list, true);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
+{
+	if (m->dirty_prev)
+		m->dirty_prev->dirty_next = m->dirty_next;
+	else
+		d->dirty_head = m->dirty_next;
+	if (m->dirty_next)
+		m->dirty_next->dirty_prev = m->dirty_prev;
+	else
+		d->dirty_tail = m->dirty_prev;
+	m->dirty_prev = m->dirty_next = NULL;
+}
+
+void mapping_forget_dirty(struct pc_mapping *m)
+{
+	struct pc_domain *d = m->dom;
+	bool was = false;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load(&m->on_dirty_list)) {
+		dirty_list_unlink(d, m);
+		atomic_store(&m->on_dirty_list, false);
+		was = true;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (was)
+		mapping_put(m); /* the list's reference */
+}
+
+static bool flusher_has_work_in(struct pc_mapping *m)
+{
+	return atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->nr_uncached) > 0 || atomic_load(&m->nr_edges) > 0 ||
+	       atomic_load(&m->closed_dirty);
+}
+
 void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
 {
+	if (!atomic_load(&m->on_dirty_list))
+		dirty_list_add(m);
+	if (!atomic_load_explicit(&m->changed, memory_order_relaxed))
+		atomic_store_explicit(&m->changed, true, memory_order_relaxed);
 	f->stamp = cache_clock_ms(m->c); /* how long its data waited: see short_run */
 	mapping_tag_dirty(m, f);
 	uint64_t zero = 0;
@@ -235,6 +327,9 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 		mapping_set_failing(m, err);
 	else if (mapping_failing(m) && atomic_load(&m->nr_dirty) <= 0)
 		mapping_clear_failing(m);
+	/* The last write of a closed file: the flusher settles it. */
+	if (atomic_fetch_sub(&m->wb_inflight, 1) == 1 && atomic_load(&m->closed_dirty) && !err)
+		flusher_kick(m->dom);
 	if (r->w)
 		waiter_done(r->w, err);
 	struct pc_cache *c = m->c;
@@ -296,6 +391,7 @@ static void req_submit(struct wb_req *r)
 		waiter_add(r->w);
 	wait_for_room(r->m->dom);
 	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
+	atomic_fetch_add(&r->m->wb_inflight, 1);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	ioq_submit(r->m->dom->ioq, &r->io);
 }
@@ -648,43 +744,47 @@ void flusher_kick(struct pc_domain *d)
 
 /* ------------------------------------------------------------- flusher */
 
-/* Mappings of this domain, with references, oldest dirty first. */
+static int by_dirty_age(const void *a, const void *b)
+{
+	const struct pc_mapping *x = *(struct pc_mapping *const *)a, *y = *(struct pc_mapping *const *)b;
+	uint64_t wx = x->dirtied_when_ms ? x->dirtied_when_ms : UINT64_MAX;
+	uint64_t wy = y->dirtied_when_ms ? y->dirtied_when_ms : UINT64_MAX;
+	return wx < wy ? -1 : wx > wy;
+}
+
+/*
+ * The files on the domain's dirty list, with references, oldest dirty
+ * first; those with nothing left to do are taken off it (their list
+ * references go with the caller's, in flush_round).
+ */
 static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 {
-	struct pc_cache *c = d->c;
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
-	pthread_mutex_lock(&c->files_lock);
-	for (unsigned i = 0; i < c->file_hash_size; i++)
-		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
-			if (m->dom != d)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 16;
-				struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
-				if (!nv)
-					goto out;
-				v = nv;
-			}
-			atomic_fetch_add(&m->refs, 1);
-			v[n++] = m;
-		}
-out:
-	pthread_mutex_unlock(&c->files_lock);
-	/* Insertion sort by age of the oldest dirty data: few files. */
-	for (unsigned i = 1; i < n; i++) {
-		struct pc_mapping *x = v[i];
-		uint64_t wx = x->dirtied_when_ms ? x->dirtied_when_ms : UINT64_MAX;
-		unsigned j = i;
-		while (j > 0) {
-			uint64_t wj = v[j - 1]->dirtied_when_ms ? v[j - 1]->dirtied_when_ms : UINT64_MAX;
-			if (wj <= wx)
+	pthread_mutex_lock(&d->lock);
+	for (struct pc_mapping *m = d->dirty_head, *next; m; m = next) {
+		next = m->dirty_next;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
 				break;
-			v[j] = v[j - 1];
-			j--;
+			v = nv;
 		}
-		v[j] = x;
+		if (!flusher_has_work_in(m)) {
+			atomic_store(&m->on_dirty_list, false);
+			if (!flusher_has_work_in(m)) {
+				dirty_list_unlink(d, m);
+				v[n++] = m; /* the list's reference, dropped by the caller */
+				continue;
+			}
+			atomic_store(&m->on_dirty_list, true);
+		}
+		atomic_fetch_add(&m->refs, 1);
+		v[n++] = m;
 	}
+	pthread_mutex_unlock(&d->lock);
+	qsort(v, n, sizeof(*v), by_dirty_age);
 	*out = v;
 	return n;
 }
@@ -729,9 +829,13 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, now);
 		bool expired = now - m->dirtied_when_ms >= c->cfg.dirty_expire_ms;
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
-		if (expired || background || want_free) {
+		/* A closed file's data goes at once, all of it: nothing more
+		 * will join it, and it holds a descriptor until written. */
+		bool closed = atomic_load(&m->closed_dirty);
+		if (expired || background || want_free || closed) {
 			m->dirtied_when_ms = now;
-			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX, WB_NOWAIT_LOCK | patience, NULL));
+			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX,
+								   WB_NOWAIT_LOCK | (closed ? 0 : patience), NULL));
 		}
 	}
 	return submitted;
@@ -764,6 +868,8 @@ static int64_t flush_round(struct pc_domain *d)
 		mapping_put(v[i]);
 	}
 	free(v);
+	closed_settle_written(c);
+	closed_sweep(c);
 	return submitted;
 }
 

@@ -952,7 +952,11 @@ static unsigned run_config_rows(void)
 		{ { SET(max_io_bytes, SIZE_MAX) }, FAILS(EINVAL) },
 		{ { SET(max_io_bytes, 64 * MiB) }, GIVES(0) },
 		/* flags: only PC_CFG_*. */
-		{ { SET(flags, 0x20) }, FAILS(EINVAL) },
+		{ { SET(flags, 0x80) }, FAILS(EINVAL) },
+		{ { SET(flags, 0x7f) }, GIVES(0) },
+		/* max_closed_files: at most 1048576. */
+		{ { SET(max_closed_files, (1u << 20) + 1) }, FAILS(EINVAL) },
+		{ { SET(max_closed_files, 1u << 20) }, GIVES(0) },
 		{ { SET(flags, 0x80000000u) }, FAILS(EINVAL) },
 		{ { SET(flags, UINT_MAX) }, FAILS(EINVAL) },
 		/* Fields with no error: limited (documented) or any value. */

@@ -202,7 +202,14 @@ static void b_errseq(void)
 	errno = 0;
 	CHECK(pc_fdatasync(h2) == -1 && errno == EIO);
 	CHECK(pc_fsync(h2) == 0);
-	CHECK(pc_fsync(h3) == 0); /* opened after the error */
+	/* Opened after the error but before anyone reported it: it sees it
+	 * too (the kernel's rule: an error nobody saw is not lost on a
+	 * handle opened later); one opened after the report does not. */
+	errno = 0;
+	CHECK(pc_fsync(h3) == -1 && errno == EIO);
+	struct pc_file *h4 = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(h4);
+	CHECK(pc_fsync(h4) == 0);
 
 	/* A second error; close reports it to a handle that has not seen it. */
 	fill(data, sizeof(data), 4);
@@ -217,6 +224,8 @@ static void b_errseq(void)
 	CHECK(pc_close(h1) == 0); /* already reported to h1 */
 	errno = 0;
 	CHECK(pc_close(h3) == -1 && errno == EIO);
+	errno = 0;
+	CHECK(pc_close(h4) == -1 && errno == EIO);
 
 	check_backing(path, data, sizeof(data));
 	CHECK(pc_cache_destroy(c) == 0);
@@ -239,10 +248,9 @@ static void c_destroy_reports_lost_data(void)
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 	atomic_store(&fail_writes, 0);
 
-	/* After a failed close. */
+	/* After a close (which leaves the write-back to the flusher). */
 	h = open_write_failing(&c, path, data, sizeof(data));
-	errno = 0;
-	CHECK(pc_close(h) == -1 && errno == EIO);
+	CHECK(pc_close(h) == 0);
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 	atomic_store(&fail_writes, 0);

@@ -271,8 +271,7 @@ static void test_destroy_reports(void)
 	uint8_t b[RECORD];
 	fill(b, sizeof(b), 0, 1);
 	CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == (ssize_t)sizeof(b));
-	errno = 0;
-	CHECK(pc_close(f) == -1 && errno == EDQUOT);
+	CHECK(pc_close(f) == 0); /* the flusher writes it, and fails */
 	errno = 0;
 	CHECK(destroy_cache(c) == -1 && errno == EDQUOT);
 }

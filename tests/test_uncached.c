@@ -63,6 +63,9 @@ static void base_cfg(struct pc_config *cfg, size_t bs)
 	cfg->block_size = bs;
 	cfg->dirty_expire_ms = 60000;  /* only what a test asks for writes back */
 	cfg->edge_expire_ms = 60000;   /* edges age only where a test wants it */
+	/* Tests here check what close leaves cached and on the device at
+	 * once; the default close leaves write-back to the flusher. */
+	cfg->flags |= PC_CFG_CLOSE_TO_OPEN;
 }
 
 /* A new cache with base_cfg(bs) unchanged. */

@@ -175,7 +175,9 @@ static struct pc_cache *new_cache(void)
 	pc_config_init(&cfg);
 	cfg.memory_limit = 16u << 20;
 	cfg.block_size = BS;
-	cfg.flags = PC_CFG_LAZY_MEMORY;
+	/* Other writers write the file after our close: close-to-open (the
+	 * default close leaves our data to the flusher, unsettled). */
+	cfg.flags = PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN;
 	struct pc_cache *c = pc_cache_new(&cfg);
 	REQUIRE(c);
 	return c;

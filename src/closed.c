@@ -1,0 +1,292 @@
+/*
+ * closed.c - files after their last close.
+ *
+ * pc_close does not wait for write-back (unless PC_CFG_CLOSE_TO_OPEN): a
+ * closed file's dirty data stays cached and the flusher writes it at once,
+ * as the kernel's close leaves dirty pages to its flusher.  Until then the
+ * file keeps its backing descriptor and its OFD lock (another process must
+ * not read the backing file while our data is not in it).  Once clean, it
+ * is *settled*: the backing file gets its exact size, space reserved past
+ * it is given back, its attributes are saved (a reopen compares them, to
+ * notice changes by others), and the lock is released.
+ *
+ * A settled file keeps its descriptor, so that a reopen needs no open(2),
+ * on a list of closed files, oldest first.  Past max_closed_files the
+ * oldest gives its descriptor up: its clean data stays cached, and a
+ * reopen opens the file again (the inode may have been reused meanwhile:
+ * the saved attributes tell).  So the descriptors held are those of open
+ * files plus at most max_closed_files settled ones plus the closed files
+ * still being written, of which there are at most max_closed_files before
+ * pc_close starts waiting for its own write-back (closed_must_wait).
+ *
+ * A file unlinked while closed is noticed by a sweep every second: its
+ * data is dropped, dirty too, and its descriptor closed, which frees its
+ * space.  So is a mapping that gave its descriptor up and whose data has
+ * all been evicted.
+ *
+ * Everything here runs under files_lock, except settling, which takes
+ * locks that come before it (inval_lock, size_lock).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SWEEP_EVERY_MS 1000u
+
+/* ------------------------------------------------------------- lists */
+
+static void list_push(struct pc_mapping **head, struct pc_mapping **tail, struct pc_mapping *m)
+{
+	m->closed_next = NULL;
+	m->closed_prev = tail ? *tail : NULL;
+	if (tail) {
+		if (*tail)
+			(*tail)->closed_next = m;
+		else
+			*head = m;
+		*tail = m;
+	} else {
+		m->closed_next = *head;
+		if (*head)
+			(*head)->closed_prev = m;
+		*head = m;
+	}
+}
+
+static void list_del(struct pc_mapping **head, struct pc_mapping **tail, struct pc_mapping *m)
+{
+	if (m->closed_prev)
+		m->closed_prev->closed_next = m->closed_next;
+	else
+		*head = m->closed_next;
+	if (m->closed_next)
+		m->closed_next->closed_prev = m->closed_prev;
+	else if (tail)
+		*tail = m->closed_prev;
+	m->closed_prev = m->closed_next = NULL;
+}
+
+static void dirty_list_del(struct pc_cache *c, struct pc_mapping *m)
+{
+	list_del(&c->closed_dirty_head, NULL, m);
+	atomic_store(&m->closed_dirty, false);
+	c->nr_closed_dirty--;
+}
+
+static void files_list_del(struct pc_cache *c, struct pc_mapping *m)
+{
+	list_del(&c->closed_files_head, &c->closed_files_tail, m);
+	m->on_closed_list = false;
+	c->nr_closed_fds--;
+}
+
+/* ------------------------------------------------------ descriptors */
+
+static bool mapping_empty(struct pc_mapping *m)
+{
+	pthread_rwlock_rdlock(&m->tree_lock);
+	bool empty = m->tree.nr_heads == 0;
+	pthread_rwlock_unlock(&m->tree_lock);
+	return empty;
+}
+
+/* Give the descriptors up; with nothing cached, the mapping goes too. */
+static void release_fd(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (mapping_empty(m)) {
+		files_hash_remove(c, m);
+		mapping_put(m); /* the hash table's: clean and empty, no wait */
+		return;
+	}
+	close(m->fd);
+	m->fd = -1;
+	if (m->old_fd >= 0)
+		close(m->old_fd);
+	m->old_fd = -1;
+}
+
+/* Too many settled files keep descriptors: the oldest give theirs up. */
+static void enforce_fd_bound(struct pc_cache *c)
+{
+	while (c->nr_closed_fds > c->cfg.max_closed_files) {
+		struct pc_mapping *m = c->closed_files_head;
+		files_list_del(c, m);
+		release_fd(c, m);
+	}
+}
+
+/* Clean and left alone: keep the descriptor for a reopen, unlocked. */
+static void keep_settled(struct pc_cache *c, struct pc_mapping *m)
+{
+	ofd_lock(m->fd, F_UNLCK);
+	m->on_closed_list = true;
+	list_push(&c->closed_files_head, &c->closed_files_tail, m);
+	c->nr_closed_fds++;
+	enforce_fd_bound(c);
+}
+
+/* ------------------------------------------------------------ close */
+
+static bool needs_settling(struct pc_mapping *m)
+{
+	return atomic_load(&m->changed) || atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->wb_inflight) > 0 ||
+	       atomic_load(&m->disk_size) != atomic_load(&m->i_size) ||
+	       atomic_load(&m->reserve_end) > (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
+}
+
+static bool mapping_clean(struct pc_mapping *m)
+{
+	return atomic_load(&m->nr_dirty) <= 0 && atomic_load(&m->wb_inflight) == 0;
+}
+
+bool closed_add(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (!needs_settling(m)) {
+		keep_settled(c, m);
+		return false;
+	}
+	atomic_store(&m->closed_dirty, true);
+	list_push(&c->closed_dirty_head, NULL, m);
+	c->nr_closed_dirty++;
+	if (!mapping_clean(m)) {
+		flusher_kick(m->dom);
+		return false;
+	}
+	return true; /* clean already: the closer settles it now */
+}
+
+void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (atomic_load(&m->closed_dirty))
+		dirty_list_del(c, m);
+	if (m->on_closed_list)
+		files_list_del(c, m);
+}
+
+bool closed_must_wait(struct pc_cache *c)
+{
+	return (c->cfg.flags & PC_CFG_CLOSE_TO_OPEN) ||
+	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files;
+}
+
+/* ----------------------------------------------------------- settle */
+
+static void save_attrs(struct pc_mapping *m, const struct stat *st)
+{
+	m->saved_size = st->st_size;
+	m->saved_mtime = st->st_mtim;
+	m->saved_ctime = st->st_ctim;
+	atomic_store(&m->changed, false);
+}
+
+void closed_settle(struct pc_mapping *m)
+{
+	struct pc_cache *c = m->c;
+	/* Exact size and reservations first, outside files_lock (they take
+	 * inval_lock and size_lock, which come before it). */
+	if (mapping_sync_size(m) != 0)
+		return; /* tried again by the next round */
+	backing_release_reserve(m);
+	pthread_mutex_lock(&c->files_lock);
+	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m)) {
+		struct stat st;
+		dirty_list_del(c, m);
+		if (fstat(m->fd, &st) == 0 && st.st_nlink == 0) {
+			files_hash_remove(c, m);
+			pthread_mutex_unlock(&c->files_lock);
+			mapping_discard_all(m);
+			mapping_forget_dirty(m);
+			mapping_put(m); /* the hash table's */
+			return;
+		}
+		save_attrs(m, &st);
+		keep_settled(c, m);
+	}
+	pthread_mutex_unlock(&c->files_lock);
+}
+
+/* Closed files whose data is written now, with references. */
+static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, unsigned max)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&c->files_lock);
+	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max; m = m->closed_next)
+		if (mapping_clean(m)) {
+			atomic_fetch_add(&m->refs, 1);
+			v[n++] = m;
+		}
+	pthread_mutex_unlock(&c->files_lock);
+	return n;
+}
+
+void closed_settle_written(struct pc_cache *c)
+{
+	struct pc_mapping *v[64];
+	unsigned n;
+	do {
+		n = collect_clean_closed(c, v, 64);
+		for (unsigned i = 0; i < n; i++) {
+			closed_settle(v[i]);
+			mapping_put(v[i]);
+		}
+	} while (n == 64);
+}
+
+/* ------------------------------------------------------------ sweep */
+
+/* Unlinked while closed: nobody can ever read it again. */
+static bool unlinked(struct pc_mapping *m)
+{
+	struct stat st;
+	return m->fd >= 0 && fstat(m->fd, &st) == 0 && st.st_nlink == 0;
+}
+
+/* Closed mappings with references: the gone ones (unlinked, or without a
+ * descriptor and emptied by eviction) taken out of the index. */
+static unsigned collect_gone(struct pc_cache *c, struct pc_mapping **v, unsigned max)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size && n < max; i++) {
+		struct pc_mapping **pp = &c->file_hash[i];
+		while (*pp && n < max) {
+			struct pc_mapping *m = *pp;
+			bool gone = m->nhandles == 0 && (m->fd < 0 ? mapping_empty(m) : unlinked(m));
+			if (!gone) {
+				pp = &m->hash_next;
+				continue;
+			}
+			if (atomic_load(&m->closed_dirty))
+				dirty_list_del(c, m);
+			if (m->on_closed_list)
+				files_list_del(c, m);
+			files_hash_remove(c, m); /* *pp is the next one now */
+			v[n++] = m;              /* the hash table's reference */
+		}
+	}
+	pthread_mutex_unlock(&c->files_lock);
+	return n;
+}
+
+void closed_sweep(struct pc_cache *c)
+{
+	uint64_t now = pc_now_ms();
+	uint64_t last = __atomic_load_n(&c->last_sweep_ms, __ATOMIC_RELAXED);
+	if (now - last < SWEEP_EVERY_MS ||
+	    !__atomic_compare_exchange_n(&c->last_sweep_ms, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	struct pc_mapping *v[64];
+	unsigned n;
+	do {
+		n = collect_gone(c, v, 64);
+		for (unsigned i = 0; i < n; i++) {
+			mapping_discard_all(v[i]);
+			mapping_forget_dirty(v[i]);
+			mapping_put(v[i]);
+		}
+	} while (n == 64);
+}

@@ -1,0 +1,400 @@
+/*
+ * test_small_files.c - many small files: a close that does not wait, and
+ * descriptors bounded by the open files plus a few closed ones.
+ *
+ *   (a) closed files' data reaches the device with no fsync (the flusher
+ *       writes it), with the exact size, and the lock is then released:
+ *       another cache can open the file;
+ *   (b) a write error met after the last close is reported to the fsync of
+ *       a handle opened later, once, and to pc_cache_destroy;
+ *   (c) PC_CFG_CLOSE_TO_OPEN: the data is on the device when pc_close
+ *       returns;
+ *   (d) 100,000 files (10,000 with PC_TEST_QUICK or a sanitizer) created, written and
+ *       closed one after another under RLIMIT_NOFILE 64: never EMFILE, and
+ *       the descriptors held stay within the bound; all data on the device
+ *       after pc_cache_destroy;
+ *   (e) reopening a closed file finds its data cached (no device read, no
+ *       open(2) while the cache keeps the descriptor), and a change made
+ *       by another program meanwhile is seen (the cached data dropped);
+ *   (f) a file unlinked while open frees its space at its last close; one
+ *       unlinked after it, within the sweep's second;
+ *   (g) PC_CFG_FLUSH_AT_EXIT: a process that writes, closes and exit()s
+ *       without pc_cache_destroy leaves its data on the device.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define FILE_BYTES 5000u
+
+static const char *dir;
+
+static struct pc_cache *new_cache(unsigned flags, unsigned max_closed)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 16 * MiB;
+	cfg.max_folio_size = 64 * KiB;
+	cfg.max_closed_files = max_closed;
+	cfg.flags = flags;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	return c;
+}
+
+static void name_of(char *out, size_t n, const char *prefix, unsigned i)
+{
+	snprintf(out, n, "%s/%s%u", dir, prefix, i);
+}
+
+static void fill(uint8_t *p, size_t n, unsigned salt)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + salt * 7 + (i >> 8));
+}
+
+/* Create, write FILE_BYTES and close through the cache. */
+static bool write_small_file(struct pc_cache *c, const char *path, unsigned salt)
+{
+	uint8_t buf[FILE_BYTES];
+	fill(buf, sizeof(buf), salt);
+	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (!f)
+		return false;
+	bool ok = pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf);
+	return pc_close(f) == 0 && ok;
+}
+
+/* The backing file, read directly, holds exactly that file. */
+static bool on_device(const char *path, unsigned salt)
+{
+	uint8_t want[FILE_BYTES], got[FILE_BYTES + 1];
+	fill(want, sizeof(want), salt);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ssize_t n = pread(fd, got, sizeof(got), 0);
+	close(fd);
+	return n == (ssize_t)FILE_BYTES && memcmp(got, want, FILE_BYTES) == 0;
+}
+
+/* Wait (up to 10 s) for the flusher to bring the file to the device. */
+static bool reaches_device(const char *path, unsigned salt)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (on_device(path, salt))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	if (!d)
+		return 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n > 2 ? n - 3 : 0; /* ., .. and the DIR's own */
+}
+
+/* Descriptors of files that were unlinked. */
+static unsigned deleted_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char link[300], target[4200];
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		ssize_t l = readlink(link, target, sizeof(target) - 1);
+		if (l > 0) {
+			target[l] = 0;
+			n += strstr(target, "(deleted)") != NULL;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* ---------------------------------------------------------------- (a) */
+
+static void a_flusher_writes_closed_files(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	for (unsigned i = 0; i < 50; i++) {
+		name_of(path, sizeof(path), "a", i);
+		CHECK(write_small_file(c, path, i));
+	}
+	for (unsigned i = 0; i < 50; i++) {
+		name_of(path, sizeof(path), "a", i);
+		CHECK(reaches_device(path, i)); /* exact size too */
+	}
+	/* Settled: the lock is gone, so another cache may open it. */
+	struct pc_cache *other = new_cache(0, 0);
+	name_of(path, sizeof(path), "a", 7);
+	struct pc_file *f = NULL;
+	for (int i = 0; i < 500 && !f; i++)
+		if (!(f = pc_open(other, path, O_RDWR, 0)))
+			usleep(10000);
+	CHECK(f != NULL);
+	if (f)
+		CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(other) == 0);
+	struct pc_stats st;
+	pc_cache_stats(c, &st);
+	CHECK(st.dirty_bytes == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ---------------------------------------------------------------- (b) */
+
+static void b_error_after_close(void)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "b", 0);
+	struct pc_cache *c = new_cache(0, 0);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f };
+	int id = pc_fault_inject(c, &rule);
+	REQUIRE(id >= 0);
+	uint8_t buf[FILE_BYTES];
+	fill(buf, sizeof(buf), 1);
+	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	CHECK(pc_close(f) == 0); /* does not wait: nothing failed yet */
+	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
+		usleep(10000); /* the flusher meets the error */
+	CHECK(pc_fault_count(c, id) > 0);
+	CHECK(pc_fault_remove(c, id) == 0);
+	/* A handle opened after the error sees it once; the retried fsync
+	 * writes the data. */
+	f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(pc_fsync(f) == -1 && errno == EIO);
+	CHECK(pc_fsync(f) == 0);
+	CHECK(on_device(path, 1));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	/* And destroy reports one nobody saw. */
+	c = new_cache(0, 0);
+	f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	rule.file = f;
+	id = pc_fault_inject(c, &rule);
+	REQUIRE(id >= 0);
+	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	CHECK(pc_close(f) == 0);
+	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
+		usleep(10000);
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+}
+
+/* ---------------------------------------------------------------- (c) */
+
+static void c_close_to_open_waits(void)
+{
+	struct pc_cache *c = new_cache(PC_CFG_CLOSE_TO_OPEN, 0);
+	char path[4200];
+	for (unsigned i = 0; i < 20; i++) {
+		name_of(path, sizeof(path), "c", i);
+		CHECK(write_small_file(c, path, 40 + i));
+		CHECK(on_device(path, 40 + i)); /* no waiting here */
+	}
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ---------------------------------------------------------------- (d) */
+
+static void d_many_files_few_descriptors(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	unsigned nfiles = 10000; /* each file costs far more there */
+#else
+	unsigned nfiles = getenv("PC_TEST_QUICK") ? 10000 : 100000;
+#endif
+	struct rlimit old;
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	struct rlimit low = { 64, old.rlim_max }; /* the soft limit only */
+	unsigned base = open_fds();
+	REQUIRE(base + 40 < 64);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	/* max_closed_files from the limit: 64 / 8 = 8. */
+	struct pc_cache *c = new_cache(0, 0);
+	CHECK(c->cfg.max_closed_files == 8);
+	char path[4200];
+	unsigned failed = 0, most_fds = 0;
+	for (unsigned i = 0; i < nfiles; i++) {
+		name_of(path, sizeof(path), "d", i);
+		if (!write_small_file(c, path, i) && failed++ < 5)
+			fprintf(stderr, "file %u: %s\n", i, strerror(errno));
+		if (i % 1000 == 0) {
+			unsigned n = open_fds();
+			most_fds = n > most_fds ? n : most_fds;
+		}
+	}
+	CHECK(failed == 0);
+	/* open files (none) + 8 settled + 8 being written, + the ring's and
+	 * the DIR's: well inside the limit. */
+	CHECK(most_fds <= base + 2 * 8 + 4);
+	CHECK(pc_cache_destroy(c) == 0);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	unsigned bad = 0;
+	for (unsigned i = 0; i < nfiles; i++) {
+		name_of(path, sizeof(path), "d", i);
+		if ((i % 97 == 0 || i + 10 >= nfiles) && !on_device(path, i))
+			bad++;
+		unlink(path);
+	}
+	CHECK(bad == 0);
+	printf("(d) %u files, at most %u descriptors (base %u)\n", nfiles, most_fds, base);
+}
+
+/* ---------------------------------------------------------------- (e) */
+
+static void e_reopen_cached_and_revalidated(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	name_of(path, sizeof(path), "e", 0);
+	CHECK(write_small_file(c, path, 5));
+	CHECK(reaches_device(path, 5));
+	struct pc_stats before, after;
+	pc_cache_stats(c, &before);
+	uint8_t got[FILE_BYTES], want[FILE_BYTES];
+	fill(want, sizeof(want), 5);
+	for (int i = 0; i < 10; i++) {
+		struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
+		REQUIRE(f);
+		CHECK(pc_pread(f, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
+		CHECK(memcmp(got, want, sizeof(got)) == 0);
+		CHECK(pc_close(f) == 0);
+	}
+	pc_cache_stats(c, &after);
+	CHECK(after.dev_read_ios == before.dev_read_ios); /* all hits */
+
+	/* Another program rewrites it: the reopen sees the new data. */
+	fill(want, sizeof(want), 6);
+	int fd = open(path, O_WRONLY);
+	REQUIRE(fd >= 0);
+	CHECK(pwrite(fd, want, sizeof(want), 0) == (ssize_t)sizeof(want));
+	close(fd);
+	struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(f);
+	CHECK(pc_pread(f, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
+	CHECK(memcmp(got, want, sizeof(got)) == 0);
+	CHECK(pc_close(f) == 0);
+
+	/* A chmod since the last open(2): opened again, and refused when the
+	 * mode forbids it to a caller without root's override. */
+	CHECK(chmod(path, 0400) == 0);
+	f = pc_open(c, path, O_RDONLY, 0);
+	CHECK(f != NULL);
+	if (f)
+		CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ---------------------------------------------------------------- (f) */
+
+static void f_unlinked_space_freed(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	name_of(path, sizeof(path), "f", 0);
+	unsigned before = deleted_fds();
+	/* Unlinked while open: freed at the last close. */
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	uint8_t *buf = calloc(1, 4 * MiB);
+	REQUIRE(buf);
+	CHECK(pc_pwrite(f, buf, 4 * MiB, 0, 0) == (ssize_t)(4 * MiB));
+	CHECK(unlink(path) == 0);
+	CHECK(deleted_fds() == before + 1);
+	CHECK(pc_close(f) == 0);
+	CHECK(deleted_fds() == before);
+	struct pc_stats st;
+	pc_cache_stats(c, &st);
+	CHECK(st.dirty_bytes == 0); /* dropped, never written */
+
+	/* Unlinked after the last close: the sweep frees it. */
+	CHECK(write_small_file(c, path, 9));
+	CHECK(reaches_device(path, 9));
+	CHECK(unlink(path) == 0);
+	bool freed = false;
+	for (int i = 0; i < 500 && !freed; i++) {
+		freed = deleted_fds() == before;
+		if (!freed)
+			usleep(10000);
+	}
+	CHECK(freed);
+	free(buf);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ---------------------------------------------------------------- (g) */
+
+static void g_flush_at_exit(void)
+{
+	char path[4200];
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct pc_cache *c = new_cache(PC_CFG_FLUSH_AT_EXIT, 0);
+		for (unsigned i = 0; i < 20; i++) {
+			name_of(path, sizeof(path), "g", i);
+			if (!write_small_file(c, path, 70 + i))
+				_exit(2);
+		}
+		exit(0); /* no pc_cache_destroy: the atexit handler writes */
+	}
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (unsigned i = 0; i < 20; i++) {
+		name_of(path, sizeof(path), "g", i);
+		CHECK(on_device(path, 70 + i));
+	}
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char msg[] = "test_small_files: HANG (watchdog)\n";
+	ssize_t r = write(2, msg, sizeof(msg) - 1);
+	(void)r;
+	_exit(3);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	signal(SIGALRM, on_alarm);
+	alarm(600);
+	dir = test_dir("test_small_files");
+	a_flusher_writes_closed_files();
+	b_error_after_close();
+	c_close_to_open_waits();
+	d_many_files_few_descriptors();
+	e_reopen_cached_and_revalidated();
+	f_unlinked_space_freed();
+	g_flush_at_exit();
+	test_rmdir(dir);
+	return test_done();
+}
