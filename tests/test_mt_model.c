@@ -669,6 +669,8 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 		combine(ths, all);
 		CHECK(verify_cached(shared_f, all, fsize, "after phase B (own handles)"));
 	}
+	/* pc_close leaves write-back to the flusher: fsync, then compare. */
+	CHECK(pc_fsync(shared_f) == 0);
 	CHECK(pc_close(shared_f) == 0);
 	shared_f = NULL;
 	pc_cache_stats(cache, &st);
