@@ -86,11 +86,12 @@
  *   descriptors are O_CLOEXEC.)
  *
  * Space on the device
- *   A write that extends a file first reserves the space it needs
- *   (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing file,
- *   only its own blocks for a write far past the end), so a full file
+ *   A write that extends a file past 1 MiB first reserves the space it
+ *   needs (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing
+ *   file, only its own blocks for a write far past the end), so a full file
  *   system fails that pc_pwrite with ENOSPC or EDQUOT, as the kernel's
- *   buffered write would, instead of a later fsync.  What was reserved past
+ *   buffered write would, instead of a later fsync.  (Smaller files
+ *   reserve nothing: their ENOSPC comes at write-back, below.)  What was reserved past
  *   the final size is given back at the file's last close.  Before writing
  *   back, the backing file is allocated up to its size, holes below
  *   included, but never more than four times the bytes written since open,
@@ -212,9 +213,10 @@ struct pc_config {
 	 * (their clean data stays cached).  Files closed with dirty data keep
 	 * theirs until it is written, and close waits for its own write-back
 	 * while more than this many do (see pc_close).  0 (what
-	 * pc_config_init sets): 256, or an eighth of RLIMIT_NOFILE when that
-	 * is less; at most 1048576 (else EINVAL).  So the descriptors
-	 * pagecache holds are those of open files plus about twice this. */
+	 * pc_config_init sets): an eighth of the soft RLIMIT_NOFILE at
+	 * pc_cache_new, at most 65536; at most 1048576 (else EINVAL).  So the
+	 * descriptors pagecache holds are those of open files plus at most
+	 * twice this (a quarter of the limit by default). */
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;

@@ -39,6 +39,10 @@
  */
 #define RESERVE_AHEAD_MIN (8ull << 20)
 #define RESERVE_AHEAD_MAX (64ull << 20)
+/* Files smaller than this reserve nothing: a small file's two fallocate
+ * calls (reserve, and give back at close) would cost more than its data,
+ * and ENOSPC for it comes at write-back (see pagecache.h). */
+#define RESERVE_FROM (1ull << 20)
 
 static int reserve_blocks(struct pc_mapping *m, uint64_t from, uint64_t to)
 {
@@ -54,7 +58,7 @@ static bool reserve_unsupported(int err)
 
 int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
-	if (end <= (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) ||
+	if (end <= (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) || end < RESERVE_FROM ||
 	    atomic_load_explicit(&m->no_reserve, memory_order_relaxed))
 		return 0;
 	uint64_t bs = m->block_size;

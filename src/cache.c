@@ -38,15 +38,17 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
-/* 256, or less where the process may open few files: closed files keep
- * up to about twice this many descriptors (closed.c). */
+/* An eighth of the process's descriptor limit (the soft RLIMIT_NOFILE),
+ * at most 65536: closed files keep up to twice this many descriptors
+ * (closed.c), a quarter of the limit, and the kernel keeps every closed
+ * file's inode cached, so a reopen should find as many as it can. */
 static unsigned default_max_closed_files(void)
 {
 	struct rlimit rl;
-	unsigned n = 256;
+	uint64_t n = 65536;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 8 < n)
-		n = rl.rlim_cur / 8 ? (unsigned)(rl.rlim_cur / 8) : 1;
-	return n;
+		n = rl.rlim_cur / 8;
+	return n ? (unsigned)n : 1;
 }
 
 /* Check a user config and fill zero fields with defaults. */

@@ -310,7 +310,14 @@ static void test_huge_write(void)
 
 static void test_request_alloc_failure(void)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	/* Large enough, and patient enough, that the flusher leaves the
+	 * data to the fsync. */
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 64 * MiB;
+	cfg.dirty_expire_ms = 600000;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
 	struct pc_file *f = open_file(c, "alloc");
 	size_t len = 3 * MiB; /* several write-back requests of 1 MiB */
 	uint8_t *buf = malloc(len);
