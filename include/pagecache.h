@@ -212,11 +212,11 @@ struct pc_config {
 	 * reopening them costs no open(2)); past it the oldest's is closed
 	 * (their clean data stays cached).  Files closed with dirty data keep
 	 * theirs until it is written, and close waits for its own write-back
-	 * while more than this many do (see pc_close).  0 (what
-	 * pc_config_init sets): an eighth of the soft RLIMIT_NOFILE at
-	 * pc_cache_new, at most 65536; at most 1048576 (else EINVAL).  So the
-	 * descriptors pagecache holds are those of open files plus at most
-	 * twice this (a quarter of the limit by default). */
+	 * while half this many do (see pc_close).  0 (what pc_config_init
+	 * sets): a quarter of the soft RLIMIT_NOFILE at pc_cache_new, at most
+	 * 65536; at most 1048576 (else EINVAL).  So the descriptors pagecache
+	 * holds are those of open files plus at most 1.5 times this (three
+	 * eighths of the limit by default). */
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
@@ -341,9 +341,9 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
  * it through pagecache gets EBUSY meanwhile; programs reading the backing
  * file directly may see old data: use pc_fsync, or PC_CFG_CLOSE_TO_OPEN,
  * which makes every pc_close write back and wait as pc_fsync does).
- * While max_closed_files closed files are still being written, pc_close
- * writes back and waits for its own file, which bounds the descriptors
- * held.  When the last handle of a file is closed, edge blocks kept for
+ * While max_closed_files / 2 closed files are still being written,
+ * pc_close writes back and waits for its own file, which bounds the
+ * descriptors held.  When the last handle of a file is closed, edge blocks kept for
  * neighbouring uncached writes are dropped, and clean data stays cached
  * (reopening finds it, without an open(2) while the cache keeps the
  * descriptor; the file's mode and owner are checked against those of the

@@ -38,16 +38,16 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
-/* An eighth of the process's descriptor limit (the soft RLIMIT_NOFILE),
- * at most 65536: closed files keep up to twice this many descriptors
- * (closed.c), a quarter of the limit, and the kernel keeps every closed
- * file's inode cached, so a reopen should find as many as it can. */
+/* A quarter of the process's descriptor limit (the soft RLIMIT_NOFILE),
+ * at most 65536: the kernel keeps every closed file's inode cached, so a
+ * reopen should find as many as it can without open(2); closed files
+ * still being written hold up to half as many more (closed.c). */
 static unsigned default_max_closed_files(void)
 {
 	struct rlimit rl;
 	uint64_t n = 65536;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 8 < n)
-		n = rl.rlim_cur / 8;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < n)
+		n = rl.rlim_cur / 4;
 	return n ? (unsigned)n : 1;
 }
 

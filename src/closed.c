@@ -16,7 +16,7 @@
  * reopen opens the file again (the inode may have been reused meanwhile:
  * the saved attributes tell).  So the descriptors held are those of open
  * files plus at most max_closed_files settled ones plus the closed files
- * still being written, of which there are at most max_closed_files before
+ * still being written, of which there are at most half as many before
  * pc_close starts waiting for its own write-back (closed_must_wait).
  *
  * A file unlinked while closed is noticed by a sweep every second: its
@@ -167,10 +167,17 @@ void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
 		files_list_del(c, m);
 }
 
+/* Closed files still being written: at most half as many as settled
+ * ones keep descriptors. */
+static unsigned max_closed_dirty(const struct pc_cache *c)
+{
+	return c->cfg.max_closed_files / 2 ? c->cfg.max_closed_files / 2 : 1;
+}
+
 bool closed_must_wait(struct pc_cache *c)
 {
 	return (c->cfg.flags & PC_CFG_CLOSE_TO_OPEN) ||
-	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files;
+	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= max_closed_dirty(c);
 }
 
 /* ----------------------------------------------------------- settle */
