@@ -302,10 +302,13 @@ PC_API void pc_config_init(struct pc_config *cfg);
  * range given in struct pc_config, or an unknown flag), ENOMEM. */
 PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 
-/* Writes back all dirty data of every file, closes files still open, stops
- * the flusher threads and frees everything.  Returns -1 with errno set to the
- * first write error if any dirty data could not be written (the data is then
- * lost; it was reported here).  NULL is EINVAL. */
+/* Writes back all dirty data of every file (closed ones too), closes files
+ * still open, stops the flusher threads and frees everything.  Returns -1
+ * with errno set to the first write error if any dirty data could not be
+ * written (the data is then lost; it was reported here), or if write-back
+ * of a closed file failed earlier and no handle reported it since.  Never
+ * waits for ever: write-back that fails is not retried here.  NULL is
+ * EINVAL; in a child of fork() see "Processes and fork". */
 PC_API int pc_cache_destroy(struct pc_cache *c);
 
 /* Open `path`.  flags: O_RDONLY, O_WRONLY or O_RDWR, optionally with O_CREAT,
@@ -393,9 +396,13 @@ PC_API ssize_t pc_pwritev(struct pc_file *f, const struct iovec *iov,
  * or fsync, on the backing descriptor); the file size is made durable too.
  * Any open handle may be synced, a read-only one too.  Errors: EBADF (NULL
  * or closed handle), write errors.
- * A write error is reported once per handle: every handle open when it
- * happened sees it on its next fsync/fdatasync/close, once.  Data that failed
- * to be written stays dirty and is retried by later writeback. */
+ * A write error is reported once per handle (errseq, as the kernel's):
+ * every handle open when it happened sees it on its next
+ * fsync/fdatasync/close, once; a handle opened after an error that no
+ * handle had reported yet (write-back of a closed file, say) sees it too.
+ * Data that failed to be written stays dirty and is retried by later
+ * writeback; a retried pc_fsync retries all of it at once (see "Write
+ * errors"). */
 PC_API int pc_fsync(struct pc_file *f);
 PC_API int pc_fdatasync(struct pc_file *f);
 

@@ -784,7 +784,8 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 		v[n++] = m;
 	}
 	pthread_mutex_unlock(&d->lock);
-	qsort(v, n, sizeof(*v), by_dirty_age);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_dirty_age);
 	*out = v;
 	return n;
 }

@@ -797,6 +797,27 @@ static void check_others_on_disk(const struct fs *f, uint64_t seed, bool small_o
 		check_disk(small, seed + 2, SMALL_BYTES, SMALL_BYTES, SMALL_BYTES);
 }
 
+/*
+ * The other file on the full file system was closed without waiting (the
+ * default close): its write-back met ENOSPC while nobody had it open.  The
+ * next handle's fsync reports that once (the kernel's rule for an error
+ * nobody saw) and, space being back, writes it; then all is reported.
+ */
+static void reap_small_file(struct pc_cache *c, const struct fs *f)
+{
+	char small[PATH_MAX];
+	test_path(small, sizeof(small), f->mnt, "small");
+	struct pc_file *s = pc_open(c, small, O_RDWR, 0);
+	if (!s)
+		return; /* never created */
+	step("pc_fsync of the other file after space returned", 0);
+	errno = 0;
+	int r = pc_fsync(s);
+	CHECK(r == 0 || errno == ENOSPC);
+	CHECK(pc_fsync(s) == 0);
+	CHECK(pc_close(s) == 0);
+}
+
 /* append/MODE and holes/MODE: see the comment at the top. */
 static void scenario_pagecache(const struct fs *f, bool holes, int flags, uint64_t seed)
 {
@@ -824,6 +845,8 @@ static void scenario_pagecache(const struct fs *f, bool holes, int flags, uint64
 		others_not_stalled(c, f, seed, &small_ok);
 
 	fsync_after_space_returns(h, f, errors_at_fsync);
+	if (holes)
+		reap_small_file(c, f);
 	write_after_recovery(h, -1, flags, seed, &w, TOTAL);
 	step("pc_fsync after the new write", 0);
 	CHECK(pc_fsync(h) == 0);
@@ -855,7 +878,7 @@ static void scenario_destroy(const struct fs *f, bool close_first, uint64_t seed
 		printf("   pc_close while full: %s\n", r ? strerror(e) : "0");
 		CHECK(r == 0 || e == ENOSPC);
 	}
-	uint64_t dirty = tu_stats(c).dirty_bytes;
+	uint64_t dirty = tu_stats(c).dirty_bytes, werrs = tu_stats(c).write_errors;
 	errno = 0;
 	int r = destroy_cache(c);
 	int e = errno;
@@ -864,7 +887,9 @@ static void scenario_destroy(const struct fs *f, bool close_first, uint64_t seed
 		check_disk(path, seed, w.ack, TOTAL, TOTAL);
 	} else {
 		CHECK(e == ENOSPC);
-		CHECK(dirty > 0);
+		/* Data left, or an error of write-back after the close that
+		 * no handle reported (destroy is the last to report it). */
+		CHECK(dirty > 0 || (close_first && werrs > 0));
 	}
 }
 
