@@ -114,11 +114,22 @@ static inline bool tu_quick(void)
 	return q && *q && strcmp(q, "0") != 0;
 }
 
-/* TU_SANITIZED: 1 in an ASan or TSan build (much slower: fewer iterations). */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+/* TU_TSAN: 1 in a ThreadSanitizer build; TU_SANITIZED: 1 in an ASan or
+ * TSan build (much slower: fewer iterations). */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+#if TU_TSAN || defined(__SANITIZE_ADDRESS__)
 #define TU_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer)
 #define TU_SANITIZED 1
 #endif
 #endif
