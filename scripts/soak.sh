@@ -22,6 +22,8 @@
 #                                       the ones not built are skipped)
 #   PC_SOAK_STRESS_SECONDS=60           how long each test_mt_stress run lasts
 #   PC_SOAK_TIMEOUT=900                 seconds after which a run counts as hung
+#   PC_SOAK_QUICK=1                     PC_TEST_QUICK for the runs (default 1: shorter
+#                                       runs, so more seeds per hour; 0 for full runs)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -62,6 +64,7 @@ BUILDS=${PC_SOAK_BUILDS:-build build-asan}
 TESTS=${PC_SOAK_TESTS:-test_mt_stress test_errors test_fault test_model test_mt_model test_crash}
 STRESS_SECONDS=${PC_SOAK_STRESS_SECONDS:-60}
 RUN_TIMEOUT=${PC_SOAK_TIMEOUT:-900}
+QUICK=${PC_SOAK_QUICK:-1}
 LOGDIR=$ROOT/build/soak/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$LOGDIR"
 
@@ -90,6 +93,7 @@ configure_and_build() {
 # Environment of a test run in build $1 (what CMakeLists.txt gives ctest).
 run_env() {
 	echo "PC_TEST_DIR=$ROOT/$1/testdata"
+	echo "PC_TEST_QUICK=$QUICK"
 	if [ "$1" = build-asan ]; then
 		echo "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1"
 		echo "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
@@ -112,7 +116,7 @@ total_runs=0
 
 # run_one BUILD TEST: one run with a new seed; updates the counters.
 run_one() {
-	local b=$1 t=$2 seed log rc n extra=() prefix=()
+	local b=$1 t=$2 seed log rc n extra=() prefix=() t0=$SECONDS
 	seed=$(new_seed)
 	log=$LOGDIR/$b.$t.$seed.log
 	if [ "$t" = test_mt_stress ]; then
@@ -130,13 +134,16 @@ run_one() {
 	runs[$key]=$((${runs[$key]:-0} + 1))
 	total_runs=$((total_runs + 1))
 	n=$(grep -Eo '^test_[a-z_]+: [0-9]+ (random )?operations' "$log" | tail -n 1 | grep -Eo '[0-9]+ ' | tr -d ' ')
-	ops[$key]=$((${ops[$key]:-0} + ${n:-0}))
-	local replay="cd $b/testdata && PC_SEED=$seed ${extra[*]} PC_TEST_DIR=\$PWD ../$t"
+	if [ -n "$n" ]; then
+		ops[$key]=$((${ops[$key]:-0} + n))
+	fi
+	local took=$((SECONDS - t0))
+	local replay="cd $b/testdata && PC_SEED=$seed PC_TEST_QUICK=$QUICK ${extra[*]} PC_TEST_DIR=\$PWD ../$t"
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		hangs[$key]=$((${hangs[$key]:-0} + 1))
 		problems+=("HANG   $b $t seed $seed (killed after ${RUN_TIMEOUT}s): $log
          replay: $replay")
-		printf '  %-10s %-15s seed %-16s HANG\n' "$b" "$t" "$seed"
+		printf '  %-10s %-15s seed %-16s HANG (%ds)\n' "$b" "$t" "$seed" "$took"
 	elif [ "$rc" -ne 0 ]; then
 		fails[$key]=$((${fails[$key]:-0} + 1))
 		local first
@@ -144,10 +151,10 @@ run_one() {
 		problems+=("FAILED $b $t seed $seed (exit $rc): $log
          ${first:-(no failure line; see the log)}
          replay: $replay")
-		printf '  %-10s %-15s seed %-16s FAILED (exit %d)\n' "$b" "$t" "$seed" "$rc"
+		printf '  %-10s %-15s seed %-16s FAILED (exit %d, %ds)\n' "$b" "$t" "$seed" "$rc" "$took"
 	else
 		rm -f "$log"
-		printf '  %-10s %-15s seed %-16s ok%s\n' "$b" "$t" "$seed" "${n:+ ($n operations)}"
+		printf '  %-10s %-15s seed %-16s ok (%ds%s)\n' "$b" "$t" "$seed" "$took" "${n:+, $n operations}"
 	fi
 }
 
@@ -156,14 +163,15 @@ report() {
 	echo
 	echo "==== soak.sh report: $total_runs runs in $((SECONDS - start))s ===="
 	printf '%-10s %-15s %6s %7s %6s %14s\n' build test runs failed hangs operations
-	for b in $BUILDS; do
-		for t in $TESTS; do
+	for t in $TESTS; do
+		for b in $BUILDS; do
 			key="$b $t"
 			[ -n "${runs[$key]:-}" ] || continue
-			printf '%-10s %-15s %6d %7d %6d %14d\n' "$b" "$t" "${runs[$key]}" "${fails[$key]:-0}" \
-				"${hangs[$key]:-0}" "${ops[$key]:-0}"
+			printf '%-10s %-15s %6d %7d %6d %14s\n' "$b" "$t" "${runs[$key]}" "${fails[$key]:-0}" \
+				"${hangs[$key]:-0}" "${ops[$key]:--}"
 		done
 	done
+	echo "(operations: the sum of what the tests print; - for tests that print none)"
 	if [ "${#skipped[@]}" -gt 0 ]; then
 		echo "not built, skipped: ${skipped[*]}"
 	fi
@@ -186,7 +194,11 @@ active=()
 for b in $BUILDS; do
 	echo "==== $b: configure and build ===="
 	configure_and_build "$b" || exit 1
-	for t in $TESTS; do
+done
+# Each test in every build before the next test: a short soak still
+# covers both builds.
+for t in $TESTS; do
+	for b in $BUILDS; do
 		if [ -x "$ROOT/$b/$t" ]; then
 			active+=("$b $t")
 		else
