@@ -41,9 +41,10 @@
  *     the memory limit and the file's block size is the one it had;
  *   - at the end of a round: pc_fsync of every file is 0, every byte read
  *     through the cache passes the checks above for every thread's region,
- *     pc_close and pc_cache_destroy return 0, and the backing files (read
- *     with plain O_DIRECT) hold every private region exactly, the shared
- *     zones pass the check, and have exactly the last pc_size.
+ *     pc_close returns 0 and leaves nothing dirty, and the backing files
+ *     (read with plain O_DIRECT) hold every private region exactly, the
+ *     shared zones pass the check, and have exactly the last pc_size; the
+ *     same once more after pc_cache_destroy (which returns 0).
  *
  * The watchdog thread: every worker bumps a global progress counter per
  * call and publishes the call it is in.  If the whole process makes no
@@ -962,8 +963,9 @@ static void verify_through_cache(int file, uint8_t *buf, uint64_t size)
 		main_fail("final read through the cache", file, msg);
 }
 
-/* The backing file, read with plain O_DIRECT after pc_cache_destroy. */
-static void verify_backing(int file, uint64_t size)
+/* The backing file, read with plain O_DIRECT: exactly `size` bytes that
+ * pass the checks. */
+static void verify_backing(int file, uint64_t size, const char *what)
 {
 	size_t dsize;
 	uint8_t *disk = tu_read_backing(paths[file], &dsize);
@@ -971,9 +973,9 @@ static void verify_backing(int file, uint64_t size)
 	uint64_t bad;
 	if (dsize != size) {
 		snprintf(msg, sizeof(msg), "size %zu, expected the last pc_size %llu", dsize, (unsigned long long)size);
-		main_fail("backing file", file, msg);
+		main_fail(what, file, msg);
 	} else if (!content_ok(file, 0, disk, size, 0, nthreads, &bad, msg, sizeof(msg))) {
-		main_fail("backing file", file, msg);
+		main_fail(what, file, msg);
 	}
 	free(disk);
 }
@@ -1004,13 +1006,25 @@ static uint64_t finish_round(void)
 		CHECK(rc == 0);
 		main_f[i] = NULL;
 	}
+	/* The last close of a file wrote all of it back: nothing is dirty and
+	 * the backing files are complete before pc_cache_destroy. */
+	struct pc_stats after;
+	pc_cache_stats(cache, &after);
+	if (after.dirty_bytes || after.writeback_bytes) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "dirty_bytes %llu, writeback_bytes %llu",
+			 (unsigned long long)after.dirty_bytes, (unsigned long long)after.writeback_bytes);
+		main_fail("after the last pc_close of every file", -1, msg);
+	}
+	for (int i = 0; i < NFILES; i++)
+		verify_backing(i, sizes[i], "backing file after the last pc_close");
 	op_begin(mainw, OP_FINAL, -1, 0, 0, 0, 0);
 	int rc = pc_cache_destroy(cache);
 	op_end(mainw, rc);
 	CHECK(rc == 0);
 	cache = NULL;
 	for (int i = 0; i < NFILES; i++) {
-		verify_backing(i, sizes[i]);
+		verify_backing(i, sizes[i], "backing file after pc_cache_destroy");
 		unlink(paths[i]);
 	}
 	free(buf);
