@@ -132,14 +132,15 @@ int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f)
 	struct pc_valid *v = calloc(folio_nblocks(m, f), sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	if (!f->bx) {
-		f->bx = calloc(1, sizeof(*f->bx));
-		if (!f->bx) {
-			free(v);
-			return -ENOMEM;
-		}
+	struct pc_blockx *x = f->bx ? NULL : calloc(1, sizeof(*f->bx));
+	if (!f->bx && !x) {
+		free(v);
+		return -ENOMEM;
 	}
+	/* Published under the state lock: lock-free readers (ubits) look. */
 	state_lock(f);
+	if (x)
+		f->bx = x;
 	f->bx->valid = v;
 	state_unlock(f);
 	return 0;

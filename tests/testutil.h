@@ -107,6 +107,36 @@ static inline uint64_t test_seed(const char *name, uint64_t dflt)
 	return seed;
 }
 
+/* PC_TEST_QUICK=1 (anything but empty or "0"): shorter random runs. */
+static inline bool tu_quick(void)
+{
+	const char *q = getenv("PC_TEST_QUICK");
+	return q && *q && strcmp(q, "0") != 0;
+}
+
+/* TU_TSAN: 1 in a ThreadSanitizer build; TU_SANITIZED: 1 in an ASan or
+ * TSan build (much slower: fewer iterations). */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+#if TU_TSAN || defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
 /* ------------------------------------------------ small shared helpers */
 
 static inline uint64_t tu_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
