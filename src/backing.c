@@ -124,12 +124,15 @@ void backing_release_reserve(struct pc_mapping *m)
  */
 #define EXTEND_RATIO 4u
 #define EXTEND_STEP (8ull << 20)
+#define EXTEND_FROM (1ull << 20)
 void backing_extend(struct pc_mapping *m)
 {
 	uint64_t bs = m->block_size;
 	uint64_t want = pc_round_up((uint64_t)atomic_load(&m->i_size), bs);
 	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
-	if (!m->writable || !m->direct || want <= done)
+	/* Small files: one fallocate more than their data is worth (and
+	 * their last block goes as backing_write_tail wants it). */
+	if (!m->writable || !m->direct || want <= done || want < EXTEND_FROM)
 		return;
 	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
 	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
@@ -190,6 +193,37 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		folio_put(m->c, tail);
 	}
 	return err;
+}
+
+/*
+ * The last, partial block of a closed file, written so that the backing
+ * file ends exactly at i_size: a direct write is whole blocks, and cutting
+ * the file back to i_size afterwards makes the file system read that block
+ * (to zero its tail through its page cache) and write it again, which for
+ * a small file costs more than its data.  So the tail's bytes go through
+ * the kernel's page cache instead: O_DIRECT is turned off on the
+ * descriptor for one pwrite (nobody else uses a closed file's descriptor),
+ * which sets the size exactly and reads nothing, the block being past the
+ * end of the backing file.  The kernel writes the page back; fsync of the
+ * descriptor (pc_fsync) covers it.  Returns 0, or a negative errno (the
+ * caller then writes the block directly as usual).
+ */
+int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len)
+{
+	int fl = fcntl(m->fd, F_GETFL);
+	if (fl < 0 || !(fl & O_DIRECT) || fcntl(m->fd, F_SETFL, fl & ~O_DIRECT) != 0)
+		return -EINVAL;
+	struct iovec v = { (void *)buf, len };
+	ssize_t n = backend_pwritev(m->c, m->fd, &v, 1, (off_t)off, 0);
+	fcntl(m->fd, F_SETFL, fl);
+	if (n < 0)
+		return (int)n;
+	atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
+	atomic_raise_i64(&m->data_end, (int64_t)(off + len));
+	written_add(&m->written, off, off + len);
+	atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->st_write_bytes, len, memory_order_relaxed);
+	return 0;
 }
 
 /*

@@ -690,6 +690,10 @@ HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
 HIDDEN int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end);
 /* Give back what was reserved past the file's end (last close). */
 HIDDEN void backing_release_reserve(struct pc_mapping *m);
+/* Write the last, partial block's bytes [off, off+len) of a closed file
+ * through the kernel's page cache, so that the backing file ends at i_size
+ * with no truncate (see there); 0 or a negative errno. */
+HIDDEN int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len);
 /* Allocate the backing file ahead of writeback, up to i_size. */
 HIDDEN void backing_extend(struct pc_mapping *m);
 /* ftruncate the backing file to size, safely against our own direct

@@ -429,6 +429,37 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
 }
 
 /*
+ * The block of a closed file that holds its end, when the end is inside
+ * it and nothing of the backing file reaches it: its bytes up to i_size go
+ * through backing_write_tail (exact size, no truncate later).  Returns the
+ * block's index in f, or -1.
+ */
+static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (!m->direct || !atomic_load(&m->closed_dirty))
+		return -1;
+	uint64_t size = (uint64_t)atomic_load(&m->i_size);
+	uint64_t bstart = pc_round_down(size, m->block_size);
+	if (size == bstart || bstart < folio_pos(f) || bstart >= folio_pos(f) + folio_size(f) ||
+	    bstart < (uint64_t)atomic_load(&m->disk_size))
+		return -1;
+	return (int)((bstart - folio_pos(f)) >> m->block_shift);
+}
+
+/* Write a closed file's tail block through the kernel (see above); on
+ * success it is clean here.  A failure leaves it to the direct write. */
+static void write_closed_tail(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
+{
+	size_t boff = (size_t)blk << m->block_shift;
+	uint64_t pos = folio_pos(f) + boff;
+	size_t len = (size_t)((uint64_t)atomic_load(&m->i_size) - pos);
+	if (backing_write_tail(m, folio_data(m->c, f) + boff, pos, len) != 0)
+		return;
+	size_t cleared = folio_clear_range_dirty(m, f, boff, m->block_size);
+	account_dirty(m, f, -(int64_t)cleared);
+}
+
+/*
  * Move a locked dirty folio's dirty blocks under writeback, adding them to
  * the request being built.  Partial blocks are merged with device data
  * first (deferred read-modify-write done by the flusher, not the writer).
@@ -443,6 +474,9 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 			return 0;
 		}
 	}
+	int tail = closed_tail_block(m, f);
+	if (tail >= 0 && folio_block_dirty(m, f, (unsigned)tail))
+		write_closed_tail(m, f, (unsigned)tail);
 	unsigned first, count, from = 0;
 	int err = 0;
 	while (folio_next_dirty_run(m, f, from, &first, &count)) {
@@ -462,8 +496,13 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 		*submitted += (int64_t)bytes;
 		from = first + count;
 	}
-	if (!folio_test(f, PF_DIRTY))
+	if (!folio_test(f, PF_DIRTY)) {
 		mapping_untag_dirty(m, f);
+		/* Clean with nothing in flight (its tail went through the
+		 * kernel): an uncached folio goes now, not at a completion. */
+		if (!folio_test(f, PF_WRITEBACK))
+			folio_try_drop(m->c, f, true);
+	}
 	return err;
 }
 
