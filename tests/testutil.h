@@ -140,6 +140,7 @@ static inline bool tu_quick(void)
 /* ------------------------------------------------ small shared helpers */
 
 static inline uint64_t tu_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t tu_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t tu_round_down(uint64_t x, uint64_t a) { return x / a * a; }
 static inline uint64_t tu_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
