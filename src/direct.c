@@ -122,9 +122,10 @@ static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, in
 	return err;
 }
 
-/* A misaligned piece through the uncached buffered path. */
-static int uncached_piece(struct pc_file *h, const struct iovec *iov, int iovcnt, size_t skip, uint64_t off,
-			  size_t len, int flags)
+/* A misaligned piece through the uncached buffered path: the bytes written
+ * (fewer than len only with PC_NOWAIT) or a negative errno. */
+static ssize_t uncached_piece(struct pc_file *h, const struct iovec *iov, int iovcnt, size_t skip, uint64_t off,
+			      size_t len, int flags)
 {
 	struct iovec local[64];
 	int k = iov_slice(iov, iovcnt, skip, len, local, 64);
@@ -137,32 +138,47 @@ static int uncached_piece(struct pc_file *h, const struct iovec *iov, int iovcnt
 		struct iovec v = { tmp, len };
 		ssize_t r = pc_write_iter(h, &v, 1, off, len, flags);
 		free(tmp);
-		return r < 0 ? (int)r : 0;
+		return r;
 	}
-	ssize_t r = pc_write_iter(h, local, k, off, len, flags);
-	return r < 0 ? (int)r : 0;
+	return pc_write_iter(h, local, k, off, len, flags);
 }
 
+/*
+ * Head, aligned middle, tail, in file order.  With PC_NOWAIT a piece that
+ * would block ends the call with the bytes written before it, as RWF_NOWAIT
+ * does (-EAGAIN only when that is none): the pieces before it are in the
+ * file already.
+ */
 ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
 {
 	struct pc_mapping *m = h->m;
 	uint64_t bs = m->block_size, end = off + len;
 	uint64_t astart = pc_round_up(off, bs), aend = pc_round_down(end, bs);
 	int piece_flags = (flags & ~PC_DIRECT) | PC_DONTCACHE;
-	int err = 0;
 	if (astart >= aend) /* no whole block: all of it is an edge */
-		return (err = uncached_piece(h, iov, iovcnt, 0, off, len, piece_flags)) ? err : (ssize_t)len;
-	if (off < astart)
-		err = uncached_piece(h, iov, iovcnt, 0, off, astart - off, piece_flags);
-	if (!err)
-		err = direct_write_middle(m, iov, iovcnt, astart - off, astart, aend - astart, flags);
-	if (!err && aend < end)
-		err = uncached_piece(h, iov, iovcnt, aend - off, aend, end - aend, piece_flags);
+		astart = aend = end;
+	size_t done = 0;
+	ssize_t r = 0;
+	if (off < astart) {
+		r = uncached_piece(h, iov, iovcnt, 0, off, astart - off, piece_flags);
+		done = r > 0 ? (size_t)r : 0;
+	}
+	if (r >= 0 && done == astart - off && astart < aend) {
+		r = direct_write_middle(m, iov, iovcnt, done, astart, aend - astart, flags);
+		if (!r)
+			done = aend - off;
+	}
+	if (r >= 0 && done == aend - off && aend < end) {
+		r = uncached_piece(h, iov, iovcnt, done, aend, end - aend, piece_flags);
+		done += r > 0 ? (size_t)r : 0;
+	}
+	if (r < 0 && !(r == -EAGAIN && done))
+		return r;
 	/* With PC_DSYNC the pieces synced themselves and the middle used
 	 * RWF_DSYNC; a buffered backend still needs the flush. */
-	if (!err && (flags & PC_DSYNC) && !m->direct && fdatasync(m->fd) != 0)
-		err = -errno;
-	return err ? err : (ssize_t)len;
+	if ((flags & PC_DSYNC) && !m->direct && fdatasync(m->fd) != 0)
+		return -errno;
+	return (ssize_t)done;
 }
 
 ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len)
