@@ -135,6 +135,7 @@ for b in $BUILDS; do
 		if ((${#CTEST_ARGS[@]})); then
 			fuzz_no_tests=ignore
 		fi
+		rm -f "$ROOT/build-fuzz/fuzz/last-run.log" # only this run's figures below
 		run_build build-fuzz "$fuzz_no_tests" 1 -- -DCMAKE_C_COMPILER="$FUZZ_CC" -DPC_FUZZ=ON \
 			-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" || status=1
 		if [ -f "$ROOT/build-fuzz/fuzz/last-run.log" ]; then
