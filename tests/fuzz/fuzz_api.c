@@ -112,7 +112,7 @@ static void die(struct fz *z, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, " (errno %d %s)\nfuzz_api: replay with PC_FUZZ_VERBOSE=1 to see the calls\n", e,
+	fprintf(stderr, " (last errno %d %s)\nfuzz_api: replay with PC_FUZZ_VERBOSE=1 to see the calls\n", e,
 		strerror(e));
 	abort();
 }
