@@ -17,7 +17,7 @@ secs=${PC_FUZZ_SECONDS:-60}
 
 mkdir -p "$work/corpus" "$work/crashes" "$work/data"
 for f in "$src"/corpus/* "$src"/crashes/*; do
-	[ -e "$f" ] || continue
+	[ -e "$f" ] && [[ $f != *.md ]] || continue
 	[ -e "$work/corpus/${f##*/}" ] || cp "$f" "$work/corpus/"
 done
 
