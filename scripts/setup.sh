@@ -9,12 +9,15 @@
 # binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch),
 # e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: test_fullfs makes small ext4
 # and XFS file systems on loop devices when run as root).
-# Optional: none at present (the list is kept for packages tests can do
-# without).
+# Fuzz build (build-fuzz in scripts/test.sh): clang and libclang-rt-dev (the
+# sanitizer and libFuzzer runtimes of Debian's default clang).  Installed
+# like the required ones; when they cannot be, this says so and goes on, so
+# the other builds still run, and test.sh counts build-fuzz as failed.
 set -euo pipefail
 
 REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs)
 OPTIONAL=()
+FUZZ=(clang libclang-rt-dev)
 
 have_pkg() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -39,36 +42,48 @@ fi
 
 missing_req=()
 missing_opt=()
+missing_fuzz=()
 for p in "${REQUIRED[@]}"; do have_pkg "$p" || missing_req+=("$p"); done
 for p in "${OPTIONAL[@]}"; do have_pkg "$p" || missing_opt+=("$p"); done
+for p in "${FUZZ[@]}"; do have_pkg "$p" || missing_fuzz+=("$p"); done
 
-if ((${#missing_req[@]} + ${#missing_opt[@]} == 0)); then
+if ((${#missing_req[@]} + ${#missing_opt[@]} + ${#missing_fuzz[@]} == 0)); then
 	exit 0
 fi
 
+fuzz_warning() {
+	echo "setup.sh: fuzz build packages missing: $* (apt-get install -y $*);" \
+	     "build-fuzz will FAIL until they are installed" >&2
+}
+
 if [ "$(id -u)" -ne 0 ]; then
+	if ((${#missing_fuzz[@]})); then
+		fuzz_warning "${missing_fuzz[@]}"
+	fi
 	if ((${#missing_req[@]})); then
 		echo "setup.sh: missing required packages: ${missing_req[*]}" >&2
-		all_missing=("${missing_req[@]}" "${missing_opt[@]}")
+		all_missing=("${missing_req[@]}" "${missing_opt[@]}" "${missing_fuzz[@]}")
 		echo "setup.sh: run: sudo apt-get install -y ${all_missing[*]}" >&2
 		exit 1
 	fi
-	echo "setup.sh: optional package missing: ${missing_opt[*]} (sudo apt-get install -y ${missing_opt[*]})" >&2
+	if ((${#missing_opt[@]})); then
+		echo "setup.sh: optional package missing: ${missing_opt[*]} (sudo apt-get install -y ${missing_opt[*]})" >&2
+	fi
 	exit 0
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-all_missing=("${missing_req[@]}" "${missing_opt[@]}")
+all_missing=("${missing_req[@]}" "${missing_opt[@]}" "${missing_fuzz[@]}")
 echo "setup.sh: installing ${all_missing[*]}"
 apt-get update -qq
 if ! apt-get install -y -qq "${all_missing[@]}"; then
-	if ((${#missing_opt[@]})) && ((${#missing_req[@]})); then
-		# Try again without the optional ones.
+	if ((${#missing_opt[@]} + ${#missing_fuzz[@]})) && ((${#missing_req[@]})); then
+		# Try again without the optional and fuzz ones.
 		apt-get install -y -qq "${missing_req[@]}"
 	elif ((${#missing_req[@]})); then
 		exit 1
 	else
-		echo "setup.sh: could not install optional ${missing_opt[*]}; going on without" >&2
+		echo "setup.sh: could not install ${missing_opt[*]} ${missing_fuzz[*]}; going on without" >&2
 	fi
 fi
 
@@ -77,4 +92,9 @@ for p in "${REQUIRED[@]}"; do have_pkg "$p" || still+=("$p"); done
 if ((${#still[@]})); then
 	echo "setup.sh: still missing: ${still[*]}" >&2
 	exit 1
+fi
+still_fuzz=()
+for p in "${FUZZ[@]}"; do have_pkg "$p" || still_fuzz+=("$p"); done
+if ((${#still_fuzz[@]})); then
+	fuzz_warning "${still_fuzz[@]}"
 fi

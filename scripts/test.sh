@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# test.sh - the one test command: build and run every test three ways.
+# test.sh - the one test command: build and run every test four ways.
 #
 #   build       Release (-O2 -g), all tests
 #   build-asan  Debug (-O1 -g) with ASan + UBSan, all tests
 #   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*)
+#   build-fuzz  clang, -O1 -g, libFuzzer + ASan + UBSan: tests/fuzz/fuzz_api
+#               run for PC_FUZZ_SECONDS on a copy of tests/fuzz/corpus, one
+#               test in the summary.  Without clang it FAILS (it is not
+#               skipped): scripts/setup.sh as root installs clang.
 #
 # Every build is configured, built and tested even if an earlier one failed;
 # a summary follows and the exit status is non-zero if anything failed.
 #
 # Environment:
-#   PC_BUILDS="build build-asan build-tsan"  which builds to do (default all)
+#   PC_BUILDS="build build-asan build-tsan build-fuzz"  which builds to do (default all)
 #   PC_TEST_QUICK=1   shorter random tests (read by the tests themselves)
 #   PC_SEED=N         replay a random test with the seed it printed
+#   PC_FUZZ_SECONDS=N how long build-fuzz fuzzes (default 60)
+#   PC_FUZZ_CC=clang  the clang build-fuzz uses
 # Extra arguments go to ctest, e.g.  bash scripts/test.sh -R test_write
 set -euo pipefail
 
@@ -21,8 +27,9 @@ ROOT=$(pwd)
 bash scripts/setup.sh
 
 JOBS=$(nproc 2>/dev/null || echo 2)
-BUILDS=${PC_BUILDS:-build build-asan build-tsan}
+BUILDS=${PC_BUILDS:-build build-asan build-tsan build-fuzz}
 CTEST_ARGS=("$@")
+FUZZ_CC=${PC_FUZZ_CC:-clang}
 
 # Sanitizer runtimes can trip over high-entropy address-space randomisation;
 # run sanitized tests with it off when the kernel lets us.
@@ -111,6 +118,30 @@ for b in $BUILDS; do
 		# Only concurrency tests are registered here; none yet is not an error.
 		run_build build-tsan ignore 1 -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 			-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DPC_SANITIZE=thread || status=1
+		;;
+	build-fuzz)
+		# No clang is a failure, never a skip: the fuzz run is part of CI.
+		if ! command -v "$FUZZ_CC" >/dev/null 2>&1; then
+			echo "test.sh: build-fuzz needs $FUZZ_CC (apt-get install clang libclang-rt-dev)" >&2
+			summary+=("$(printf '%-11s FAILED: %s not installed (run scripts/setup.sh as root)' \
+				     build-fuzz "$FUZZ_CC")")
+			total_fail=$((total_fail + 1))
+			status=1
+			continue
+		fi
+		# Its one test is fuzz_api; a ctest filter for other tests (-R)
+		# matching nothing here is not an error.
+		fuzz_no_tests=error
+		if ((${#CTEST_ARGS[@]})); then
+			fuzz_no_tests=ignore
+		fi
+		rm -f "$ROOT/build-fuzz/fuzz/last-run.log" # only this run's figures below
+		run_build build-fuzz "$fuzz_no_tests" 1 -- -DCMAKE_C_COMPILER="$FUZZ_CC" -DPC_FUZZ=ON \
+			-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" || status=1
+		if [ -f "$ROOT/build-fuzz/fuzz/last-run.log" ]; then
+			echo "==== build-fuzz: libFuzzer final stats ===="
+			grep -E '^(stat::|Done )' "$ROOT/build-fuzz/fuzz/last-run.log" || true
+		fi
 		;;
 	*)
 		echo "test.sh: unknown build '$b' in PC_BUILDS" >&2

@@ -143,6 +143,12 @@ static ssize_t uncached_piece(struct pc_file *h, const struct iovec *iov, int io
 	return pc_write_iter(h, local, k, off, len, flags);
 }
 
+/*
+ * Head, aligned middle, tail, in file order.  With PC_NOWAIT a piece that
+ * would block ends the call with the bytes written before it, as RWF_NOWAIT
+ * does (-EAGAIN only when that is none): the pieces before it are in the
+ * file already.
+ */
 ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
 {
 	struct pc_mapping *m = h->m;

@@ -88,7 +88,10 @@ int ofd_lock(int fd, short type)
 	return (errno == EAGAIN || errno == EACCES) ? -EBUSY : -errno;
 }
 
-/* Open the backing descriptor: O_DIRECT, or buffered if allowed. */
+/* Open the backing descriptor: O_DIRECT, or buffered if allowed.  An
+ * O_WRONLY handle still needs a readable descriptor: a write of part of a
+ * block reads the rest (read-modify-write), so ask for O_RDWR and fall
+ * back to O_WRONLY only when the file's permissions refuse reading. */
 static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t mode, bool *direct)
 {
 	/* The cache reads what it writes in part (the rest of a partly
@@ -97,6 +100,10 @@ static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t 
 	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
 	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME)) | O_CLOEXEC;
 	int fd = open(path, oflags | O_DIRECT, mode);
+	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_WRONLY) {
+		oflags = (oflags & ~O_ACCMODE) | O_WRONLY;
+		fd = open(path, oflags | O_DIRECT, mode);
+	}
 	*direct = true;
 	struct stat st;
 	if (fd < 0 && errno == EINVAL && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
