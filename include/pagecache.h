@@ -351,9 +351,13 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
  * (reopening finds it, without an open(2) while the cache keeps the
  * descriptor; the file's mode and owner are checked against those of the
  * last open(2), and a changed size, mtime or ctime drops the cached data).
- * A file unlinked after its last close loses its cached data, dirty too,
- * and its space is freed: at once when its last handle goes after the
- * unlink, within about a second otherwise.
+ * A file unlinked loses its cached data, dirty too, and its space is
+ * freed: at its last close when it was written through the cache since it
+ * was last left alone, else (unlinked after the close, or only read)
+ * within about a second.  Note that a pipeline where one process writes
+ * and closes a file and another at once opens it through pagecache (a
+ * compiler and a linker, say) makes the second get EBUSY until the data
+ * is written: use PC_CFG_CLOSE_TO_OPEN (or pc_fsync) there.
  *
  * A process that ends without pc_cache_destroy loses the dirty data of
  * every file, closed files too (the kernel's page cache would have kept

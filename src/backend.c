@@ -819,10 +819,9 @@ void ioq_forget(struct pc_ioq *q)
 	if (!q)
 		return;
 #if PC_HAVE_URING
-	/* Unmaps the child's view of the rings and closes its descriptor;
-	 * nothing is submitted, reaped or unregistered. */
-	if (q->uring)
-		io_uring_queue_exit(&q->ring);
+	/* Nothing is submitted, reaped, unregistered or closed: the ring is
+	 * the parent's, and its descriptor number may be another file's in
+	 * the child by now (it goes at exit or exec: O_CLOEXEC). */
 #endif
 	free(q);
 }

@@ -90,10 +90,13 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
+/* Under inval_lock, exclusive: no write can raise i_size meanwhile, and
+ * every byte written below it is kept (a write in flight is below it). */
 void backing_release_reserve(struct pc_mapping *m)
 {
-	if (!m->writable)
+	if (!m->writable || atomic_load(&m->reserve_end) <= atomic_load(&m->disk_size))
 		return;
+	pthread_rwlock_wrlock(&m->inval_lock);
 	pthread_mutex_lock(&m->size_lock);
 	uint64_t bs = m->block_size;
 	uint64_t keep = pc_round_up(pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size)), bs);
@@ -102,6 +105,7 @@ void backing_release_reserve(struct pc_mapping *m)
 				     (off_t)(have - keep)) == 0)
 		atomic_store(&m->reserve_end, (int64_t)keep);
 	pthread_mutex_unlock(&m->size_lock);
+	pthread_rwlock_unlock(&m->inval_lock);
 }
 
 /*
@@ -202,9 +206,11 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
  * (to zero its tail through its page cache) and write it again, which for
  * a small file costs more than its data.  So the tail's bytes go through
  * the kernel's page cache instead: O_DIRECT is turned off on the
- * descriptor for one pwrite (nobody else uses a closed file's descriptor),
- * which sets the size exactly and reads nothing, the block being past the
- * end of the backing file.  The kernel writes the page back; fsync of the
+ * descriptor for one pwrite (a closed file's descriptor is the flusher's
+ * alone; should a reopened handle use it meanwhile, its I/O is buffered
+ * for that moment, which the kernel keeps coherent with direct I/O), which
+ * sets the size exactly and reads nothing, the block being past the end of
+ * the backing file.  The kernel writes the page back; fsync of the
  * descriptor (pc_fsync) covers it.  Returns 0, or a negative errno (the
  * caller then writes the block directly as usual).
  */
@@ -218,6 +224,8 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 	fcntl(m->fd, F_SETFL, fl);
 	if (n < 0)
 		return (int)n;
+	if ((size_t)n != len)
+		return -EIO;
 	atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
 	atomic_raise_i64(&m->data_end, (int64_t)(off + len));
 	written_add(&m->written, off, off + len);

@@ -159,6 +159,17 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 	return true; /* clean already: the closer settles it now */
 }
 
+void closed_release_fds(struct pc_cache *c)
+{
+	pthread_mutex_lock(&c->files_lock);
+	while (c->closed_files_head) {
+		struct pc_mapping *m = c->closed_files_head;
+		files_list_del(c, m);
+		release_fd(c, m);
+	}
+	pthread_mutex_unlock(&c->files_lock);
+}
+
 void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
 {
 	if (atomic_load(&m->closed_dirty))
@@ -182,27 +193,36 @@ bool closed_must_wait(struct pc_cache *c)
 
 /* ----------------------------------------------------------- settle */
 
-static void save_attrs(struct pc_mapping *m, const struct stat *st)
+#define SETTLE_RETRY_MS 1000u
+
+/* Still closed, written, and not settled by someone else? */
+static bool still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
-	m->saved_size = st->st_size;
-	m->saved_mtime = st->st_mtim;
-	m->saved_ctime = st->st_ctim;
-	atomic_store(&m->changed, false);
+	pthread_mutex_lock(&c->files_lock);
+	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m);
+	pthread_mutex_unlock(&c->files_lock);
+	return yes;
 }
 
 void closed_settle(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
+	if (!still_to_settle(c, m))
+		return;
 	/* Exact size and reservations first, outside files_lock (they take
-	 * inval_lock and size_lock, which come before it). */
-	if (mapping_sync_size(m) != 0)
-		return; /* tried again by the next round */
+	 * inval_lock and size_lock, which come before it).  A failure waits
+	 * a while before the next try (the flusher would spin on it). */
+	if (mapping_sync_size(m) != 0) {
+		atomic_store(&m->last_error_ms, pc_now_ms());
+		return;
+	}
 	backing_release_reserve(m);
 	pthread_mutex_lock(&c->files_lock);
 	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m)) {
 		struct stat st;
 		dirty_list_del(c, m);
-		if (fstat(m->fd, &st) == 0 && st.st_nlink == 0) {
+		bool known = fstat(m->fd, &st) == 0;
+		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
 			pthread_mutex_unlock(&c->files_lock);
 			mapping_discard_all(m);
@@ -210,7 +230,10 @@ void closed_settle(struct pc_mapping *m)
 			mapping_put(m); /* the hash table's */
 			return;
 		}
-		save_attrs(m, &st);
+		if (known)
+			mapping_save_attrs(m, &st);
+		else
+			mapping_discard_all(m); /* cannot be compared later: keep nothing */
 		keep_settled(c, m);
 	}
 	pthread_mutex_unlock(&c->files_lock);
@@ -221,8 +244,9 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 {
 	unsigned n = 0;
 	pthread_mutex_lock(&c->files_lock);
+	uint64_t now = pc_now_ms();
 	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max; m = m->closed_next)
-		if (mapping_clean(m)) {
+		if (mapping_clean(m) && now - atomic_load(&m->last_error_ms) >= SETTLE_RETRY_MS) {
 			atomic_fetch_add(&m->refs, 1);
 			v[n++] = m;
 		}
@@ -254,11 +278,12 @@ static bool unlinked(struct pc_mapping *m)
 
 /* Closed mappings with references: the gone ones (unlinked, or without a
  * descriptor and emptied by eviction) taken out of the index. */
-static unsigned collect_gone(struct pc_cache *c, struct pc_mapping **v, unsigned max)
+static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, unsigned max)
 {
 	unsigned n = 0;
 	pthread_mutex_lock(&c->files_lock);
-	for (unsigned i = 0; i < c->file_hash_size && n < max; i++) {
+	unsigned i;
+	for (i = *bucket; i < c->file_hash_size && n < max; i++) {
 		struct pc_mapping **pp = &c->file_hash[i];
 		while (*pp && n < max) {
 			struct pc_mapping *m = *pp;
@@ -275,6 +300,8 @@ static unsigned collect_gone(struct pc_cache *c, struct pc_mapping **v, unsigned
 			v[n++] = m;              /* the hash table's reference */
 		}
 	}
+	/* A full batch may end inside bucket i - 1: look at it again. */
+	*bucket = n == max && i > 0 ? i - 1 : i;
 	pthread_mutex_unlock(&c->files_lock);
 	return n;
 }
@@ -287,9 +314,9 @@ void closed_sweep(struct pc_cache *c)
 	    !__atomic_compare_exchange_n(&c->last_sweep_ms, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	struct pc_mapping *v[64];
-	unsigned n;
+	unsigned n, bucket = 0;
 	do {
-		n = collect_gone(c, v, 64);
+		n = collect_gone(c, &bucket, v, 64);
 		for (unsigned i = 0; i < n; i++) {
 			mapping_discard_all(v[i]);
 			mapping_forget_dirty(v[i]);

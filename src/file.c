@@ -258,6 +258,10 @@ void mapping_put(struct pc_mapping *m)
 		return;
 	mapping_discard_all(m);
 	mapping_clear_failing(m);
+	/* An error of write-back nobody reported: pc_cache_destroy will. */
+	uint64_t none = 0;
+	if (errseq_unseen(&m->wb_err))
+		atomic_store(&m->c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
 	rt_destroy(&m->tree);
 	if (m->fd >= 0)
 		close(m->fd);
@@ -285,16 +289,26 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 	/* Someone else wrote: no block is known to be a hole any more. */
 	written_reset(&m->written, UINT64_MAX);
 	atomic_raise_i64(&m->data_end, st->st_size);
-	if (atomic_load(&m->nr_dirty) > 0)
-		return; /* our unwritten data wins; it is written over the change */
-	mapping_discard_all(m);
-	atomic_store(&m->i_size, st->st_size);
-	atomic_store(&m->disk_size, st->st_size);
-	atomic_store(&m->data_end, st->st_size);
-	written_reset(&m->written, (uint64_t)st->st_size);
-	atomic_store(&m->alloc_end, st->st_size);
-	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
-	m->alloc_base = (uint64_t)st->st_size;
+	if (atomic_load(&m->nr_dirty) <= 0) {
+		/* (Else our unwritten data wins: it is written over the change.) */
+		mapping_discard_all(m);
+		atomic_store(&m->i_size, st->st_size);
+		atomic_store(&m->disk_size, st->st_size);
+		atomic_store(&m->data_end, st->st_size);
+		written_reset(&m->written, (uint64_t)st->st_size);
+		atomic_store(&m->alloc_end, st->st_size);
+		atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
+		m->alloc_base = (uint64_t)st->st_size;
+	}
+	mapping_save_attrs(m, st); /* what this cache now holds */
+}
+
+void mapping_save_attrs(struct pc_mapping *m, const struct stat *st)
+{
+	m->saved_size = st->st_size;
+	m->saved_mtime = st->st_mtim;
+	m->saved_ctime = st->st_ctim;
+	atomic_store(&m->changed, false);
 }
 
 /* Give a read-only mapping the writable descriptor fd and a write lock. */
@@ -303,7 +317,10 @@ static int upgrade_to_writable(struct pc_mapping *m, int fd)
 	ofd_lock(m->fd, F_UNLCK);
 	int err = ofd_lock(fd, F_WRLCK);
 	if (err) {
-		ofd_lock(m->fd, F_RDLCK);
+		/* Put back the read lock its handles hold; a closed, settled
+		 * mapping held none. */
+		if (m->nhandles > 0)
+			ofd_lock(m->fd, F_RDLCK);
 		return err;
 	}
 	if (m->old_fd >= 0)
@@ -336,9 +353,21 @@ static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct sta
 	       st->st_gid == m->open_gid;
 }
 
+/* Reopened after it was left alone, the lock taken: did another program
+ * change the file meanwhile?  Asked now, under the lock (a stat before it
+ * could miss a change made just before the lock). */
+static void revalidate_locked(struct pc_mapping *m)
+{
+	struct stat st;
+	if (fstat(m->fd, &st) == 0)
+		revalidate(m, &st);
+	else
+		mapping_discard_all(m); /* cannot tell: keep nothing */
+}
+
 /* A handle of m is opened (files_lock held): lock the file as much as it
  * needs, and take it off the closed lists. */
-static int attach_handle(struct pc_mapping *m, bool want_write, const struct stat *st)
+static int attach_handle(struct pc_mapping *m, bool want_write)
 {
 	int err = 0;
 	if (m->nhandles == 0 && !m->closed_dirty) {
@@ -347,7 +376,7 @@ static int attach_handle(struct pc_mapping *m, bool want_write, const struct sta
 		err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
 		if (err)
 			return err;
-		revalidate(m, st);
+		revalidate_locked(m);
 	} else if (want_write && !m->wrlocked) {
 		/* Converts this description's read lock in place. */
 		err = ofd_lock(m->fd, F_WRLCK);
@@ -369,7 +398,7 @@ static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, con
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = hash_find(c, st->st_dev, st->st_ino);
 	if (m && can_reuse_fd(m, want_write, st))
-		*err = attach_handle(m, want_write, st);
+		*err = attach_handle(m, want_write);
 	else
 		m = NULL;
 	pthread_mutex_unlock(&c->files_lock);
@@ -391,6 +420,11 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	bool direct;
 	int fd = open_backing(c, path, flags, mode, &direct);
+	if (fd == -EMFILE || fd == -ENFILE) {
+		/* Out of descriptors: the closed files' go first. */
+		closed_release_fds(c);
+		fd = open_backing(c, path, flags, mode, &direct);
+	}
 	if (fd < 0)
 		return fd;
 	struct stat st;
@@ -407,19 +441,22 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = hash_find(c, st.st_dev, st.st_ino);
 	if (m) {
-		if (m->fd < 0) {
+		bool adopted = m->fd < 0;
+		if (adopted) {
 			adopt_fd(m, fd, direct, want_write);
 			fd = -1;
 		} else if (want_write && !m->writable) {
-			if (m->nhandles == 0 && !m->closed_dirty)
-				revalidate(m, &st);
 			err = upgrade_to_writable(m, fd);
 			if (!err)
 				fd = -1;
 		}
 		if (!err) {
 			note_open_attrs(m, &st);
-			err = attach_handle(m, want_write, &st);
+			err = attach_handle(m, want_write);
+		}
+		if (err && adopted) {
+			fd = m->fd; /* closed below: the mapping stays without one */
+			m->fd = -1;
 		}
 	} else {
 		m = mapping_new(c, fd, direct, want_write, &st, &err);
@@ -433,6 +470,7 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 			} else {
 				fd = -1;
 				note_open_attrs(m, &st);
+				mapping_save_attrs(m, &st);
 				hash_insert(c, m);
 				m->nhandles = 1;
 				atomic_fetch_add(&m->refs, 1);
@@ -551,7 +589,8 @@ int files_writeback_all(struct pc_cache *c)
 		mapping_put(v[i]);
 	}
 	free(v);
-	return first_err;
+	int orphan = atomic_exchange(&c->orphan_error, 0);
+	return first_err ? first_err : orphan;
 }
 
 int64_t files_failing_dirty(struct pc_cache *c)

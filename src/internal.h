@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -337,6 +338,9 @@ struct pc_cache {
 	_Atomic int64_t dirty, writeback, uncached;
 	_Atomic int nr_failing;     /* mappings whose writeback keeps failing */
 	_Atomic int last_wb_error;  /* negative errno of the latest failed write */
+	/* A write error of a file freed before any handle reported it: what
+	 * pc_cache_destroy reports (negative errno, 0: none). */
+	_Atomic int orphan_error;
 	/* files */
 	pthread_mutex_t files_lock;
 	struct pc_mapping **file_hash;
@@ -574,7 +578,7 @@ HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
 HIDDEN int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq **out);
 HIDDEN void ioq_destroy(struct pc_ioq *q);
 /* Free a child's copy of a queue inherited through fork(): the ring is
- * the parent's; only the child's view of it is released. */
+ * the parent's, nothing of it is touched. */
 HIDDEN void ioq_forget(struct pc_ioq *q);
 HIDDEN bool ioq_is_uring(const struct pc_ioq *q);
 /* Submit; waits only while `depth` I/Os are in flight.  With no io_uring the
@@ -780,6 +784,9 @@ HIDDEN void files_hash_remove(struct pc_cache *c, struct pc_mapping *m);
 /* Remove every folio, dirty or not (the file is gone, or the caller wrote
  * back what it could); waits for write-back in flight. */
 HIDDEN void mapping_discard_all(struct pc_mapping *m);
+/* Remember the file's size and times as this cache now has it (the file
+ * is left alone: a reopen compares them to notice changes by others). */
+HIDDEN void mapping_save_attrs(struct pc_mapping *m, const struct stat *st);
 /* F_OFD_SETLK on the whole file: 0, -EBUSY (held elsewhere) or -errno. */
 HIDDEN int ofd_lock(int fd, short type);
 
@@ -795,6 +802,8 @@ HIDDEN bool closed_must_wait(struct pc_cache *c);
 /* A closed file's data is written: exact size, attributes saved, lock
  * released, descriptor kept for a reopen. */
 HIDDEN void closed_settle(struct pc_mapping *m);
+/* Out of descriptors: every settled closed file gives its up. */
+HIDDEN void closed_release_fds(struct pc_cache *c);
 /* The flusher: settle the closed files whose write-back ended. */
 HIDDEN void closed_settle_written(struct pc_cache *c);
 /* The flusher, at most once a second: drop closed files that were

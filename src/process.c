@@ -34,9 +34,12 @@
 static _Atomic unsigned process_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+static void forget_exit_caches_in_child(void);
+
 static void on_fork_child(void)
 {
 	atomic_fetch_add_explicit(&process_generation, 1, memory_order_relaxed);
+	forget_exit_caches_in_child();
 }
 
 static void register_atfork(void)
@@ -66,16 +69,16 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
 
 /* A structure is consistent in the child only if no parent thread was
  * changing it at fork: its lock was free then (trylock on the copy). */
+/*
+ * Descriptors are not closed: the child may have closed them already and
+ * opened others under the same numbers (a daemon does), and they go at
+ * exit or exec anyway (O_CLOEXEC).  The open file descriptions, and the
+ * OFD locks on them, stay the parent's.
+ */
 static void free_mapping_copy(struct pc_mapping *m)
 {
 	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0)
 		rt_destroy(&m->tree);
-	/* The child's descriptors only: the open file descriptions, and the
-	 * OFD locks on them, stay the parent's. */
-	if (m->fd >= 0)
-		close(m->fd);
-	if (m->old_fd >= 0)
-		close(m->old_fd);
 	if (pthread_mutex_trylock(&m->written.lock) == 0)
 		written_destroy(&m->written);
 	free(m);
@@ -145,16 +148,19 @@ static struct pc_cache **exit_caches;
 static unsigned exit_n, exit_cap;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
+/* In the child (one thread, in the atfork handler): the inherited caches
+ * are not the child's to write, and a parent thread may have held the
+ * lock at fork. */
+static void forget_exit_caches_in_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	exit_lock = fresh;
+	exit_n = 0;
+}
+
 static void flush_at_exit(void)
 {
-	/* In a child of fork() the lock may have been held by a parent
-	 * thread that does not exist here: try for a while, never hang. */
-	int tries = 0;
-	while (pthread_mutex_trylock(&exit_lock) != 0)
-		if (++tries > 1000)
-			return;
-		else
-			usleep(1000);
+	pthread_mutex_lock(&exit_lock);
 	for (unsigned i = 0; i < exit_n; i++)
 		if (!cache_inherited(exit_caches[i]))
 			files_writeback_all(exit_caches[i]);

@@ -205,6 +205,9 @@ static bool flusher_has_work_in(struct pc_mapping *m)
 
 void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
 {
+	/* The bytes were counted (relaxed) before: order that before looking
+	 * at the flag, which the flusher clears before looking at them. */
+	atomic_thread_fence(memory_order_seq_cst);
 	if (!atomic_load(&m->on_dirty_list))
 		dirty_list_add(m);
 	if (!atomic_load_explicit(&m->changed, memory_order_relaxed))
@@ -434,11 +437,10 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
  * through backing_write_tail (exact size, no truncate later).  Returns the
  * block's index in f, or -1.
  */
-static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f)
+static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f, uint64_t size)
 {
 	if (!m->direct || !atomic_load(&m->closed_dirty))
 		return -1;
-	uint64_t size = (uint64_t)atomic_load(&m->i_size);
 	uint64_t bstart = pc_round_down(size, m->block_size);
 	if (size == bstart || bstart < folio_pos(f) || bstart >= folio_pos(f) + folio_size(f) ||
 	    bstart < (uint64_t)atomic_load(&m->disk_size))
@@ -446,13 +448,17 @@ static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f)
 	return (int)((bstart - folio_pos(f)) >> m->block_shift);
 }
 
-/* Write a closed file's tail block through the kernel (see above); on
- * success it is clean here.  A failure leaves it to the direct write. */
-static void write_closed_tail(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
+/* Write a closed file's tail block, bytes [block, size), through the
+ * kernel (see above); on success it is clean here.  A failure leaves it to
+ * the direct write.  `size` is one reading of i_size: a reopened writer
+ * may move it meanwhile, and the bytes must stay inside the block. */
+static void write_closed_tail(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint64_t size)
 {
 	size_t boff = (size_t)blk << m->block_shift;
 	uint64_t pos = folio_pos(f) + boff;
-	size_t len = (size_t)((uint64_t)atomic_load(&m->i_size) - pos);
+	size_t len = (size_t)(size - pos);
+	if (len == 0 || len >= m->block_size)
+		return;
 	if (backing_write_tail(m, folio_data(m->c, f) + boff, pos, len) != 0)
 		return;
 	size_t cleared = folio_clear_range_dirty(m, f, boff, m->block_size);
@@ -474,9 +480,10 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 			return 0;
 		}
 	}
-	int tail = closed_tail_block(m, f);
+	uint64_t size = (uint64_t)atomic_load(&m->i_size);
+	int tail = closed_tail_block(m, f, size);
 	if (tail >= 0 && folio_block_dirty(m, f, (unsigned)tail))
-		write_closed_tail(m, f, (unsigned)tail);
+		write_closed_tail(m, f, (unsigned)tail, size);
 	unsigned first, count, from = 0;
 	int err = 0;
 	while (folio_next_dirty_run(m, f, from, &first, &count)) {

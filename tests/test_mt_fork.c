@@ -220,6 +220,41 @@ static void check_parent_file(const char *path, struct writer *w)
 	close(fd);
 }
 
+/* A child that destroys an inherited PC_CFG_FLUSH_AT_EXIT cache and then
+ * exit()s: the exit handler must not touch the freed copy, nor write the
+ * parent's data (ASan sees the first, the fault hook the second). */
+static void fork_exit_with_flush_at_exit(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 4 * MiB;
+	cfg.max_folio_size = 64 * KiB;
+	cfg.flags = PC_CFG_FLUSH_AT_EXIT;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = count_foreign_io;
+	char path[4200];
+	test_path(path, sizeof(path), dir, "atexit");
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	CHECK(pc_pwrite(f, "dirty", 5, 0, 0) == 5);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		alarm(WATCHDOG_S / 2);
+		CHILD_CHECK(pc_close(f) == 0);
+		CHILD_CHECK(pc_cache_destroy(c) == 0);
+		exit(0); /* atexit handlers run */
+	}
+	int status = 0;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(atomic_load(foreign_ios) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -277,6 +312,7 @@ int main(void)
 	check_parent_file(path, w);
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
+	fork_exit_with_flush_at_exit();
 	printf("test_mt_fork: %u children, writer passes %u/%u/%u, throttle waits %llu\n", nchildren,
 	       w[0].passes, w[1].passes, w[2].passes, (unsigned long long)st.throttle_waits);
 	unlink(path);

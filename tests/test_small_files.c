@@ -301,6 +301,38 @@ static void e_reopen_cached_and_revalidated(void)
 	CHECK(memcmp(got, want, sizeof(got)) == 0);
 	CHECK(pc_close(f) == 0);
 
+	/* A file this cache never wrote, only read: its data stays cached
+	 * across reopens too. */
+	char rpath[4200];
+	name_of(rpath, sizeof(rpath), "e", 1);
+	fd = open(rpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	CHECK(pwrite(fd, want, sizeof(want), 0) == (ssize_t)sizeof(want));
+	close(fd);
+	pc_cache_stats(c, &before);
+	for (int i = 0; i < 5; i++) {
+		struct pc_file *r = pc_open(c, rpath, O_RDONLY, 0);
+		REQUIRE(r);
+		CHECK(pc_pread(r, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
+		CHECK(pc_close(r) == 0);
+	}
+	pc_cache_stats(c, &after);
+	CHECK(after.dev_read_ios - before.dev_read_ios <= 1); /* the first miss only */
+
+	/* A reopen for writing that another cache's reader refuses leaves no
+	 * lock behind: once that reader is gone, writers get in. */
+	struct pc_cache *other = new_cache(0, 0);
+	struct pc_file *reader = pc_open(other, rpath, O_RDONLY, 0);
+	REQUIRE(reader);
+	errno = 0;
+	CHECK(pc_open(c, rpath, O_RDWR, 0) == NULL && errno == EBUSY);
+	CHECK(pc_close(reader) == 0);
+	struct pc_file *writer = pc_open(other, rpath, O_RDWR, 0);
+	CHECK(writer != NULL);
+	if (writer)
+		CHECK(pc_close(writer) == 0);
+	CHECK(pc_cache_destroy(other) == 0);
+
 	/* A chmod since the last open(2): opened again, and refused when the
 	 * mode forbids it to a caller without root's override. */
 	CHECK(chmod(path, 0400) == 0);
