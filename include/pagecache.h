@@ -85,6 +85,26 @@
  *   daemonising, not before.  (A child that exec()s needs nothing: backing
  *   descriptors are O_CLOEXEC.)
  *
+ * Crashes
+ *   A process that dies (SIGKILL, abort, a power cut) loses what was only
+ *   in its cache: data of plain and PC_DONTCACHE writes that write-back had
+ *   not sent to the device yet.  A write is safe from a crash once it is
+ *   acknowledged: its PC_DSYNC write returned, or a pc_fsync/pc_fdatasync
+ *   that started after the write returned has returned (pc_close does not
+ *   wait for write-back; with PC_CFG_CLOSE_TO_OPEN it writes but does not
+ *   flush the device: only fsync and PC_DSYNC promise durability).
+ *   Anything else may be lost, wholly or in part, and a rewrite in progress
+ *   may leave its range part new, part old.  But a crash never corrupts:
+ *   every byte of the file holds what some write put at that position, or
+ *   zeros (a hole, or space allocated ahead), never stale cache memory or
+ *   another position's data, and acknowledged data is never replaced by
+ *   older data.  After a crash the file's size is at least the end of
+ *   every acknowledged write and at most the end of the furthest write
+ *   rounded up to a block (device writes are whole blocks, and allocation
+ *   ahead extends to a block boundary; the extra bytes read as zeros).  The
+ *   next pc_open takes the file as it finds it.  tests/test_crash.c checks
+ *   exactly this at 60 SIGKILL points per run.
+ *
  * Space on the device
  *   A write that extends a file past 1 MiB first reserves the space it
  *   needs (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing
