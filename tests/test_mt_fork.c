@@ -255,19 +255,9 @@ static void fork_exit_with_flush_at_exit(void)
 	unlink(path);
 }
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-	static const char msg[] = "test_mt_fork: HANG (watchdog)\n";
-	ssize_t r = write(2, msg, sizeof(msg) - 1);
-	(void)r;
-	_exit(3);
-}
-
 int main(void)
 {
-	signal(SIGALRM, on_alarm);
-	alarm(WATCHDOG_S);
+	tu_watchdog("test_mt_fork", WATCHDOG_S);
 	dir = test_dir("test_mt_fork");
 	parent_pid = getpid();
 	foreign_ios = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

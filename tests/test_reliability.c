@@ -412,20 +412,10 @@ static void test_write_only_partial_block(void)
 	close(fd);
 }
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-	static const char msg[] = "test_reliability: HANG (watchdog)\n";
-	ssize_t r = write(2, msg, sizeof(msg) - 1);
-	(void)r;
-	_exit(3);
-}
-
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	signal(SIGALRM, on_alarm);
-	alarm(WATCHDOG_S);
+	tu_watchdog("test_reliability", WATCHDOG_S);
 	dir = test_dir("test_reliability");
 	const int modes[] = { 0, PC_DONTCACHE, PC_DSYNC, PC_DONTCACHE | PC_DSYNC, PC_DIRECT };
 	const int errs[] = { ENOSPC, EIO, EDQUOT, EFBIG };

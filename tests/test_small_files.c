@@ -405,20 +405,10 @@ static void g_flush_at_exit(void)
 	}
 }
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-	static const char msg[] = "test_small_files: HANG (watchdog)\n";
-	ssize_t r = write(2, msg, sizeof(msg) - 1);
-	(void)r;
-	_exit(3);
-}
-
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	signal(SIGALRM, on_alarm);
-	alarm(600);
+	tu_watchdog("test_small_files", 600);
 	dir = test_dir("test_small_files");
 	a_flusher_writes_closed_files();
 	b_error_after_close();

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -320,6 +321,31 @@ static inline bool tu_verify_disk_data(const char *path, const uint8_t *expect, 
 	free(buf);
 	close(fd);
 	return ok;
+}
+
+/*
+ * A watchdog: if the test has not ended `seconds` from now, it prints
+ * "NAME: HANG (watchdog)" and exits with status 3, so a hang fails the
+ * test instead of stalling CI (a forked child may call it again with its
+ * own bound: alarm() is per process).
+ */
+static const char *tu_watchdog_name = "test";
+
+static void tu_watchdog_fired(int sig)
+{
+	(void)sig;
+	char msg[128];
+	int n = snprintf(msg, sizeof(msg), "%s: HANG (watchdog)\n", tu_watchdog_name);
+	ssize_t r = write(2, msg, (size_t)n);
+	(void)r;
+	_exit(3);
+}
+
+static inline void tu_watchdog(const char *name, unsigned seconds)
+{
+	tu_watchdog_name = name;
+	signal(SIGALRM, tu_watchdog_fired);
+	alarm(seconds);
 }
 
 /* Exactly expect[0, size) on the device: after fsync or close. */
