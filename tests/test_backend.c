@@ -111,6 +111,8 @@ static void submit(struct pc_ioq *q, struct treq *t)
 	ioq_submit(q, &t->req);
 }
 
+
+
 /* One request, waited for; returns its result. */
 static ssize_t do_io(struct pc_ioq *q, int op, void *buf, size_t len, off_t off, int rw_flags)
 {
@@ -134,6 +136,21 @@ static void *abuf(size_t len)
 	void *p = NULL;
 	REQUIRE(posix_memalign(&p, 4096, len) == 0);
 	return p;
+}
+
+/* 64 requests in a row, reads and NOPs alternating, 4 KiB each. */
+static struct treq *submit_64_mixed(struct pc_ioq *q, struct group *g, uint8_t **bufp)
+{
+	uint8_t *buf = abuf(64 * 4096);
+	struct treq *t = calloc(64, sizeof(*t));
+	REQUIRE(t);
+	group_init(g);
+	for (int i = 0; i < 64; i++) {
+		treq_prep(&t[i], g, i % 2 ? IO_READ : IO_NOP, buf + i * 4096, 4096, (off_t)i * 4096);
+		submit(q, &t[i]);
+	}
+	*bufp = buf;
+	return t;
 }
 
 static void fill(uint8_t *p, size_t len, uint64_t off, unsigned salt)
@@ -753,15 +770,9 @@ static void test_submit_fault_destroy(struct pc_cache *c)
 	f.one_in = 2;
 	f.seed = 7;
 	int id = inject(&f);
-	uint8_t *buf = abuf(64 * 4096);
-	struct treq *t = calloc(64, sizeof(*t));
-	REQUIRE(t);
+	uint8_t *buf;
 	struct group g;
-	group_init(&g);
-	for (int i = 0; i < 64; i++) {
-		treq_prep(&t[i], &g, i % 2 ? IO_READ : IO_NOP, buf + i * 4096, 4096, (off_t)i * 4096);
-		submit(q, &t[i]);
-	}
+	struct treq *t = submit_64_mixed(q, &g, &buf);
 	ioq_destroy(q);
 	bool once = true;
 	for (int i = 0; i < 64; i++)
@@ -1009,15 +1020,9 @@ static void test_destroy_waits(struct pc_cache *c, bool uring)
 {
 	struct pc_ioq *q;
 	REQUIRE(ioq_create(c, 4, uring, &q) == 0);
-	uint8_t *buf = abuf(64 * 4096);
-	struct treq *t = calloc(64, sizeof(*t));
-	REQUIRE(t);
+	uint8_t *buf;
 	struct group g;
-	group_init(&g);
-	for (int i = 0; i < 64; i++) {
-		treq_prep(&t[i], &g, i % 2 ? IO_READ : IO_NOP, buf + i * 4096, 4096, (off_t)i * 4096);
-		submit(q, &t[i]);
-	}
+	struct treq *t = submit_64_mixed(q, &g, &buf);
 	ioq_destroy(q);
 	int ok = 1;
 	for (int i = 0; i < 64; i++)
