@@ -372,9 +372,9 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
  * descriptor; the file's mode and owner are checked against those of the
  * last open(2), and a changed size, mtime or ctime drops the cached data).
  * A file unlinked loses its cached data, dirty too, and its space is
- * freed: at its last close when it was written through the cache since it
- * was last left alone, else (unlinked after the close, or only read)
- * within about a second.  Note that a pipeline where one process writes
+ * freed: at its last close (once write-back in flight then has ended) when
+ * it was written through the cache since it was last left alone, else
+ * (unlinked after the close, or only read) within about a second.  Note that a pipeline where one process writes
  * and closes a file and another at once opens it through pagecache (a
  * compiler and a linker, say) makes the second get EBUSY until the data
  * is written: use PC_CFG_CLOSE_TO_OPEN (or pc_fsync) there.
