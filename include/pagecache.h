@@ -121,23 +121,30 @@
  *
  * Write errors (full device, failing device)
  *   Data whose write-back fails stays dirty and cached (PC_DONTCACHE data
- *   too): it is never dropped.  The error is recorded for fsync/close (see
- *   pc_fsync), and from then on the file is "failing": every new write to
- *   it fails up front with that errno (ENOSPC, EDQUOT, EIO, EFBIG, ...),
- *   as a full file system refuses writes; a writer waiting in the dirty
- *   throttle for that file gets the error within about 20 ms of the failed
- *   write-back instead of waiting for ever (a write that had already
- *   copied some data returns that count, the next one -1), and PC_NOWAIT
- *   writers get it instead of EAGAIN.  A failing file's dirty data does
- *   not count against the dirty limit of other files, so writers of other
- *   files and devices go on.  The file takes writes again when its
- *   write-back succeeds with nothing left dirty (the flusher retries about
- *   every second, so freeing space is enough), or at once when the caller
- *   retries pc_fsync (which retries all of it), truncates, punches or
- *   allocates.  One write larger than the dirty limit is throttled (or,
- *   with PC_DSYNC, made durable) piece by piece as it goes.  When memory
- *   is needed and only failing dirty data holds it, the call that needed it
- *   fails with the write error rather than waiting for ever.
+ *   too): it is never dropped.  (A failed read of the rest of a partly
+ *   written block, needed before writing it back, counts as a failed
+ *   write-back.)  The error is recorded for fsync/close (see pc_fsync), and
+ *   from then on the file is "failing": every new buffered write to it
+ *   (PC_DIRECT writes meet the device themselves and report what it says)
+ *   fails up front with that errno (ENOSPC, EDQUOT, EIO, EFBIG, ...), as a
+ *   full file system refuses writes.  ENOSPC and EDQUOT are the device's:
+ *   every file of the same backing device is refused with them too (each
+ *   would meet them, with a pile of data it could not write), while EIO and
+ *   the others stay the file's.  A writer waiting in the dirty throttle for
+ *   a failing file gets the error within about 20 ms of the failed
+ *   write-back instead of waiting for ever (a write that had already copied
+ *   some data returns that count, the next one -1), and PC_NOWAIT writers
+ *   get it instead of EAGAIN.  A failing file's dirty data does not count
+ *   against the dirty limit of other files, so writers of other files and
+ *   devices go on.  The file (and its device) take writes again when a
+ *   write-back of its data succeeds, with nothing left dirty for the file
+ *   (the flusher retries about every second, so freeing space is enough),
+ *   or at once when the caller retries pc_fsync (which retries all of it),
+ *   truncates, punches or allocates.  One write larger than the dirty limit
+ *   is throttled (or, with PC_DSYNC, made durable) piece by piece as it
+ *   goes.  When memory is needed and only failing dirty data holds it, the
+ *   call that needed it fails with the write error rather than waiting for
+ *   ever (many files failing with EIO at once can come to that).
  *   pc_cache_destroy reports data that could not be written.
  */
 #ifndef PAGECACHE_H

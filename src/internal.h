@@ -179,6 +179,7 @@ struct pc_domain {
 	struct pc_mapping *dirty_head, *dirty_tail;
 	_Atomic int64_t dirty, uncached, writeback;
 	_Atomic bool kicked;        /* uncached writers want writeback */
+	_Atomic int nospace;        /* -ENOSPC/-EDQUOT met: new writes refused */
 	_Atomic bool want_free;     /* reclaim waits for clean memory */
 	bool stop;
 	/* What every file of the device shares, asked once (files_lock):
@@ -668,11 +669,20 @@ HIDDEN bool dirty_over_limit(struct pc_cache *c);
 HIDDEN void mapping_set_failing(struct pc_mapping *m, int err);
 /* The caller retries (fsync), truncates or punches: writes may go again. */
 HIDDEN void mapping_clear_failing(struct pc_mapping *m);
-/* The error new writes to m get now, or 0. */
+/* Is m's write-back failing (its negative errno, or 0)? */
 static inline int mapping_failing(struct pc_mapping *m)
 {
 	return atomic_load_explicit(&m->wb_failing, memory_order_relaxed);
 }
+/* The error new writes to m get now (its own, or its device's), or 0. */
+static inline int mapping_write_error(struct pc_mapping *m)
+{
+	int err = mapping_failing(m);
+	return err ? err : atomic_load_explicit(&m->dom->nospace, memory_order_relaxed);
+}
+/* Write-back of m failed with err (a write, or the read merging a partial
+ * block before it): recorded for fsync, counted, the file failing. */
+HIDDEN void writeback_failed(struct pc_mapping *m, int err);
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
 HIDDEN uint64_t errseq_sample(pc_errseq_t *e);

@@ -136,7 +136,7 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 	struct pc_cache *c = m->c;
 	int err = 0;
 	while (c->throttle_head != w || dirty_over_limit(c)) {
-		err = mapping_failing(m);
+		err = mapping_write_error(m);
 		if (err)
 			break;
 		if (dirty_over_limit(c))
@@ -156,7 +156,7 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 {
 	struct pc_cache *c = m->c;
 	kick_flusher_past_thresholds(m, uncached);
-	int err = mapping_failing(m);
+	int err = mapping_write_error(m);
 	if (err)
 		return err;
 	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c))

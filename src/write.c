@@ -239,7 +239,7 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
  */
 static int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
-	int err = mapping_failing(m);
+	int err = mapping_write_error(m);
 	if (err)
 		return err;
 	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed))

@@ -93,16 +93,44 @@ int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since)
  * left dirty (the flusher retries every second), or when the caller
  * retries fsync, truncates or punches: space may be back.
  */
+/* A full device (or quota) is the device's, not the file's: every file of
+ * it would meet it, each with its own pile of data it cannot write.  So
+ * ENOSPC and EDQUOT refuse new writes to every file of the domain. */
+static bool device_wide(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
+}
+
 void mapping_set_failing(struct pc_mapping *m, int err)
 {
 	atomic_store(&m->c->last_wb_error, err);
+	if (device_wide(err))
+		atomic_store(&m->dom->nospace, err);
 	if (atomic_exchange(&m->wb_failing, err) == 0)
 		atomic_fetch_add(&m->c->nr_failing, 1);
 }
 
 void mapping_clear_failing(struct pc_mapping *m)
 {
+	atomic_store(&m->dom->nospace, 0);
 	if (atomic_exchange(&m->wb_failing, 0) != 0)
+		atomic_fetch_sub(&m->c->nr_failing, 1);
+}
+
+void writeback_failed(struct pc_mapping *m, int err)
+{
+	errseq_set(&m->wb_err, err);
+	atomic_store(&m->last_error_ms, pc_now_ms());
+	atomic_fetch_add_explicit(&m->c->st_write_errors, 1, memory_order_relaxed);
+	mapping_set_failing(m, err);
+}
+
+/* A write of a failing file went through: the fault is gone (space came
+ * back), for its device too; the file is well once nothing is left. */
+static void writeback_recovered(struct pc_mapping *m)
+{
+	atomic_store(&m->dom->nospace, 0);
+	if (atomic_load(&m->nr_dirty) <= 0 && atomic_exchange(&m->wb_failing, 0) != 0)
 		atomic_fetch_sub(&m->c->nr_failing, 1);
 }
 
@@ -317,19 +345,15 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 		atomic_raise_i64(&m->data_end, (int64_t)(io->off + io->len));
 		atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->st_write_bytes, io->len, memory_order_relaxed);
-	} else {
-		errseq_set(&m->wb_err, err);
-		atomic_store(&m->last_error_ms, pc_now_ms());
-		atomic_fetch_add_explicit(&m->c->st_write_errors, 1, memory_order_relaxed);
 	}
 	for (int i = 0; i < r->nseg; i++)
 		end_segment(m, &r->seg[i], err);
 	/* After the segments: a failed one is dirty again before writers
 	 * waiting in the throttle see the error. */
 	if (err)
-		mapping_set_failing(m, err);
-	else if (mapping_failing(m) && atomic_load(&m->nr_dirty) <= 0)
-		mapping_clear_failing(m);
+		writeback_failed(m, err);
+	else if (mapping_failing(m))
+		writeback_recovered(m);
 	/* The last write of a closed file: the flusher settles it. */
 	if (atomic_fetch_sub(&m->wb_inflight, 1) == 1 && atomic_load(&m->closed_dirty) && !err)
 		flusher_kick(m->dom);
@@ -476,7 +500,9 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 	if (folio_has_partial(f)) {
 		int err = folio_merge_partials(m, f);
 		if (err) {
-			errseq_set(&m->wb_err, err);
+			/* Its data cannot go: as a failed write (the throttle
+			 * must not wait for it, and fsync reports it). */
+			writeback_failed(m, err);
 			return 0;
 		}
 	}
