@@ -17,7 +17,8 @@
  *         bits 6-7 block_size 0 / 512 / 1024 / 4096
  *     h1  bit 0 PC_CFG_NO_IO_URING, 1 PC_CFG_NO_DEFERRED_RMW,
  *         2 PC_CFG_NO_EDGE_KEEP, 3 two files, 4 PC_CFG_LAZY_MEMORY,
- *         5-6 dirty_limit_bytes default / 1/16 / 1/4 / 1/2 of memory
+ *         5-6 dirty_limit_bytes default / 1/16 / 1/4 / 1/2 of memory,
+ *         7 PC_CFG_CLOSE_TO_OPEN
  *     h2, h3  size of the data files 0 and 1 hold before the cache opens
  *         them: v * 4111 bytes, written with plain I/O
  *   then operations, each an opcode byte (v % OP_NKINDS) and its operands.
@@ -93,6 +94,7 @@ struct fz {
 	struct pc_file *stale; /* a handle closed in this input (EBADF checks) */
 	unsigned opno;
 	uint64_t wseed;
+	bool close_to_open; /* PC_CFG_CLOSE_TO_OPEN: pc_close writes back */
 };
 
 static const char *dir;
@@ -325,7 +327,9 @@ static void close_slot(struct fz *z, struct fz_file *F, unsigned s)
 	z->stale = F->h[s];
 	F->h[s] = NULL;
 	expect_ok(z, rc, "pc_close");
-	if (!any_open(F))
+	/* Close-to-open: on the device now.  Else the flusher writes it later
+	 * (checked after the next fsync, or pc_cache_destroy). */
+	if (!any_open(F) && z->close_to_open)
 		check_disk(z, F, "after the last pc_close");
 }
 
@@ -633,6 +637,9 @@ static struct pc_config decode_config(struct fz *z, unsigned h0, unsigned h1)
 			cfg.flags |= cfg_flags[i];
 	if (h1 & 16)
 		cfg.flags |= PC_CFG_LAZY_MEMORY;
+	if (h1 & 128)
+		cfg.flags |= PC_CFG_CLOSE_TO_OPEN;
+	z->close_to_open = h1 & 128;
 	static const unsigned dirty_div[] = { 0, 16, 4, 2 };
 	unsigned d = dirty_div[h1 >> 5 & 3];
 	cfg.dirty_limit_bytes = d ? cfg.memory_limit / d : 0;
