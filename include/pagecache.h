@@ -239,11 +239,11 @@ struct pc_config {
 	 * reopening them costs no open(2)); past it the oldest's is closed
 	 * (their clean data stays cached).  Files closed with dirty data keep
 	 * theirs until it is written, and close waits for its own write-back
-	 * while half this many do (see pc_close).  0 (what pc_config_init
-	 * sets): a quarter of the soft RLIMIT_NOFILE at pc_cache_new, at most
-	 * 65536; at most 1048576 (else EINVAL).  So the descriptors pagecache
-	 * holds are those of open files plus at most 1.5 times this (three
-	 * eighths of the limit by default). */
+	 * while this many do (see pc_close).  0 (what pc_config_init sets): a
+	 * quarter of the soft RLIMIT_NOFILE at pc_cache_new, at most 65536; at
+	 * most 1048576 (else EINVAL).  So the descriptors pagecache holds are
+	 * those of open files plus at most twice this (half the limit by
+	 * default; on EMFILE the closed files give theirs up). */
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
@@ -362,8 +362,10 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
 /* Frees the handle (always, even on error) and returns -1 with the first
  * write error not yet reported to this handle, or with EBADF for a NULL or
  * closed handle.  It does not wait for write-back, as close(2) does not:
- * the file's dirty data stays cached and the flusher writes it at once, in
- * the background; a later write error is reported to the next
+ * the file's dirty data stays cached and the flusher writes it like any
+ * other dirty data (after dirty_expire_ms, or past the background
+ * threshold; first of all when max_closed_files / 2 closed files hold
+ * descriptors for unwritten data); a later write error is reported to the next
  * pc_fsync/pc_fdatasync/pc_close of any handle of the file, also one
  * opened after the error (an error nobody reported yet is never lost on a
  * new handle), and by pc_cache_destroy.  Until its data is written the
@@ -371,17 +373,16 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
  * it through pagecache gets EBUSY meanwhile; programs reading the backing
  * file directly may see old data: use pc_fsync, or PC_CFG_CLOSE_TO_OPEN,
  * which makes every pc_close write back and wait as pc_fsync does).
- * While max_closed_files / 2 closed files are still being written,
- * pc_close writes back and waits for its own file, which bounds the
- * descriptors held.  When the last handle of a file is closed, edge blocks kept for
+ * While max_closed_files closed files still have data to write, pc_close
+ * writes back and waits for its own file, which bounds the descriptors
+ * held.  When the last handle of a file is closed, edge blocks kept for
  * neighbouring uncached writes are dropped, and clean data stays cached
  * (reopening finds it, without an open(2) while the cache keeps the
  * descriptor; the file's mode and owner are checked against those of the
  * last open(2), and a changed size, mtime or ctime drops the cached data).
- * A file unlinked loses its cached data, dirty too, and its space is
- * freed: at its last close (once write-back in flight then has ended) when
- * it was written through the cache since it was last left alone, else
- * (unlinked after the close, or only read) within about a second.  Note that a pipeline where one process writes
+ * A file unlinked loses its cached data, dirty too (it is not written),
+ * and its space is freed within about a second of its last close (or of
+ * the unlink, when that came after).  Note that a pipeline where one process writes
  * and closes a file and another at once opens it through pagecache (a
  * compiler and a linker, say) makes the second get EBUSY until the data
  * is written: use PC_CFG_CLOSE_TO_OPEN (or pc_fsync) there.

@@ -4,14 +4,16 @@
 # direct I/O, so that the loop device's read counters are those of the disk
 # under it (nothing is served from the image file's own page cache).
 #
-#   scripts/xfs-bench.sh [--size BYTES] [--image PATH] [--] [edgebench options]
+#   scripts/xfs-bench.sh [--size BYTES] [--image PATH] [--tool T] [--] [options]
 #
 #   --size BYTES   size of the sparse image (default 8G; any size truncate(1)
 #                  accepts)
 #   --image PATH   image file (default build/xfs-bench.img, removed at exit)
+#   --tool T       the benchmark to run there: edgebench (default) or pcbench
 #
-# Everything after the script's own options (or after --) goes to
-# build/edgebench, e.g.  scripts/xfs-bench.sh --total 256M --skip-seq
+# Everything after the script's own options (or after --) goes to the tool,
+# e.g.  scripts/xfs-bench.sh --total 256M --skip-seq
+#       scripts/xfs-bench.sh --tool pcbench --only f
 # Needs root, losetup, mkfs.xfs and mount.  Builds build/edgebench first if
 # it is missing.  Cleans up (unmount, detach, remove the image) on any exit.
 set -eu
@@ -19,6 +21,7 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 size=8G
 image="$here/build/xfs-bench.img"
+bench=edgebench
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -28,6 +31,9 @@ while [ $# -gt 0 ]; do
 	--image) [ $# -ge 2 ] || { echo "--image needs a value" >&2; exit 2; }
 		image=$2; shift 2 ;;
 	--image=*) image=${1#--image=}; shift ;;
+	--tool) [ $# -ge 2 ] || { echo "--tool needs a value" >&2; exit 2; }
+		bench=$2; shift 2 ;;
+	--tool=*) bench=${1#--tool=}; shift ;;
 	--) shift; break ;;
 	*) break ;;
 	esac
@@ -44,8 +50,12 @@ for tool in losetup mkfs.xfs mount umount truncate; do
 	}
 done
 
-if [ ! -x "$here/build/edgebench" ]; then
-	echo "xfs-bench.sh: building (build/edgebench is missing)"
+case "$bench" in
+edgebench|pcbench) ;;
+*) echo "xfs-bench.sh: --tool: edgebench or pcbench, not '$bench'" >&2; exit 2 ;;
+esac
+if [ ! -x "$here/build/$bench" ]; then
+	echo "xfs-bench.sh: building (build/$bench is missing)"
 	cmake -S "$here" -B "$here/build" -DCMAKE_BUILD_TYPE=Release
 	cmake --build "$here/build" -j2
 fi
@@ -81,4 +91,4 @@ mnt=$(mktemp -d /tmp/xfs-bench.XXXXXX)
 mount "$loopdev" "$mnt"
 echo "xfs-bench.sh: mounted on $mnt"
 
-"$here/build/edgebench" --dir "$mnt" "$@"
+"$here/build/$bench" --dir "$mnt" "$@"

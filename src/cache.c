@@ -41,7 +41,7 @@ static bool is_pow2(size_t x)
 /* A quarter of the process's descriptor limit (the soft RLIMIT_NOFILE),
  * at most 65536: the kernel keeps every closed file's inode cached, so a
  * reopen should find as many as it can without open(2); closed files
- * still being written hold up to half as many more (closed.c). */
+ * with data still to write hold up to as many more (closed.c). */
 static unsigned default_max_closed_files(void)
 {
 	struct rlimit rl;

@@ -2,8 +2,13 @@
  * closed.c - files after their last close.
  *
  * pc_close does not wait for write-back (unless PC_CFG_CLOSE_TO_OPEN): a
- * closed file's dirty data stays cached and the flusher writes it at once,
- * as the kernel's close leaves dirty pages to its flusher.  Until then the
+ * closed file's dirty data stays cached and the flusher writes it like any
+ * other (by age or past the background threshold), as the kernel's close
+ * leaves dirty pages to its flusher; writing it at once would make every
+ * close of a small file cost a device write and the settling after it,
+ * competing with the program for the CPU.  Only when many closed files
+ * hold descriptors (half of max_closed_files) does the flusher write the
+ * closed files first, oldest first.  Until then the
  * file keeps its backing descriptor and its OFD lock (another process must
  * not read the backing file while our data is not in it).  Once clean, it
  * is *settled*: the backing file gets its exact size, space reserved past
@@ -16,7 +21,7 @@
  * reopen opens the file again (the inode may have been reused meanwhile:
  * the saved attributes tell).  So the descriptors held are those of open
  * files plus at most max_closed_files settled ones plus the closed files
- * still being written, of which there are at most half as many before
+ * still to be written, of which there are at most as many before
  * pc_close starts waiting for its own write-back (closed_must_wait).
  *
  * A file unlinked while closed is noticed by a sweep every second: its
@@ -39,22 +44,17 @@
 
 /* ------------------------------------------------------------- lists */
 
+/* Oldest first: the closed files written first are at the head, where
+ * the flusher looks for the ones it can settle. */
 static void list_push(struct pc_mapping **head, struct pc_mapping **tail, struct pc_mapping *m)
 {
 	m->closed_next = NULL;
-	m->closed_prev = tail ? *tail : NULL;
-	if (tail) {
-		if (*tail)
-			(*tail)->closed_next = m;
-		else
-			*head = m;
-		*tail = m;
-	} else {
-		m->closed_next = *head;
-		if (*head)
-			(*head)->closed_prev = m;
+	m->closed_prev = *tail;
+	if (*tail)
+		(*tail)->closed_next = m;
+	else
 		*head = m;
-	}
+	*tail = m;
 }
 
 static void list_del(struct pc_mapping **head, struct pc_mapping **tail, struct pc_mapping *m)
@@ -65,14 +65,14 @@ static void list_del(struct pc_mapping **head, struct pc_mapping **tail, struct 
 		*head = m->closed_next;
 	if (m->closed_next)
 		m->closed_next->closed_prev = m->closed_prev;
-	else if (tail)
+	else
 		*tail = m->closed_prev;
 	m->closed_prev = m->closed_next = NULL;
 }
 
 static void dirty_list_del(struct pc_cache *c, struct pc_mapping *m)
 {
-	list_del(&c->closed_dirty_head, NULL, m);
+	list_del(&c->closed_dirty_head, &c->closed_dirty_tail, m);
 	atomic_store(&m->closed_dirty, false);
 	c->nr_closed_dirty--;
 }
@@ -150,10 +150,11 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 		return false;
 	}
 	atomic_store(&m->closed_dirty, true);
-	list_push(&c->closed_dirty_head, NULL, m);
+	list_push(&c->closed_dirty_head, &c->closed_dirty_tail, m);
 	c->nr_closed_dirty++;
 	if (!mapping_clean(m)) {
-		flusher_kick(m->dom);
+		if (closed_fd_pressure(c))
+			flusher_kick(m->dom);
 		return false;
 	}
 	return true; /* clean already: the closer settles it now */
@@ -178,17 +179,15 @@ void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
 		files_list_del(c, m);
 }
 
-/* Closed files still being written: at most half as many as settled
- * ones keep descriptors. */
-static unsigned max_closed_dirty(const struct pc_cache *c)
+bool closed_fd_pressure(const struct pc_cache *c)
 {
-	return c->cfg.max_closed_files / 2 ? c->cfg.max_closed_files / 2 : 1;
+	return __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files / 2;
 }
 
 bool closed_must_wait(struct pc_cache *c)
 {
 	return (c->cfg.flags & PC_CFG_CLOSE_TO_OPEN) ||
-	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= max_closed_dirty(c);
+	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files;
 }
 
 /* ----------------------------------------------------------- settle */
@@ -239,17 +238,25 @@ void closed_settle(struct pc_mapping *m)
 	pthread_mutex_unlock(&c->files_lock);
 }
 
-/* Closed files whose data is written now, with references. */
+/* Closed files whose data is written now, with references.  A batch
+ * stops after SETTLE_LOOK files still being written: the list is oldest
+ * first, so the rest are mostly younger still, and a long list must not be
+ * walked under files_lock for every batch. */
+#define SETTLE_LOOK 64u
 static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, unsigned max)
 {
-	unsigned n = 0;
+	unsigned n = 0, unwritten = 0;
 	pthread_mutex_lock(&c->files_lock);
 	uint64_t now = pc_now_ms();
-	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max; m = m->closed_next)
-		if (mapping_clean(m) && now - atomic_load(&m->last_error_ms) >= SETTLE_RETRY_MS) {
+	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max && unwritten < SETTLE_LOOK;
+	     m = m->closed_next) {
+		if (!mapping_clean(m))
+			unwritten++;
+		else if (now - atomic_load(&m->last_error_ms) >= SETTLE_RETRY_MS) {
 			atomic_fetch_add(&m->refs, 1);
 			v[n++] = m;
 		}
+	}
 	pthread_mutex_unlock(&c->files_lock);
 	return n;
 }

@@ -509,40 +509,16 @@ int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, stru
 	return open_backing_file(c, path, flags, mode, out);
 }
 
-/*
- * The last handle of a mapping went (files_lock held).  A file unlinked
- * meanwhile is gone for good: its data, dirty too, is dropped and its
- * space freed (returns true: the caller discards and drops the mapping,
- * outside the lock).  Otherwise closed.c keeps it.  (Asked only of a file
- * written since it was last left alone: one unlinked after a read is
- * found by closed.c's sweep.)
- */
-static bool last_close(struct pc_cache *c, struct pc_mapping *m)
-{
-	struct stat st;
-	bool written = atomic_load(&m->changed) || atomic_load(&m->nr_dirty) > 0;
-	if (written && fstat(m->fd, &st) == 0 && st.st_nlink == 0) {
-		files_hash_remove(c, m);
-		return true;
-	}
-	return false;
-}
-
 void file_release(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
-	bool gone = false, settle = false;
+	bool settle = false;
 	pthread_mutex_lock(&c->files_lock);
-	if (--m->nhandles == 0) {
-		gone = last_close(c, m);
-		settle = !gone && closed_add(c, m);
-	}
+	/* The last handle went: closed.c keeps the file (and drops it if it
+	 * was unlinked, when it settles it or sweeps). */
+	if (--m->nhandles == 0)
+		settle = closed_add(c, m);
 	pthread_mutex_unlock(&c->files_lock);
-	if (gone) {
-		mapping_discard_all(m);
-		mapping_forget_dirty(m);
-		mapping_put(m); /* the hash table's reference */
-	}
 	if (settle)
 		closed_settle(m);
 	mapping_put(m); /* the handle's reference */

@@ -349,7 +349,7 @@ struct pc_cache {
 	unsigned nr_mappings;
 	/* closed files (file.c): dirty ones waiting for write-back, and clean
 	 * ones keeping their descriptor, oldest first */
-	struct pc_mapping *closed_dirty_head;
+	struct pc_mapping *closed_dirty_head, *closed_dirty_tail;
 	unsigned nr_closed_dirty;
 	struct pc_mapping *closed_files_head, *closed_files_tail;
 	unsigned nr_closed_fds;
@@ -806,8 +806,11 @@ HIDDEN int ofd_lock(int fd, short type);
 HIDDEN bool closed_add(struct pc_cache *c, struct pc_mapping *m);
 /* A handle opens it again (files_lock held). */
 HIDDEN void closed_reopened(struct pc_cache *c, struct pc_mapping *m);
+/* Do closed files still to be written hold many descriptors (the flusher
+ * then writes them first)? */
+HIDDEN bool closed_fd_pressure(const struct pc_cache *c);
 /* Must pc_close write back and wait (close-to-open, or too many closed
- * files are still being written)? */
+ * files are still to be written)? */
 HIDDEN bool closed_must_wait(struct pc_cache *c);
 /* A closed file's data is written: exact size, attributes saved, lock
  * released, descriptor kept for a reopen. */

@@ -806,8 +806,13 @@ void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
 
 /* ------------------------------------------------------------ throttle */
 
+/* Already kicked: the flusher has not started the round that answers it
+ * (it clears the flag as a round starts), so nothing more is needed.
+ * Closing thousands of small files kicks once a round, not once a file. */
 void flusher_kick(struct pc_domain *d)
 {
+	if (atomic_load(&d->kicked))
+		return;
 	pthread_mutex_lock(&d->lock);
 	atomic_store(&d->kicked, true);
 	pthread_cond_signal(&d->kick_cv);
@@ -902,9 +907,9 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, now);
 		bool expired = now - m->dirtied_when_ms >= c->cfg.dirty_expire_ms;
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
-		/* A closed file's data goes at once, all of it: nothing more
-		 * will join it, and it holds a descriptor until written. */
-		bool closed = atomic_load(&m->closed_dirty);
+		/* Closed files hold descriptors until written: when many do,
+		 * they go first, all of their data (nothing will join it). */
+		bool closed = atomic_load(&m->closed_dirty) && closed_fd_pressure(c);
 		if (expired || background || want_free || closed) {
 			m->dirtied_when_ms = now;
 			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX,

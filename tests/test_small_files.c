@@ -168,6 +168,7 @@ static void a_flusher_writes_closed_files(void)
 	struct pc_stats st;
 	pc_cache_stats(c, &st);
 	CHECK(st.dirty_bytes == 0);
+	CHECK(st.dev_write_bytes < 4 * MiB); /* dropped, not written (much) */
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -246,7 +247,8 @@ static void d_many_files_few_descriptors(void)
 	unsigned base = open_fds();
 	REQUIRE(base + 40 < 64);
 	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
-	/* max_closed_files from the limit: 64 / 4 = 16 (and 8 being written). */
+	/* max_closed_files from the limit: 64 / 4 = 16 (and as many with
+	 * data still to write). */
 	struct pc_cache *c = new_cache(0, 0);
 	CHECK(c->cfg.max_closed_files == 16);
 	char path[4200];
@@ -261,9 +263,9 @@ static void d_many_files_few_descriptors(void)
 		}
 	}
 	CHECK(failed == 0);
-	/* open files (none) + 16 settled + 8 being written, + the ring's and
-	 * the DIR's: well inside the limit. */
-	CHECK(most_fds <= base + 16 + 8 + 4);
+	/* open files (none) + 16 settled + 16 still to write, + the ring's
+	 * and the DIR's: well inside the limit. */
+	CHECK(most_fds <= base + 16 + 16 + 4);
 	CHECK(pc_cache_destroy(c) == 0);
 	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
 	unsigned bad = 0;
@@ -371,12 +373,12 @@ static void f_unlinked_space_freed(void)
 	CHECK(unlink(path) == 0);
 	CHECK(deleted_fds() == before + 1);
 	CHECK(pc_close(f) == 0);
-	/* A write-back request in flight at the close holds the file until
-	 * it completes: a moment, not the sweep's second. */
-	CHECK(deleted_fds_drop_to(before, 200));
+	/* The sweep finds it within about a second (its data is never
+	 * written: the file is gone). */
+	CHECK(deleted_fds_drop_to(before, 3000));
 	struct pc_stats st;
 	pc_cache_stats(c, &st);
-	CHECK(st.dirty_bytes == 0); /* dropped, never written */
+	CHECK(st.dirty_bytes == 0);
 
 	/* Unlinked after the last close: the sweep frees it. */
 	CHECK(write_small_file(c, path, 9));
