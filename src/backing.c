@@ -216,8 +216,10 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
  */
 int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len)
 {
-	int fl = fcntl(m->fd, F_GETFL);
-	if (fl < 0 || !(fl & O_DIRECT) || fcntl(m->fd, F_SETFL, fl & ~O_DIRECT) != 0)
+	/* F_SETFL sets O_APPEND, O_ASYNC, O_DIRECT, O_NOATIME, O_NONBLOCK
+	 * only; of those the descriptor has O_DIRECT and maybe O_NOATIME. */
+	int fl = O_DIRECT | (m->noatime ? O_NOATIME : 0);
+	if (fcntl(m->fd, F_SETFL, fl & ~O_DIRECT) != 0)
 		return -EINVAL;
 	struct iovec v = { (void *)buf, len };
 	ssize_t n = backend_pwritev(m->c, m->fd, &v, 1, (off_t)off, 0);

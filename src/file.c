@@ -450,6 +450,8 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 			if (!err)
 				fd = -1;
 		}
+		if (fd < 0)
+			m->noatime = flags & O_NOATIME; /* the descriptor is this open's */
 		if (!err) {
 			note_open_attrs(m, &st);
 			err = attach_handle(m, want_write);
@@ -469,6 +471,7 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 				m = NULL;
 			} else {
 				fd = -1;
+				m->noatime = flags & O_NOATIME;
 				note_open_attrs(m, &st);
 				mapping_save_attrs(m, &st);
 				hash_insert(c, m);

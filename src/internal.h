@@ -227,6 +227,7 @@ struct pc_mapping {
 	bool writable;
 	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
 	bool direct;       /* backing descriptor is O_DIRECT */
+	bool noatime;      /* backing descriptor is O_NOATIME */
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */
 	unsigned mem_align;    /* direct-I/O memory alignment */
