@@ -541,8 +541,8 @@ enum { PC_FAULT_FAIL = 0, PC_FAULT_SHORT = 1, PC_FAULT_DELAY = 2 };
 struct pc_fault {
 	unsigned ops;         /* PC_FAULT_* mask this rule applies to */
 	int action;           /* PC_FAULT_FAIL: fail with `error`; PC_FAULT_SHORT: the device transfers only part
-	                         (about half, at least 1 byte) and the rest must be continued by the library;
-	                         PC_FAULT_DELAY: the I/O completes `delay_ms` late */
+	                         (see above) and the library continues the rest; PC_FAULT_DELAY: the I/O is
+	                         issued `delay_ms` late */
 	int error;            /* PC_FAULT_FAIL: a positive errno (EIO, ENOSPC, EDQUOT, EFBIG, ...) */
 	unsigned delay_ms;    /* PC_FAULT_DELAY */
 	struct pc_file *file; /* only I/O of this handle's file; NULL: any file */
