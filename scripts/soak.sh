@@ -18,7 +18,7 @@
 # Environment:
 #   PC_SOAK_BUILDS="build build-asan"   builds to use (configured and built here)
 #   PC_SOAK_TESTS="..."                 tests to run (default: test_mt_stress test_errors
-#                                       test_fault test_model test_mt_model test_crash;
+#                                       test_fault test_model test_mt_model test_crash test_reliability test_small_files;
 #                                       the ones not built are skipped)
 #   PC_SOAK_STRESS_SECONDS=60           how long each test_mt_stress run lasts
 #   PC_SOAK_TIMEOUT=900                 seconds after which a run counts as hung
@@ -61,7 +61,7 @@ DURATION=$(parse_duration "${1:-10m}" 2>/dev/null) || {
 }
 
 BUILDS=${PC_SOAK_BUILDS:-build build-asan}
-TESTS=${PC_SOAK_TESTS:-test_mt_stress test_errors test_fault test_model test_mt_model test_crash}
+TESTS=${PC_SOAK_TESTS:-test_mt_stress test_errors test_fault test_model test_mt_model test_crash test_reliability test_small_files}
 STRESS_SECONDS=${PC_SOAK_STRESS_SECONDS:-60}
 RUN_TIMEOUT=${PC_SOAK_TIMEOUT:-900}
 QUICK=${PC_SOAK_QUICK:-1}
