@@ -16,7 +16,6 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define HANDLE_QUARANTINE 1024
@@ -30,11 +29,9 @@ static ssize_t fail(int err)
 
 /*
  * 0, or the error of pc_open arguments that are bad before any file is
- * opened: NULL, unknown flags, O_TRUNC without write access (left undefined
- * by POSIX), and a path naming something other than a regular file.  That
- * one is looked up before open(2), which would block on a FIFO (or a tty)
- * until a peer shows up and fail with ENXIO on a socket.  With O_CREAT |
- * O_EXCL, open(2) fails first (EEXIST) on anything that exists.
+ * looked at: NULL, unknown flags, O_TRUNC without write access (left
+ * undefined by POSIX).  A path naming something other than a regular file
+ * is refused by file_open, which stats it before open(2).
  */
 static int open_args_check(struct pc_cache *c, const char *path, int flags)
 {

@@ -129,9 +129,10 @@ void writeback_failed(struct pc_mapping *m, int err)
  * back), for its device too; the file is well once nothing is left. */
 static void writeback_recovered(struct pc_mapping *m)
 {
-	atomic_store(&m->dom->nospace, 0);
-	if (atomic_load(&m->nr_dirty) <= 0 && atomic_exchange(&m->wb_failing, 0) != 0)
-		atomic_fetch_sub(&m->c->nr_failing, 1);
+	if (atomic_load(&m->nr_dirty) <= 0)
+		mapping_clear_failing(m);
+	else
+		atomic_store(&m->dom->nospace, 0);
 }
 
 /* --------------------------------------------------------- accounting */
