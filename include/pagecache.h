@@ -333,9 +333,16 @@ PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
  * still open, stops the flusher threads and frees everything.  Returns -1
  * with errno set to the first write error if any dirty data could not be
  * written (the data is then lost; it was reported here), or if write-back
- * of a closed file failed earlier and no handle reported it since.  Never
- * waits for ever: write-back that fails is not retried here.  NULL is
- * EINVAL; in a child of fork() see "Processes and fork". */
+ * of a closed file failed earlier and no handle reported it since (also
+ * when a later retry wrote the data).  Never waits for ever: write-back
+ * that fails is not retried here.  Like close(2) it does not flush the
+ * device (no fsync of the backing files): data is durable only after
+ * pc_fsync/pc_fdatasync or PC_DSYNC.  The last partial block of a file
+ * closed without fsync goes through the kernel's page cache (see
+ * pc_close), so a later kernel write-back error of that block is the
+ * kernel's to report, to the next fsync(2) of the backing file, as for any
+ * program that writes a file and closes it without fsync.  NULL is EINVAL;
+ * in a child of fork() see "Processes and fork". */
 PC_API int pc_cache_destroy(struct pc_cache *c);
 
 /* Open `path`.  flags: O_RDONLY, O_WRONLY or O_RDWR, optionally with O_CREAT,
@@ -379,7 +386,14 @@ PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
  * neighbouring uncached writes are dropped, and clean data stays cached
  * (reopening finds it, without an open(2) while the cache keeps the
  * descriptor; the file's mode and owner are checked against those of the
- * last open(2), and a changed size, mtime or ctime drops the cached data).
+ * last open(2), and a changed size, mtime or ctime drops the cached data.
+ * Like NFS's close-to-open check, this cannot see a change by another
+ * program that keeps the size and lands within the same timestamp tick:
+ * files changed behind the cache's back must be reopened after the
+ * cache dropped them, e.g. by pc_fadvise(POSIX_FADV_DONTNEED)).
+ * The last partial block of a closed file (all of a file smaller than a
+ * block) goes through the kernel's page cache with pwrite(2), so the
+ * backing file gets its exact size without a truncate.
  * A file unlinked loses its cached data, dirty too (it is not written),
  * and its space is freed within about a second of its last close (or of
  * the unlink, when that came after).  Note that a pipeline where one process writes

@@ -74,7 +74,8 @@ static void dirty_list_del(struct pc_cache *c, struct pc_mapping *m)
 {
 	list_del(&c->closed_dirty_head, &c->closed_dirty_tail, m);
 	atomic_store(&m->closed_dirty, false);
-	c->nr_closed_dirty--;
+	/* Written under files_lock, read without it by the flusher. */
+	__atomic_sub_fetch(&c->nr_closed_dirty, 1, __ATOMIC_RELAXED);
 }
 
 static void files_list_del(struct pc_cache *c, struct pc_mapping *m)
@@ -151,7 +152,7 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 	}
 	atomic_store(&m->closed_dirty, true);
 	list_push(&c->closed_dirty_head, &c->closed_dirty_tail, m);
-	c->nr_closed_dirty++;
+	__atomic_add_fetch(&c->nr_closed_dirty, 1, __ATOMIC_RELAXED);
 	if (!mapping_clean(m)) {
 		if (closed_fd_pressure(c))
 			flusher_kick(m->dom);

@@ -241,7 +241,7 @@ struct pc_mapping {
 	struct pc_mapping *closed_prev, *closed_next;
 	/* Written (or truncated) since the attributes were saved. */
 	_Atomic bool changed;
-	_Atomic int wb_inflight;    /* write-back requests in flight */
+	_Atomic int wb_inflight;    /* write-back requests being built or in flight */
 	_Atomic int refs;      /* handles + users (flusher, etc.) */
 	_Atomic int64_t i_size;     /* logical size */
 	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
@@ -351,7 +351,7 @@ struct pc_cache {
 	/* closed files (file.c): dirty ones waiting for write-back, and clean
 	 * ones keeping their descriptor, oldest first */
 	struct pc_mapping *closed_dirty_head, *closed_dirty_tail;
-	unsigned nr_closed_dirty;
+	unsigned nr_closed_dirty; /* changed under files_lock, read with __atomic loads */
 	struct pc_mapping *closed_files_head, *closed_files_tail;
 	unsigned nr_closed_fds;
 	uint64_t last_sweep_ms;

@@ -20,7 +20,7 @@
  * exist in the child, so freeing the copy takes no lock, waits for nothing
  * and never unlocks the parent's OFD locks (they belong to the open file
  * descriptions the two processes share), nor touches the shared io_uring
- * rings beyond unmapping the child's view of them.  The folio arena is
+ * rings (the child's mappings of them go at its exit or exec).  The folio arena is
  * MADV_DONTFORK (arena.c): the child never gets it, so a fork copies no
  * page tables of a large cache, and there is nothing of it to unmap here.
  */

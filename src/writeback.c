@@ -329,6 +329,26 @@ static void end_segment(struct pc_mapping *m, struct wb_seg *s, int err)
 	folio_put(m->c, f);
 }
 
+/*
+ * A file's requests count in wb_inflight from the moment one is created,
+ * before the first run moves its blocks from dirty to write-back: a closed
+ * file whose nr_dirty fell to 0 is clean only once nothing it cleared is
+ * still on its way to the device (waiting for room, or in flight).  Else
+ * the closer could settle it, drop its lock and give up the descriptor
+ * the request is about to write through.
+ */
+static void req_inflight_begin(struct pc_mapping *m)
+{
+	atomic_fetch_add(&m->wb_inflight, 1);
+}
+
+/* The last request of a closed file ended: the flusher settles it. */
+static void req_inflight_end(struct pc_mapping *m, int err)
+{
+	if (atomic_fetch_sub(&m->wb_inflight, 1) == 1 && atomic_load(&m->closed_dirty) && !err)
+		flusher_kick(m->dom);
+}
+
 static void wb_done(struct pc_ioreq *io, ssize_t res)
 {
 	struct wb_req *r = (struct wb_req *)io;
@@ -355,9 +375,7 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 		writeback_failed(m, err);
 	else if (mapping_failing(m))
 		writeback_recovered(m);
-	/* The last write of a closed file: the flusher settles it. */
-	if (atomic_fetch_sub(&m->wb_inflight, 1) == 1 && atomic_load(&m->closed_dirty) && !err)
-		flusher_kick(m->dom);
+	req_inflight_end(m, err);
 	if (r->w)
 		waiter_done(r->w, err);
 	struct pc_cache *c = m->c;
@@ -384,6 +402,7 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
 	r->io.iov = r->iov;
 	r->io.done = wb_done;
 	atomic_fetch_add(&m->refs, 1);
+	req_inflight_begin(m);
 	return r;
 }
 
@@ -409,6 +428,7 @@ static void req_submit(struct wb_req *r)
 {
 	if (!r || !r->nseg) {
 		if (r) {
+			req_inflight_end(r->m, 0);
 			mapping_put(r->m);
 			free(r);
 		}
@@ -419,7 +439,6 @@ static void req_submit(struct wb_req *r)
 		waiter_add(r->w);
 	wait_for_room(r->m->dom);
 	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
-	atomic_fetch_add(&r->m->wb_inflight, 1);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	ioq_submit(r->m->dom->ioq, &r->io);
 }

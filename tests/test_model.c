@@ -384,15 +384,17 @@ static uint64_t expect_read(struct run *r, uint64_t off, uint64_t len)
 /* ------------------------------------------------------- backing file */
 
 /* Compare the backing file, read with plain O_DIRECT, with the model. */
-/* Wait (up to 60 s) until nothing is dirty and the backing file has the
- * model's size: the flusher settled the closed file. */
+/* Wait (up to 60 s) until nothing is dirty or under write-back and the
+ * backing file has the model's size: the flusher settled the closed file.
+ * dirty_bytes falls when a write is submitted, not when it completes, so
+ * dirty_bytes == 0 alone may still have data in flight. */
 static void wait_settled(struct run *r)
 {
 	for (int i = 0; i < 6000; i++) {
 		struct pc_stats st;
 		struct stat sb;
 		pc_cache_stats(r->c, &st);
-		if (st.dirty_bytes == 0 && stat(r->path, &sb) == 0 && (uint64_t)sb.st_size == r->size)
+		if (st.dirty_bytes == 0 && st.writeback_bytes == 0 && stat(r->path, &sb) == 0 && (uint64_t)sb.st_size == r->size)
 			return;
 		usleep(10000);
 	}

@@ -48,7 +48,7 @@
  *
  * The watchdog thread: every worker bumps a global progress counter per
  * call and publishes the call it is in.  If the whole process makes no
- * progress for PC_STRESS_STALL_S seconds (default 15; 45 under sanitizers),
+ * progress for PC_STRESS_STALL_S seconds (default 10; 30 under sanitizers),
  * or the run exceeds its overall bound, it prints every thread's current
  * or last call, a backtrace of all threads (gdb, unless PC_STRESS_GDB=0),
  * and aborts.

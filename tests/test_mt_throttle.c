@@ -45,6 +45,10 @@
  * (the header: a successful buffered write is never short; PC_NOWAIT fails
  * with EAGAIN).
  * Then the gate opens, fsync succeeds and the data is all there.
+ *
+ * Part 4, a close while the file's write-back waits for room on the device
+ * (see close_while_writeback_waits): the file is not settled until its
+ * data is written.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -554,6 +558,110 @@ static struct pc_cache *new_cache(void)
 	return c;
 }
 
+/* ------------------------- part 4: closing while write-back waits for room */
+
+struct dsync_writer {
+	pthread_t t;
+	struct pc_file *h;
+	off_t off;
+	ssize_t res;
+};
+
+static void *dsync_writer_main(void *arg)
+{
+	struct dsync_writer *w = arg;
+	w->res = pc_pwrite(w->h, pat + w->off, 64 * KiB, w->off, PC_DSYNC);
+	return NULL;
+}
+
+/* Wait up to `ms` for `n` device writes to be held at the gate. */
+static bool gate_wait_blocked_n(int n, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 10) {
+		pthread_mutex_lock(&gate_lock);
+		bool ok = gate_blocked >= n;
+		pthread_mutex_unlock(&gate_lock);
+		if (ok)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/*
+ * The flusher has taken a file's last dirty blocks into a request that
+ * waits for room on the device (four PC_DSYNC writes of another file are
+ * held at the gate, which fills the in-flight cap of 4 * max_io_bytes)
+ * when the file's last handle closes.  Nothing of it is dirty any more,
+ * but it is not clean either: its data has not reached the device, so the
+ * close must not settle it (drop its lock, free its descriptor for reuse
+ * while the request still writes through it).  A second cache's pc_open
+ * sees the difference: EBUSY while the data is on its way, then, once the
+ * gate opens and the data is written, the file opens and holds the data.
+ */
+static void close_while_writeback_waits(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = MEM_LIMIT;
+	cfg.max_folio_size = 64 * KiB;
+	cfg.max_io_bytes = 64 * KiB;      /* in-flight cap: 4 * 64 KiB */
+	cfg.dirty_limit_bytes = DIRTY_LIMIT; /* / 8 = 256 KiB, the same */
+	cfg.dirty_expire_ms = 20;        /* the flusher takes B soon */
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	c->fault_hook = gate_hook;
+	char pa[4200], pb[4200];
+	test_path(pa, sizeof(pa), dir, "room-a");
+	test_path(pb, sizeof(pb), dir, "room-b");
+	struct pc_file *a = pc_open(c, pa, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct pc_file *b = pc_open(c, pb, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(a && b);
+	gate_set(true);
+	struct dsync_writer w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct dsync_writer){ .h = a, .off = (off_t)(i * 64 * KiB) };
+		REQUIRE(pthread_create(&w[i].t, NULL, dsync_writer_main, &w[i]) == 0);
+	}
+	CHECK(gate_wait_blocked_n(4, 10000));
+	CHECK(pc_pwrite(b, pat + MiB, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
+	struct pc_stats st;
+	/* The flusher took it (nothing dirty) but could not send it. */
+	CHECK(TU_POLL((pc_file_stats(b, &st), st.dirty_bytes == 0), 10000));
+	pc_cache_stats(c, &st);
+	CHECK(st.writeback_bytes >= 5 * 64 * KiB);
+	CHECK(pc_close(b) == 0);
+
+	struct pc_cache *other = pc_cache_new(&cfg);
+	REQUIRE(other);
+	errno = 0;
+	struct pc_file *ob = pc_open(other, pb, O_RDWR, 0);
+	CHECK(ob == NULL && errno == EBUSY); /* still the first cache's */
+	if (ob)
+		pc_close(ob);
+
+	gate_set(false);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(w[i].t, NULL);
+		CHECK(w[i].res == (ssize_t)(64 * KiB));
+	}
+	ob = NULL;
+	for (int i = 0; i < 1000 && !ob; i++)
+		if (!(ob = pc_open(other, pb, O_RDWR, 0)))
+			usleep(10000); /* settled once written */
+	CHECK(ob != NULL);
+	if (ob) {
+		static uint8_t back[64 * KiB];
+		CHECK(pc_pread(ob, back, sizeof(back), 0, PC_DIRECT) == (ssize_t)sizeof(back));
+		CHECK(memcmp(back, pat + MiB, sizeof(back)) == 0);
+		CHECK(pc_close(ob) == 0);
+	}
+	printf("close while write-back waits for room: the second cache got EBUSY, then the data\n");
+	CHECK(pc_cache_destroy(other) == 0);
+	CHECK(pc_close(a) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	dir = test_dir("mt_throttle");
@@ -577,6 +685,7 @@ int main(void)
 	fair_shares(c);
 
 	CHECK(pc_cache_destroy(c) == 0);
+	close_while_writeback_waits();
 	free(pat);
 	test_rmdir(dir);
 	return test_done();

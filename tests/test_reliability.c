@@ -331,8 +331,15 @@ static void test_throttled_writer_gets_error(void)
 	}
 	CHECK(st.throttle_waits > 0); /* it waits in the throttle now */
 	CHECK(pc_fault_remove(c, slow_id) == 0);
+	double t0 = tu_now_s();
 	fail_writes_of(f, ENOSPC);
 	pthread_join(t, NULL); /* the watchdog fails a writer that never returns */
+	double took = tu_now_s() - t0;
+	printf("throttled writer: ENOSPC %.3f s after the fault began\n", took);
+	/* The header's bound is about 20 ms after the failed write-back; the
+	 * write-back itself comes within the flusher's round.  10 s is far
+	 * beyond both (a loaded machine), far below "for ever". */
+	CHECK(took < 10.0);
 	CHECK(b.err == ENOSPC);
 	CHECK(b.acked < 64 * MiB);
 	fault_off(c);
@@ -420,6 +427,65 @@ static void test_destroy_reports(void)
 	CHECK(pc_close(f) == 0); /* the flusher writes it, and fails */
 	errno = 0;
 	CHECK(destroy_cache(c) == -1 && errno == EDQUOT);
+}
+
+/*
+ * Memory full of dirty data that cannot be written (every file's
+ * write-back fails with EIO, which refuses only that file, so the next
+ * file takes more memory): a call that needs a folio gets the error, it
+ * never waits for memory that only the fault clearing could free.
+ */
+static void test_alloc_fails_when_all_dirty_fails(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 4 * MiB;
+	cfg.max_folio_size = 64 * KiB;
+	cfg.dirty_limit_bytes = 2 * MiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	/* A file with data on the device, not cached yet. */
+	char cold[4200];
+	test_path(cold, sizeof(cold), dir, "cold");
+	int fd = open(cold, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(fd >= 0);
+	static uint8_t buf[MiB];
+	fill(buf, MiB, 0, 5);
+	REQUIRE(pwrite(fd, buf, MiB, 0) == (ssize_t)MiB);
+	close(fd);
+	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO };
+	REQUIRE(pc_fault_inject(c, &rule) >= 0);
+	enum { NF = 16 };
+	struct pc_file *f[NF];
+	unsigned used = 0;
+	struct pc_stats st;
+	for (; used < NF; used++) {
+		char name[32];
+		snprintf(name, sizeof(name), "stuck%u", used);
+		f[used] = open_file(c, name);
+		write_until_error(f[used], 0, EIO);
+		pc_cache_stats(c, &st);
+		if (st.dirty_bytes + MiB > cfg.memory_limit)
+			break; /* memory is full of failing dirty data */
+	}
+	REQUIRE(used < NF);
+	used++;
+	struct pc_file *g = pc_open(c, cold, O_RDONLY, 0);
+	REQUIRE(g);
+	errno = 0;
+	ssize_t n = pc_pread(g, buf, MiB, 0, 0); /* the watchdog fails a hang */
+	printf("all dirty data failing: %u files, dirty %llu KiB of %zu; a cold read -> %zd (errno %d)\n", used,
+	       (unsigned long long)(st.dirty_bytes / KiB), cfg.memory_limit / 1024, n, errno);
+	CHECK(n == -1 && errno == EIO);
+	fault_off(c);
+	for (unsigned i = 0; i < used; i++) {
+		sync_reports_once(f[i], EIO);
+		CHECK(pc_close(f[i]) == 0);
+	}
+	CHECK(pc_pread(g, buf, MiB, 0, 0) == (ssize_t)MiB); /* memory again */
+	CHECK(device_has("cold", MiB, 5));
+	CHECK(pc_close(g) == 0);
+	CHECK(destroy_cache(c) == 0);
 }
 
 /* ------------------------------------------------------------ (e) */
@@ -572,6 +638,7 @@ int main(void)
 	test_full_device_refuses_all_files();
 	test_merge_read_failure();
 	test_destroy_reports();
+	test_alloc_fails_when_all_dirty_fails();
 	test_huge_write();
 	test_request_alloc_failure();
 	test_clock_wrap();

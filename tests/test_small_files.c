@@ -216,6 +216,24 @@ static void b_error_after_close(void)
 		usleep(10000);
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+
+	/* Also when the flusher's retry wrote the data after the fault
+	 * cleared: the error was never seen, so destroy still reports it. */
+	c = new_cache(0, 0);
+	f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	rule.file = f;
+	id = pc_fault_inject(c, &rule);
+	REQUIRE(id >= 0);
+	fill(buf, sizeof(buf), 2);
+	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	CHECK(pc_close(f) == 0);
+	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
+		usleep(10000);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(TU_POLL(on_device(path, 2), 10000)); /* the flusher retried it */
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 }
 
 /* ---------------------------------------------------------------- (c) */
