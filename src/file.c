@@ -145,6 +145,14 @@ static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const str
 	m->block_size = (unsigned)bs;
 	m->block_shift = (unsigned)__builtin_ctz((unsigned)bs);
 	m->min_order = bs > PC_PAGE_SIZE ? (unsigned)__builtin_ctz((unsigned)(bs >> PC_PAGE_SHIFT)) : 0;
+	/* A smaller block shares the kernel page (or the file system block)
+	 * of a buffered tail write with direct writes of its neighbours: the
+	 * kernel would read the page, keep it dirty over blocks we write
+	 * directly, fail to invalidate it after those writes (it records
+	 * EIO for the next fsync and warns of "possible data corruption"),
+	 * and could write its stale copy back over them. */
+	long page = sysconf(_SC_PAGESIZE);
+	m->tail_via_kernel = bs >= (size_t)(page > 0 ? page : 4096) && bs >= fsb;
 	return 0;
 }
 

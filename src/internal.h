@@ -231,6 +231,12 @@ struct pc_mapping {
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */
 	unsigned mem_align;    /* direct-I/O memory alignment */
+	/* A closed file's last partial block may go through the kernel's
+	 * page cache (backing_write_tail): only when a block covers whole
+	 * kernel pages and file-system blocks, so that no direct write of
+	 * ours ever shares a kernel page (or a block the kernel reads and
+	 * writes back whole) with that buffered write. */
+	bool tail_via_kernel;
 	int nhandles;          /* under cache->files_lock */
 	/* After the last close (file.c, under files_lock): closed_dirty while
 	 * dirty data holds the descriptor and lock until written (on the

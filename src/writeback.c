@@ -483,7 +483,7 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
  */
 static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f, uint64_t size)
 {
-	if (!m->direct || !atomic_load(&m->closed_dirty))
+	if (!m->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty))
 		return -1;
 	uint64_t bstart = pc_round_down(size, m->block_size);
 	if (size == bstart || bstart < folio_pos(f) || bstart >= folio_pos(f) + folio_size(f) ||
@@ -503,6 +503,9 @@ static void write_closed_tail(struct pc_mapping *m, struct pc_folio *f, unsigned
 	size_t len = (size_t)(size - pos);
 	if (len == 0 || len >= m->block_size)
 		return;
+	/* An earlier direct write of this block may still be in flight: the
+	 * buffered write must not race it for the same page. */
+	folio_wait_clear(f, PF_WRITEBACK);
 	if (backing_write_tail(m, folio_data(m->c, f) + boff, pos, len) != 0)
 		return;
 	size_t cleared = folio_clear_range_dirty(m, f, boff, m->block_size);

@@ -834,6 +834,8 @@ static void scenario_pagecache(const struct fs *f, bool holes, int flags, uint64
 	print_run(&w);
 	if (flags & (PC_DSYNC | PC_DIRECT))
 		CHECK(w.err != 0); /* data goes to the device in the call */
+	if (!holes) /* past 1 MiB an append reserves its space: ENOSPC in the call */
+		CHECK(w.err == ENOSPC);
 	check_cached_reads(h, seed, w.ack);
 	if (flags & PC_DSYNC) /* durable on return; the size may be rounded up */
 		check_disk(path, seed, w.ack, holes ? TOTAL : w.ack, holes ? TOTAL : UINT64_MAX);
