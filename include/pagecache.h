@@ -108,7 +108,9 @@
  * Space on the device
  *   A write that extends a file past 1 MiB first reserves the space it
  *   needs (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing
- *   file, only its own blocks for a write far past the end), so a full file
+ *   file, and a gap of up to 8 MiB behind the write with it, which stays
+ *   allocated and reads as zeros; only its own blocks for a write further
+ *   past the end), so a full file
  *   system fails that pc_pwrite with ENOSPC or EDQUOT, as the kernel's
  *   buffered write would, instead of a later fsync.  (Smaller files
  *   reserve nothing: their ENOSPC comes at write-back, below.)  What was reserved past

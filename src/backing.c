@@ -94,7 +94,10 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
  * every byte written below it is kept (a write in flight is below it). */
 void backing_release_reserve(struct pc_mapping *m)
 {
-	if (!m->writable || atomic_load(&m->reserve_end) <= atomic_load(&m->disk_size))
+	/* (Not compared with disk_size: allocation ahead may have raised
+	 * that past i_size until the size was made exact.) */
+	if (!m->writable ||
+	    atomic_load(&m->reserve_end) <= (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
 	pthread_rwlock_wrlock(&m->inval_lock);
 	pthread_mutex_lock(&m->size_lock);
@@ -176,9 +179,11 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		written_truncate(&m->written, size);
 		if ((uint64_t)atomic_load(&m->alloc_end) > size)
 			atomic_store(&m->alloc_end, (int64_t)size);
-		/* Shrinking frees the blocks past the end, reserved ones too. */
-		if ((uint64_t)atomic_load(&m->reserve_end) > pc_round_up(size, bs))
-			atomic_store(&m->reserve_end, (int64_t)pc_round_up(size, bs));
+		/* reserve_end stays: a size change need not free the space
+		 * reserved past the end (KEEP_SIZE preallocation survives a
+		 * truncate to the size the file already has, and any growth),
+		 * so backing_release_reserve gives it back, under inval_lock,
+		 * where no write can be on its way there. */
 	} else {
 		err = -errno;
 	}

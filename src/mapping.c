@@ -174,37 +174,40 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 	}
 }
 
-/* Take f out of the index (tree lock held for writing). */
+/*
+ * Take f out of the index, with everything else that names the mapping
+ * (tree lock held for writing).  Once the lock is released, m may be gone:
+ * a mapping being freed (mapping_put -> mapping_discard_all) only waits
+ * for the folios it still finds in the index, so a remover that does not
+ * hold a reference to m (reclaim) must not touch m after that.
+ */
 static void remove_locked_tree(struct pc_mapping *m, struct pc_folio *f)
 {
 	rt_remove(&m->tree, f->index, 1ull << f->order);
 	folio_clear(f, PF_INDEXED);
-}
-
-static void after_remove(struct pc_mapping *m, struct pc_folio *f)
-{
 	if (folio_test(f, PF_EDGE)) {
 		folio_clear(f, PF_EDGE);
 		atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
 	}
 	lru_del(m->c, f);
 	atomic_fetch_sub_explicit(&m->st_cached, (int64_t)folio_size(f), memory_order_relaxed);
-	folio_put(m->c, f); /* the index's reference */
 }
 
 void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f)
 {
+	struct pc_cache *c = m->c;
 	pthread_rwlock_wrlock(&m->tree_lock);
 	bool indexed = folio_test(f, PF_INDEXED);
 	if (indexed)
 		remove_locked_tree(m, f);
 	pthread_rwlock_unlock(&m->tree_lock);
 	if (indexed)
-		after_remove(m, f);
+		folio_put(c, f); /* the index's reference */
 }
 
 bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs)
 {
+	struct pc_cache *c = m->c;
 	bool ok = false;
 	pthread_rwlock_wrlock(&m->tree_lock);
 	if (folio_test(f, PF_INDEXED) && atomic_load(&f->refcount) == refs &&
@@ -214,7 +217,7 @@ bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs
 	}
 	pthread_rwlock_unlock(&m->tree_lock);
 	if (ok)
-		after_remove(m, f);
+		folio_put(c, f); /* the index's reference */
 	return ok;
 }
 

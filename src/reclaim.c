@@ -134,8 +134,10 @@ static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
 	uint64_t pages = 1u << f->order;
 	bool ok = false;
 	if (folio_trylock(f)) {
+		/* Indexed and locked by us: its mapping cannot be freed under
+		 * us (freeing it takes every indexed folio's lock first). */
 		struct pc_mapping *m = f->mapping;
-		ok = m && mapping_remove_if_unused(m, f, 2);
+		ok = m && folio_test(f, PF_INDEXED) && mapping_remove_if_unused(m, f, 2);
 		folio_unlock(f);
 	}
 	if (ok) {
