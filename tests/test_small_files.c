@@ -174,6 +174,26 @@ static void a_flusher_writes_closed_files(void)
 
 /* ---------------------------------------------------------------- (b) */
 
+/* A new cache writes path (pattern salt) and closes it; the flusher's
+ * write-back then fails with EIO (rule *id, still in force). */
+static struct pc_cache *closed_file_meets_eio(const char *path, unsigned salt, int *id)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f };
+	*id = pc_fault_inject(c, &rule);
+	REQUIRE(*id >= 0);
+	uint8_t buf[FILE_BYTES];
+	fill(buf, sizeof(buf), salt);
+	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	CHECK(pc_close(f) == 0);
+	for (int i = 0; i < 1000 && pc_fault_count(c, *id) == 0; i++)
+		usleep(10000);
+	CHECK(pc_fault_count(c, *id) > 0);
+	return c;
+}
+
 static void b_error_after_close(void)
 {
 	char path[4200];
@@ -204,32 +224,13 @@ static void b_error_after_close(void)
 	CHECK(pc_cache_destroy(c) == 0);
 
 	/* And destroy reports one nobody saw. */
-	c = new_cache(0, 0);
-	f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
-	rule.file = f;
-	id = pc_fault_inject(c, &rule);
-	REQUIRE(id >= 0);
-	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
-	CHECK(pc_close(f) == 0);
-	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
-		usleep(10000);
+	c = closed_file_meets_eio(path, 1, &id);
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 
 	/* Also when the flusher's retry wrote the data after the fault
 	 * cleared: the error was never seen, so destroy still reports it. */
-	c = new_cache(0, 0);
-	f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
-	rule.file = f;
-	id = pc_fault_inject(c, &rule);
-	REQUIRE(id >= 0);
-	fill(buf, sizeof(buf), 2);
-	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
-	CHECK(pc_close(f) == 0);
-	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
-		usleep(10000);
+	c = closed_file_meets_eio(path, 2, &id);
 	CHECK(pc_fault_remove(c, id) == 0);
 	CHECK(TU_POLL(on_device(path, 2), 10000)); /* the flusher retried it */
 	errno = 0;
