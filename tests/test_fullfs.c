@@ -1005,15 +1005,14 @@ static unsigned env_uint(const char *name, unsigned dflt)
 
 /* In CI (CI set, as .ci/run's caller does) the full-disk rules must be
  * tested for real: what would be a skip elsewhere fails the test there. */
-static int skip_or_fail(void)
+static bool ci_forbids_skip(void)
 {
 	const char *ci = getenv("CI");
-	if (ci && *ci && strcmp(ci, "0") != 0 && strcmp(ci, "false") != 0) {
-		printf("test_fullfs: FAILED: CI is set, so the skip above is a failure (run as root with loop devices, "
-		       "mkfs.ext4 and mkfs.xfs)\n");
-		return 1;
-	}
-	return SKIP_CODE;
+	if (!ci || !*ci || strcmp(ci, "0") == 0 || strcmp(ci, "false") == 0)
+		return false;
+	printf("test_fullfs: FAILED: CI is set, so the skip above is a failure (run as root with loop devices, "
+	       "mkfs.ext4 and mkfs.xfs)\n");
+	return true;
 }
 
 /* Everything that must hold for the test to run here; false: skip. */
@@ -1034,7 +1033,7 @@ int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!can_run())
-		return skip_or_fail();
+		return ci_forbids_skip() ? 1 : SKIP_CODE;
 	watchdog_s = env_uint("PC_FULLFS_WATCHDOG", 60);
 	max_hangs = env_uint("PC_FULLFS_MAX_HANGS", 3);
 	const char *only = getenv("PC_FULLFS_ONLY");
@@ -1064,13 +1063,11 @@ int main(void)
 		usable += fss[i].usable = fs_setup(&fss[i]);
 		fs_teardown(&fss[i], true);
 	}
-	if (usable < NFS) {
-		for (size_t i = 0; i < NFS; i++)
-			if (!fss[i].usable)
-				printf("test_fullfs: SKIP: %s could not be set up on a loop device\n", fss[i].type);
-		if (skip_or_fail() != SKIP_CODE)
-			return 1;
-	}
+	for (size_t i = 0; i < NFS; i++)
+		if (!fss[i].usable)
+			printf("test_fullfs: SKIP: %s could not be set up on a loop device\n", fss[i].type);
+	if (usable < NFS && ci_forbids_skip())
+		return 1;
 	if (!usable)
 		return SKIP_CODE;
 

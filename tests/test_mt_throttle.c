@@ -128,8 +128,8 @@ static void gate_set(bool closed)
 	pthread_mutex_unlock(&gate_lock);
 }
 
-/* Wait up to `ms` for a device write to be held at the gate. */
-static bool gate_wait_blocked(unsigned ms)
+/* Wait up to `ms` for `n` device writes to be held at the gate at once. */
+static bool gate_wait_blocked(int n, unsigned ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -141,9 +141,9 @@ static bool gate_wait_blocked(unsigned ms)
 	}
 	pthread_mutex_lock(&gate_lock);
 	int r = 0;
-	while (gate_blocked == 0 && r == 0)
+	while (gate_blocked < n && r == 0)
 		r = pthread_cond_timedwait(&gate_cv, &gate_lock, &ts);
-	bool ok = gate_blocked > 0;
+	bool ok = gate_blocked >= n;
 	pthread_mutex_unlock(&gate_lock);
 	return ok;
 }
@@ -393,7 +393,7 @@ static void nowait_held(struct pc_cache *c)
 		 * starts; its first device write (the first 1 MiB) is held at
 		 * the gate while it holds the next folio (the 9th write's)
 		 * locked.  Probe then, while still under the limit. */
-		if (!failed && !probed && ok == 9 && gate_wait_blocked(5000)) {
+		if (!failed && !probed && ok == 9 && gate_wait_blocked(1, 5000)) {
 			probed = true;
 			pc_cache_stats(c, &s);
 			printf("nowait: flusher held: dirty %llu KiB, writeback %llu KiB\n",
@@ -574,20 +574,6 @@ static void *dsync_writer_main(void *arg)
 	return NULL;
 }
 
-/* Wait up to `ms` for `n` device writes to be held at the gate. */
-static bool gate_wait_blocked_n(int n, unsigned ms)
-{
-	for (unsigned t = 0; t < ms; t += 10) {
-		pthread_mutex_lock(&gate_lock);
-		bool ok = gate_blocked >= n;
-		pthread_mutex_unlock(&gate_lock);
-		if (ok)
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 /*
  * The flusher has taken a file's last dirty blocks into a request that
  * waits for room on the device (four PC_DSYNC writes of another file are
@@ -623,7 +609,7 @@ static void close_while_writeback_waits(void)
 		w[i] = (struct dsync_writer){ .h = a, .off = (off_t)(i * 64 * KiB) };
 		REQUIRE(pthread_create(&w[i].t, NULL, dsync_writer_main, &w[i]) == 0);
 	}
-	CHECK(gate_wait_blocked_n(4, 10000));
+	CHECK(gate_wait_blocked(4, 10000));
 	CHECK(pc_pwrite(b, pat + MiB, 64 * KiB, 0, 0) == (ssize_t)(64 * KiB));
 	struct pc_stats st;
 	/* The flusher took it (nothing dirty) but could not send it. */
