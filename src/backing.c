@@ -90,8 +90,16 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
-/* Under inval_lock, exclusive: no write can raise i_size meanwhile, and
- * every byte written below it is kept (a write in flight is below it). */
+/*
+ * Give back what was reserved past the end.  Under inval_lock, exclusive:
+ * no write can raise i_size meanwhile, and every byte written below it is
+ * kept (a write in flight is below it).  Two calls, because file systems
+ * differ: XFS punches preallocated blocks past the end of the file, ext4
+ * ignores a punch there (nothing past i_size is punched) but frees them on
+ * a truncate, even one to the size the file already has.  The truncate
+ * goes through backing_set_size, which keeps the kernel's copy of a
+ * partial last block from colliding with our direct writes.
+ */
 void backing_release_reserve(struct pc_mapping *m)
 {
 	/* (Not compared with disk_size: allocation ahead may have raised
@@ -101,13 +109,19 @@ void backing_release_reserve(struct pc_mapping *m)
 		return;
 	pthread_rwlock_wrlock(&m->inval_lock);
 	pthread_mutex_lock(&m->size_lock);
-	uint64_t bs = m->block_size;
-	uint64_t keep = pc_round_up(pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size)), bs);
+	uint64_t size = pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
+	uint64_t keep = pc_round_up(size, m->block_size);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
-	if (have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
-				     (off_t)(have - keep)) == 0)
-		atomic_store(&m->reserve_end, (int64_t)keep);
+	bool freed = have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
+					      (off_t)(have - keep)) == 0;
 	pthread_mutex_unlock(&m->size_lock);
+	if (have > keep && backing_set_size(m, size) == 0)
+		freed = true;
+	if (freed) {
+		pthread_mutex_lock(&m->size_lock);
+		atomic_store(&m->reserve_end, (int64_t)keep);
+		pthread_mutex_unlock(&m->size_lock);
+	}
 	pthread_rwlock_unlock(&m->inval_lock);
 }
 
@@ -179,11 +193,13 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		written_truncate(&m->written, size);
 		if ((uint64_t)atomic_load(&m->alloc_end) > size)
 			atomic_store(&m->alloc_end, (int64_t)size);
-		/* reserve_end stays: a size change need not free the space
-		 * reserved past the end (KEEP_SIZE preallocation survives a
-		 * truncate to the size the file already has, and any growth),
-		 * so backing_release_reserve gives it back, under inval_lock,
-		 * where no write can be on its way there. */
+		/* A file that really shrank lost its blocks past the end,
+		 * reserved ones too (and a truncate at open must not leave the
+		 * old file's reservation standing for the new data); growth,
+		 * or the size the file already had, may free nothing:
+		 * backing_release_reserve gives that back. */
+		if (size < old && (uint64_t)atomic_load(&m->reserve_end) > pc_round_up(size, bs))
+			atomic_store(&m->reserve_end, (int64_t)pc_round_up(size, bs));
 	} else {
 		err = -errno;
 	}
