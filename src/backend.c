@@ -313,8 +313,8 @@ ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int 
 	return rw_cut(false, fd, iov, iovcnt, off, 0, (size_t)total, cut);
 }
 
-ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
-			int rw_flags)
+ssize_t backend_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
+			      off_t off, int rw_flags)
 {
 	ssize_t total = iov_total(iov, iovcnt);
 	if (total < 0)
@@ -323,7 +323,13 @@ ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int
 	int e = io_account(c, IO_WRITE, fd, off, (size_t)total, &cut);
 	if (e < 0)
 		return e;
-	return rw_cut(true, fd, iov, iovcnt, off, rw_flags, (size_t)total, cut);
+	return rw_cut(true, alias_fd, iov, iovcnt, off, rw_flags, (size_t)total, cut);
+}
+
+ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
+			int rw_flags)
+{
+	return backend_pwritev_alias(c, fd, fd, iov, iovcnt, off, rw_flags);
 }
 
 static int sync_flush(int fd, bool datasync)

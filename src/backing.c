@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <stdio.h>
 #include <unistd.h>
 
 /*
@@ -226,25 +227,28 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
  * the file back to i_size afterwards makes the file system read that block
  * (to zero its tail through its page cache) and write it again, which for
  * a small file costs more than its data.  So the tail's bytes go through
- * the kernel's page cache instead: O_DIRECT is turned off on the
- * descriptor for one pwrite (a closed file's descriptor is the flusher's
- * alone; should a reopened handle use it meanwhile, its I/O is buffered
- * for that moment, which the kernel keeps coherent with direct I/O), which
- * sets the size exactly and reads nothing, the block being past the end of
- * the backing file.  The kernel writes the page back; fsync of the
- * descriptor (pc_fsync) covers it.  Returns 0, or a negative errno (the
- * caller then writes the block directly as usual).
+ * the kernel's page cache instead, which sets the size exactly and reads
+ * nothing, the block being past the end of the backing file.  It goes
+ * through a second open file description of the file, without O_DIRECT
+ * (opened through /proc/self/fd): turning O_DIRECT off on the shared
+ * descriptor for the moment (F_SETFL) would make direct writes in flight
+ * through it buffered, since io_uring takes a request's flags from the
+ * file when it issues or retries it, and those buffered pages would then
+ * collide with later direct writes.  The kernel writes the page back;
+ * fsync of the descriptor (pc_fsync) covers it (fsync is per inode).
+ * Returns 0, or a negative errno (the caller then writes the block
+ * directly as usual).
  */
 int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len)
 {
-	/* F_SETFL sets O_APPEND, O_ASYNC, O_DIRECT, O_NOATIME, O_NONBLOCK
-	 * only; of those the descriptor has O_DIRECT and maybe O_NOATIME. */
-	int fl = O_DIRECT | (m->noatime ? O_NOATIME : 0);
-	if (fcntl(m->fd, F_SETFL, fl & ~O_DIRECT) != 0)
-		return -EINVAL;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", m->fd);
+	int fd = open(path, O_WRONLY | O_CLOEXEC | (m->noatime ? O_NOATIME : 0));
+	if (fd < 0)
+		return -errno;
 	struct iovec v = { (void *)buf, len };
-	ssize_t n = backend_pwritev(m->c, m->fd, &v, 1, (off_t)off, 0);
-	fcntl(m->fd, F_SETFL, fl);
+	ssize_t n = backend_pwritev_alias(m->c, m->fd, fd, &v, 1, (off_t)off, 0);
+	close(fd);
 	if (n < 0)
 		return (int)n;
 	if ((size_t)n != len)

@@ -597,6 +597,10 @@ HIDDEN void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req);
 HIDDEN ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
 HIDDEN ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
 			       int rw_flags);
+/* The same, written through alias_fd, another open file description of
+ * fd's file: counted and fault-checked as fd's. */
+HIDDEN ssize_t backend_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
+				     off_t off, int rw_flags);
 /* fsync/fdatasync of a backing file, through the fault hooks (PC_FAULT_SYNC). */
 HIDDEN int backend_fsync(struct pc_cache *c, int fd, bool datasync);
 /* The first part of an injected short transfer of `len` bytes on fd: about

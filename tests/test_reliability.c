@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -506,6 +507,29 @@ static uint64_t allocated_bytes(const char *name)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Pages of the backing file in the kernel's page cache (mincore). */
+static uint64_t kernel_cached_pages(const char *name)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, name);
+	int fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	size_t len = (size_t)st.st_size, page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	REQUIRE(p != MAP_FAILED);
+	unsigned char *vec = malloc((len + page - 1) / page);
+	REQUIRE(vec && mincore(p, len, vec) == 0);
+	uint64_t n = 0;
+	for (size_t i = 0; i < (len + page - 1) / page; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(p, len);
+	close(fd);
+	return n;
+}
+
 /* Write [0, size) in 1 MiB pieces with pattern salt. */
 static void write_sequential(struct pc_file *f, uint64_t size, unsigned salt)
 {
@@ -538,6 +562,12 @@ static void test_reservation_given_back(void)
 		printf("reservation: %llu bytes written, %llu allocated after destroy\n", (unsigned long long)size,
 		       (unsigned long long)got);
 		CHECK(got <= size + 64 * KiB); /* the last block, metadata: not MiB */
+		/* Only the last partial block went through the kernel's page
+		 * cache: no direct write was turned buffered on the way. */
+		uint64_t resident = kernel_cached_pages("reserve");
+		CHECK(resident <= 1);
+		if (resident > 1)
+			printf("  %llu pages of it in the kernel's page cache\n", (unsigned long long)resident);
 		CHECK(device_has("reserve", size, 3));
 	}
 	struct pc_cache *c = new_cache(64 * MiB);
