@@ -44,15 +44,41 @@
  *       - a buffer or iovec array shorter than the length given: data is
  *         copied with memcpy (or, with PC_DIRECT, given to the kernel).
  *       - calls from a signal handler (they take locks and allocate).
+ *       - spans (pc_read_begin, pc_write_begin): s->data used after the
+ *         span is ended, or past s->len; a copy of a struct pc_span ended
+ *         as well as the original; an open span's struct given to a begin
+ *         call (overwritten: the span is never ended); a write span ended
+ *         by another thread than the one that began it, or a call of that
+ *         thread that waits for its own write span (see pc_write_begin: a
+ *         deadlock).
  *     A handle needs no cache argument: it always works on the cache that
  *     opened it, so it cannot be given to another one by mistake.
  *
  * Memory
- *   The cache allocates `memory_limit` bytes of folio memory up front (an
- *   anonymous mapping, faulted in at pc_cache_new unless PC_CFG_LAZY_MEMORY)
- *   plus a fixed table of folio descriptors (under 2 % of memory_limit).  Cached data never exceeds
- *   memory_limit: clean data is evicted to make room, dirty data is written
- *   back first, never dropped.
+ *   The cache reserves `memory_limit` bytes of folio memory up front (an
+ *   anonymous mapping) plus a fixed table of folio descriptors (1/64 of
+ *   memory_limit, under 2 %).  Cached data never exceeds memory_limit:
+ *   clean data is evicted to make room, dirty data is written back first,
+ *   never dropped.  pc_cache_new takes about the same time at any
+ *   memory_limit (well under a millisecond here): it faults none of the
+ *   memory in and touches none of the table.  A thread of the cache then
+ *   faults the memory in behind the program's back, 2 MiB at a time, in the
+ *   order in which folios are handed out, so that writes and reads find
+ *   memory that is ready and do not pay the page faults and the kernel's
+ *   zeroing on their own time.  It ends when all of it is in (the process's
+ *   resident memory grows to memory_limit meanwhile), and
+ *   pc_cache_destroy stops it first (it waits for at most one 2 MiB step).
+ *   Writes into new memory faster than the machine can fault memory in
+ *   (400 to 600 MiB/s on the virtual machine of tools/pcbench's figures,
+ *   whose host backs guest memory on first touch) catch up with it and
+ *   fault their folios in themselves.  Each 2 MiB step holds the process's
+ *   mmap_lock for reading: mmap, munmap, fork and malloc growing its heap in
+ *   other threads may wait for one step meanwhile (a fraction of a
+ *   millisecond where the kernel zeroes memory at memory speed, up to 30 ms
+ *   on that virtual machine).  PC_CFG_LAZY_MEMORY: no such thread.
+ *   The thread is not inherited by a child of fork(), nor is the memory.
+ *   pc_cache_new fails with ENOMEM when the machine cannot back
+ *   memory_limit (the rule is given with memory_limit below).
  *
  * Sharing and other processes
  *   Opening the same file twice in one cache shares one cached copy.  A file
@@ -179,7 +205,32 @@ struct pc_file;
 struct pc_config {
 	/* Bytes of folio memory.  Default 256 MiB (also what 0 means).
 	 * Rounded down to a multiple of 4 KiB, then at least 1 MiB, at least
-	 * 16 * max_folio_size and below 16 TiB (else EINVAL). */
+	 * 16 * max_folio_size and below 16 TiB (else EINVAL).
+	 * The machine must be able to back it, so that filling the cache
+	 * never runs the machine out of memory (into swap or the OOM killer):
+	 * pc_cache_new fails with ENOMEM when memory_limit plus its descriptor
+	 * table (memory_limit / 64) is more than
+	 *     min(MemAvailable of /proc/meminfo,
+	 *         the room under each memory cgroup limit of the process)
+	 *     - what other caches of this process have yet to take,
+	 * measured at that moment.  The room under a cgroup limit is the
+	 * limit less the cgroup's usage without its inactive file pages, for
+	 * the process's cgroup and each ancestor up to the root of the cgroup
+	 * mount at /sys/fs/cgroup (v2: memory.max, memory.current and
+	 * inactive_file of memory.stat; v1, /sys/fs/cgroup/memory:
+	 * memory.limit_in_bytes, memory.usage_in_bytes, total_inactive_file).
+	 * What another cache of this process has yet to take is the part of
+	 * its memory_limit neither handed out nor faulted in yet (MemAvailable
+	 * does not show it yet; a PC_CFG_LAZY_MEMORY cache counts all of its
+	 * memory it has not handed out).  Swap does not count.  It is a check
+	 * at pc_cache_new: memory that other processes take later can still
+	 * run the machine short (the background fault-in, see "Memory", makes
+	 * the cache take its memory soon).  A figure that cannot be read (no
+	 * /proc, no cgroup files) limits nothing.  The
+	 * kernel's own limits fail the mapping, also with ENOMEM: RLIMIT_AS,
+	 * RLIMIT_DATA (the arena is private writable memory) and, with
+	 * vm.overcommit_memory = 2, the commit limit.  The rule is the same
+	 * with and without PC_CFG_LAZY_MEMORY. */
 	size_t memory_limit;
 	/* Largest folio, a power of two from 4 KiB to 2 MiB (else EINVAL).
 	 * Default 256 KiB (also what 0 means).
@@ -262,8 +313,12 @@ struct pc_config {
 /* Do not keep edge blocks of uncached writes (behave like the kernel before
  * the edge-pages patch).  For comparison and testing. */
 #define PC_CFG_NO_EDGE_KEEP 0x8u
-/* Do not fault the folio memory in at pc_cache_new (it is then touched, and
- * zeroed by the kernel, on first use, which slows the first writes). */
+/* No background fault-in of the folio memory (see "Memory" above): each
+ * folio's memory is faulted in, and zeroed by the kernel, by the first call
+ * that uses it, on that call's time (a 1 MiB write into new memory then
+ * takes milliseconds).  For programs that want no thread and no resident
+ * memory they do not use yet.  pc_cache_new is as fast either way, and its
+ * ENOMEM rule (memory_limit) is the same. */
 #define PC_CFG_LAZY_MEMORY 0x10u
 
 /* pc_close writes the file's dirty data back and waits for it, as
@@ -275,7 +330,8 @@ struct pc_config {
  * without pc_cache_destroy loses what was not yet written (see pc_close). */
 #define PC_CFG_FLUSH_AT_EXIT 0x40u
 
-/* Per-call flags for pc_pread/pc_pwrite and their v-variants. */
+/* Per-call flags for pc_pread/pc_pwrite and their v-variants, and (all but
+ * PC_DIRECT) for the span calls (pc_read_begin, pc_write_begin). */
 /* Data (and the metadata needed to read it back) is durable on return, as
  * RWF_DSYNC / O_DSYNC.  Device writes are whole blocks, so until the next
  * fsync/fdatasync/close the durable file size may be rounded up to a block
@@ -299,7 +355,19 @@ struct pc_config {
 #define PC_DIRECT 0x8
 
 /* Counters.  Bytes unless named otherwise.  "device" means the backing file
- * (what was submitted with pread/pwrite/io_uring on it). */
+ * (what was submitted with pread/pwrite/io_uring on it).  Counters that
+ * cache hits add to (hit_bytes) are kept per thread, so that readers in
+ * different threads write no shared memory: a call that returned has been
+ * counted, and a sum taken while other threads read is a value the counter
+ * had at some moment, as for one shared counter.
+ *
+ * Cache hits: a read that one cached folio serves whole (a 4 KiB read of
+ * warm data, typically) takes no lock and writes nothing shared: not the
+ * handle, not the file, not the folio.  So any number of threads can read
+ * one file through one handle without slowing each other.  Read-ahead
+ * still follows a sequential reader through data it has read ahead: the
+ * folio where the next window is due is marked, and reading it starts
+ * that window. */
 struct pc_stats {
 	uint64_t dev_read_ios, dev_read_bytes;
 	uint64_t dev_write_ios, dev_write_bytes;
@@ -328,7 +396,8 @@ struct pc_stats {
 PC_API void pc_config_init(struct pc_config *cfg);
 
 /* A new cache.  NULL cfg means defaults.  Errors: EINVAL (a field out of the
- * range given in struct pc_config, or an unknown flag), ENOMEM. */
+ * range given in struct pc_config, or an unknown flag), ENOMEM (the machine
+ * cannot back memory_limit, see there, or an allocation failed). */
 PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 
 /* Writes back all dirty data of every file (closed ones too), closes files
@@ -439,6 +508,140 @@ PC_API ssize_t pc_preadv(struct pc_file *f, const struct iovec *iov,
 			 int iovcnt, off_t off, int flags);
 PC_API ssize_t pc_pwritev(struct pc_file *f, const struct iovec *iov,
 			  int iovcnt, off_t off, int flags);
+
+/*
+ * Zero-copy access: spans (the mmap / page_mkwrite analog)
+ *
+ *   For programs that own their buffers (storage engines): cached data read
+ *   and written in place, without the copy of pc_pread/pc_pwrite.  A span
+ *   is up to `len` bytes of the file at `off` inside one folio of the
+ *   cache: s->data points at them and s->len, also the return value, says
+ *   how many.  It is shorter than asked at the end of a folio (folios are
+ *   naturally aligned, at most max_folio_size) and at the end of the file:
+ *   the rest is another span at off + s->len.
+ *
+ *   Every begin call that returned >= 0 is ended exactly once, by
+ *   pc_read_end or pc_write_end on the same struct pc_span (not on a copy
+ *   of it); a span of 0 bytes holds nothing and ending it costs nothing.
+ *   After -1 there is nothing to end.  Ending a span twice, or one whose
+ *   begin failed, is caught (pc_read_end does nothing, pc_write_end fails
+ *   with EINVAL); ending a copy made while the span was open is not.  A
+ *   begin call overwrites *s.  The fields after
+ *   `len` are private.  Spans must be ended before pc_cache_destroy.  A
+ *   span stays valid if another thread closes its handle meanwhile.
+ *
+ *   Flags: PC_NOWAIT, PC_DONTCACHE and PC_DSYNC, as for pc_pread and
+ *   pc_pwrite, with those a handle's O_DSYNC or POSIX_FADV_NOREUSE adds.
+ *   PC_DIRECT is EINVAL, and so is every span of a handle opened with
+ *   O_DIRECT: a pointer into the cache is the opposite of direct I/O.
+ *
+ *   Errors of both begin calls: EBADF (NULL or closed handle, pc_read_begin
+ *   on O_WRONLY, pc_write_begin on O_RDONLY, also with len 0), EPERM (a
+ *   handle inherited through fork), EINVAL (NULL s, negative off, unknown
+ *   flags, PC_DIRECT or an O_DIRECT handle, len over SSIZE_MAX), EAGAIN
+ *   (PC_NOWAIT would block), ENOMEM, and device errors; pc_write_begin also
+ *   EFBIG (off at or past the largest file size the file system allows: a
+ *   span reaching past it is cut short there instead), ENOSPC/EDQUOT and a
+ *   failing file's error, as pc_pwrite.  Arguments are checked before any
+ *   work, as for the other calls.
+ */
+struct pc_span {
+	void *data;  /* the span's first byte, in the cache's memory */
+	size_t len;  /* bytes at data: what the begin call returned */
+	/* Private: pagecache's record of the span, written by the begin call
+	 * and used by the end call.  Do not read or change it. */
+	struct pc_span_private {
+		struct pc_cache *cache;
+		void *mapping, *folio, *save;
+		uint64_t off;
+		size_t len, save_off, save_len;
+		int flags;
+		unsigned state;
+		unsigned char created, head_full, tail_full;
+	} priv;
+};
+
+/* Up to len cached bytes of the file at off: s->data points at them, read
+ * from the device first if they are not cached (with PC_NOWAIT, -1/EAGAIN
+ * instead of reading or waiting for a read).  Returns s->len: 0 at or past
+ * the end of the file (whatever the offset) and for len 0, else 1 to len.
+ * The folio is pinned until pc_read_end: eviction leaves it alone, and
+ * when truncate, hole punching or a PC_DIRECT write take it out of the
+ * file, its memory is neither freed nor reused: the span keeps the bytes
+ * it had.  The bytes are the cache's own, shared: what others write while
+ * the span is held (writes, write spans, truncates or punches covering
+ * part of the folio) may be seen in them, in part or whole, as through a
+ * shared mapping; copy them out if they must stay still.  Do not store
+ * through a read span.  Counted in hit_bytes/miss_bytes as pc_pread
+ * counts.  A miss reads [off, off + len) in one device read (up to
+ * max_io_bytes: the next spans find the rest); spans start no sequential
+ * read-ahead of their own (POSIX_FADV_WILLNEED does).  PC_DONTCACHE: the
+ * folio is dropped at pc_read_end if an uncached read created it (this
+ * call, or read-ahead of an earlier uncached one) and nobody else uses it,
+ * as pc_pread drops it; folios already cached stay cached.  Pinned folios
+ * hold memory: a program holding many spans at once can leave the cache
+ * no room, and calls then wait for memory.  Errors: see above. */
+PC_API ssize_t pc_read_begin(struct pc_file *f, off_t off, size_t len,
+			     int flags, struct pc_span *s);
+/* End a read span: the pin goes, and s->data must not be used after.  A
+ * NULL s, a span of 0 bytes, one ended already or one whose begin failed:
+ * nothing. */
+PC_API void pc_read_end(struct pc_span *s);
+
+/* Up to len bytes of the file at off, in one folio, to be written in
+ * place: s->data points at them.  They are prepared as pc_pwrite prepares
+ * a write of [off, off + s->len): the partly covered first and last
+ * blocks are zeroed (holes, past the end of the file), read, or left for a
+ * deferred read-modify-write by the same rules (PC_DSYNC and
+ * PC_CFG_NO_DEFERRED_RMW read them now), and space for a write past the
+ * end is reserved.  Returns s->len (0 for len 0, else 1 to len).  Bytes the
+ * cache holds show the file's data; bytes it does not hold yet (blocks the
+ * span covers whole are not read, as for pc_pwrite) are unspecified,
+ * neither the file's data nor zeros: store all you will commit, or, to
+ * change part of a range in place, have it cached first and keep it so
+ * (hold a pc_read_begin span of it).  Where the span covers dirty data,
+ * pc_write_begin saves a copy of those bytes (see pc_write_end): zero-copy
+ * is for new and clean data.
+ *
+ * The folio stays locked against other writers until pc_write_end: other
+ * threads' writes and spans of it, and truncate, hole punching, fsync and
+ * direct I/O of the file, wait (readers do not: they may see the bytes as
+ * they are stored, as through a shared mapping; only readers of blocks
+ * not cached wait).  So until pc_write_end the thread holding a write span
+ * must not call anything that would wait for it: reads, writes or spans of
+ * that folio, pc_fsync, pc_fdatasync, pc_ftruncate, pc_fallocate,
+ * pc_fadvise(POSIX_FADV_DONTNEED), PC_DSYNC or PC_DIRECT calls on the
+ * file, pc_close of the handle (each would deadlock).  That thread ends
+ * the span itself (it holds the file's invalidation lock as a pthread
+ * read lock, which only its owner may release), and two write spans held
+ * at once are two locks (take them in file order).  With PC_NOWAIT,
+ * -1/EAGAIN instead of waiting for the folio's lock, memory, a read or the
+ * dirty throttle.  Errors: see above. */
+PC_API ssize_t pc_write_begin(struct pc_file *f, off_t off, size_t len,
+			      int flags, struct pc_span *s);
+/* End a write span: its first `copied` bytes (0 to s->len) are written.
+ * Exactly [off, off + copied) becomes dirty (the blocks holding those
+ * bytes: never the rest of the folio, never past the end of the file as
+ * the write leaves it), the file grows to off + copied if that is past its
+ * end, the folio is unlocked, and the writer meets the dirty throttle, as
+ * after pc_pwrite (PC_NOWAIT: without waiting there).  copied 0 writes
+ * nothing.  What the caller stored past `copied` does not become file
+ * data: dirty bytes there are put back from the copy pc_write_begin saved,
+ * clean cached blocks there are dropped (read again when needed), blocks
+ * not cached stay so, and the block holding the new end is completed as
+ * for a write that ends there.  PC_DSYNC: durable on return, as pc_pwrite
+ * with PC_DSYNC (an error: the data is in the cache, not durable);
+ * PC_DONTCACHE: dropped once written back, as pc_pwrite.  Returns 0, or -1
+ * with errno: EINVAL for a NULL s, a span that is not an open write span
+ * (ended already, a read span, a failed begin) and copied > s->len (then
+ * the span stays open: end it again with a right count); EPERM in a child
+ * of fork(); the device's error for PC_DSYNC; and, only when copied cuts
+ * a block that must be read to be completed (PC_CFG_NO_DEFERRED_RMW, or
+ * joining an earlier partial write of the block) and that read fails, its
+ * error (EIO, ENOMEM, ...), with nothing of the span written.  The span is
+ * ended in every case but EINVAL.  A write error of the file met in the
+ * throttle is the next call's to report, as after pc_pwrite. */
+PC_API int pc_write_end(struct pc_span *s, size_t copied);
 
 /* Write back the file's dirty data, wait, and flush the device (fdatasync,
  * or fsync, on the backing descriptor); the file size is made durable too.

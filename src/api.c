@@ -200,15 +200,22 @@ int pc_close(struct pc_file *h)
 	return err ? (int)fail(err) : 0;
 }
 
+/* handle_check, and the handle must be open for reading or writing. */
+static int handle_check_access(struct pc_file *h, bool write)
+{
+	int err = handle_check(h);
+	if (!err && (write ? h->accmode == O_RDONLY : h->accmode == O_WRONLY))
+		err = -EBADF;
+	return err;
+}
+
 /* Common checks of the read/write calls; sets *len to the total. */
 static int check_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t off, int flags, bool write,
 		    size_t *len)
 {
-	int err = handle_check(h);
+	int err = handle_check_access(h, write);
 	if (err)
 		return err;
-	if (write ? h->accmode == O_RDONLY : h->accmode == O_WRONLY)
-		return -EBADF;
 	if (flags & ~(PC_DSYNC | PC_NOWAIT | PC_DONTCACHE | PC_DIRECT))
 		return -EINVAL;
 	if (off < 0 || iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
@@ -260,6 +267,10 @@ static ssize_t do_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off
 	flags = effective_flags(h, (uint64_t)off, len, flags);
 	uint64_t pos = (uint64_t)off;
 	ssize_t r;
+	/* A cache hit first: no lock, no write to shared memory (read_hit.c). */
+	if (!write && iovcnt == 1 && !(flags & (PC_DIRECT | PC_DONTCACHE)) &&
+	    (r = read_hit(h->m, iov[0].iov_base, len, pos)) > 0)
+		return r;
 	if (write)
 		r = (flags & PC_DIRECT) ? direct_write(h, iov, iovcnt, pos, len, flags)
 					: pc_write_iter(h, iov, iovcnt, pos, len, flags);
@@ -385,4 +396,81 @@ int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 	default:
 		return (int)fail(-EINVAL);
 	}
+}
+
+/* ------------------------------------------------------------------ spans */
+
+/* Checks of the span begin calls (span.c does the rest). */
+static int check_span(struct pc_file *h, off_t off, size_t len, int flags, bool write, const struct pc_span *s)
+{
+	int err = handle_check_access(h, write);
+	if (err)
+		return err;
+	/* A pointer into the cache is the opposite of direct I/O. */
+	if ((flags & ~(PC_DSYNC | PC_NOWAIT | PC_DONTCACHE)) || (h->oflags & O_DIRECT))
+		return -EINVAL;
+	if (!s || off < 0 || len > SSIZE_MAX)
+		return -EINVAL;
+	if (write && len && off >= h->m->max_bytes)
+		return -EFBIG;
+	return 0;
+}
+
+/* Nothing to end (any more): a later end call is caught. */
+static void span_mark_ended(struct pc_span *s)
+{
+	s->data = NULL;
+	s->len = 0;
+	s->priv.state = SPAN_ENDED;
+}
+
+static ssize_t span_begin(struct pc_file *h, off_t off, size_t len, int flags, struct pc_span *s, bool write)
+{
+	int err = check_span(h, off, len, flags, write, s);
+	ssize_t r = err;
+	if (!err) {
+		flags = effective_flags(h, (uint64_t)off, len, flags);
+		r = write ? span_write_begin(h, (uint64_t)off, len, flags, s)
+			  : span_read_begin(h, (uint64_t)off, len, flags, s);
+	}
+	if (r >= 0)
+		return r;
+	if (s)
+		span_mark_ended(s);
+	return fail((int)r);
+}
+
+ssize_t pc_read_begin(struct pc_file *h, off_t off, size_t len, int flags, struct pc_span *s)
+{
+	return span_begin(h, off, len, flags, s, false);
+}
+
+ssize_t pc_write_begin(struct pc_file *h, off_t off, size_t len, int flags, struct pc_span *s)
+{
+	return span_begin(h, off, len, flags, s, true);
+}
+
+void pc_read_end(struct pc_span *s)
+{
+	if (!s || (s->priv.state != SPAN_READ && s->priv.state != SPAN_EMPTY))
+		return;
+	/* In a child of fork() the folio is the parent's: nothing to drop. */
+	if (s->priv.state == SPAN_READ && !cache_inherited(s->priv.cache))
+		span_read_end(s);
+	span_mark_ended(s);
+}
+
+int pc_write_end(struct pc_span *s, size_t copied)
+{
+	if (!s)
+		return (int)fail(-EINVAL);
+	unsigned state = s->priv.state;
+	size_t len = state == SPAN_WRITE ? s->priv.len : 0;
+	if ((state != SPAN_WRITE && state != SPAN_EMPTY) || copied > len)
+		return (int)fail(-EINVAL); /* still open, if it was */
+	int err = 0;
+	if (state == SPAN_WRITE)
+		err = cache_inherited(s->priv.cache) ? -EPERM : span_write_end(s, copied);
+	span_mark_ended(s);
+	return err ? (int)fail(err) : 0;
 }

@@ -8,19 +8,212 @@
  * back into large blocks so large folios stay available.  Free blocks are
  * linked through the descriptors of their first page (lru_prev/lru_next),
  * marked PF_BUDDY with their order.
+ *
+ * Creating a cache costs nothing per byte of it.  The arena is not faulted
+ * in and the descriptor table is not touched (calloc's zeros stay unmapped
+ * until used): the free lists start empty and are seeded lazily from a
+ * frontier, fresh_pfn, that moves up from page 0 one largest block at a time
+ * when no listed block is large enough.  So blocks that were handed out
+ * before are reused first (their memory is faulted in), and fresh memory is
+ * handed out in ascending address order.
+ *
+ * A background thread faults the arena in, one 2 MiB step at a time, in that
+ * same ascending order (MADV_POPULATE_WRITE), so that the allocator hands out
+ * memory the thread has faulted in already and the page faults, and the
+ * kernel's zeroing, stay off the callers' time.  Writers faster than the
+ * thread fault their folios themselves, as with PC_CFG_LAZY_MEMORY; the
+ * thread then walks their pages cheaply (populating pages already present
+ * costs under 1 ms a GiB in huge pages, about 40 ms in 4 KiB ones) and works
+ * on just ahead of them.  It never skips memory, so all of it is faulted in
+ * once it is done.  Why 2 MiB: it is one transparent huge page; and a step
+ * holds mmap_lock for reading, so what changes the address space in other
+ * threads (mmap, munmap, malloc's brk, fork) waits for at most one step, as
+ * does pc_cache_destroy to stop the thread: under a millisecond where the
+ * kernel zeroes memory at memory speed, up to 30 ms on a virtual machine
+ * whose host backs memory on first touch.  (pc_cache_new starts it last,
+ * after its own allocations.)  It runs at normal priority: its work is what
+ * the first writes would otherwise do on their own time (SCHED_IDLE and
+ * nice 19 measured no different).  The arena is MADV_DONTFORK
+ * and a child of fork() has no copy of the thread: the child never joins
+ * it (process.c frees its copy without arena_destroy).
+ *
+ * The machine must be able to back the cache: pc_cache_new fails with
+ * ENOMEM when memory_limit plus the descriptor table is more than what
+ * sysmem_available() says, less what this process's other caches have yet
+ * to take (their memory not yet handed out nor faulted in, which that
+ * figure does not show yet).  The rule is documented with memory_limit in
+ * pagecache.h.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+/* One step of the background fault-in: one transparent huge page. */
+#define POPULATE_STEP ((size_t)2 << 20)
+
+/* ------------------------------------------------ the machine's memory */
+
+/* Arena bytes the live caches of this process have yet to take from the
+ * machine (neither handed out nor faulted in).  Changed only by atomic
+ * read-modify-writes, so creating caches in several threads at once
+ * cannot promise the same memory twice, and a fork() holds no lock of it. */
+static _Atomic uint64_t untaken_total;
+
+static size_t table_bytes(const struct pc_cache *c)
+{
+	return (size_t)c->npages * sizeof(struct pc_folio);
+}
+
+/* Count the new cache's arena as still to take, if the machine can back
+ * it and the descriptor table on top of what other caches still take. */
+static int budget_claim(struct pc_cache *c)
+{
+	uint64_t avail = sysmem_available();
+	uint64_t need = c->arena_bytes + table_bytes(c);
+	uint64_t untaken = atomic_load(&untaken_total);
+	do {
+		if (avail != UINT64_MAX && (need > avail || untaken > avail - need))
+			return -ENOMEM;
+	} while (!atomic_compare_exchange_weak(&untaken_total, &untaken, untaken + c->arena_bytes));
+	return 0;
+}
+
+/* [0, end) of the arena is taken now (handed out or faulted in). */
+static void budget_note_taken(struct pc_cache *c, size_t end)
+{
+	size_t old = atomic_load(&c->taken_bytes);
+	while (end > old && !atomic_compare_exchange_weak(&c->taken_bytes, &old, end))
+		;
+	if (end > old)
+		atomic_fetch_sub(&untaken_total, end - old);
+}
+
+/* The cache goes: what it never took is no longer to take. */
+static void budget_release(struct pc_cache *c)
+{
+	budget_note_taken(c, c->arena_bytes);
+}
+
+/* The parent's caches take the parent's memory, which the child sees in
+ * MemAvailable as they take it; the child's own count starts at zero. */
+void arena_forget_parent_caches(void)
+{
+	atomic_store(&untaken_total, 0);
+}
+
+/* ------------------------------------------------ background fault-in */
+
+/* The next step ends at a 2 MiB boundary of the address space (where a
+ * huge page ends), not of the arena, which need not be aligned to it. */
+static size_t populate_step_len(const struct pc_cache *c, size_t done)
+{
+	uintptr_t addr = (uintptr_t)(c->arena + done);
+	size_t len = POPULATE_STEP - (addr & (POPULATE_STEP - 1));
+	return (size_t)pc_min_u64(len, c->arena_bytes - done);
+}
+
+static void *populate_main(void *arg)
+{
+	struct pc_cache *c = arg;
+	size_t done = 0;
+	while (done < c->arena_bytes && !atomic_load_explicit(&c->populate_stop, memory_order_relaxed)) {
+		size_t len = populate_step_len(c, done);
+		/* An error (EINVAL before Linux 5.14, ENOMEM, EINTR for a
+		 * dying process) ends it: the rest is faulted in by first use. */
+		if (madvise(c->arena + done, len, MADV_POPULATE_WRITE) != 0)
+			break;
+		done += len;
+		atomic_store_explicit(&c->populated_bytes, done, memory_order_relaxed);
+		budget_note_taken(c, done);
+	}
+	return NULL;
+}
+
+/* Without a thread (pthread_create failed) the memory is faulted in by
+ * first use, as with PC_CFG_LAZY_MEMORY: slower first writes, nothing else. */
+void arena_populate_start(struct pc_cache *c)
+{
+	if (c->cfg.flags & PC_CFG_LAZY_MEMORY)
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	/* The thread inherits the mask: the program's signals are never
+	 * delivered to it. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	c->populate_running = pthread_create(&c->populate_thread, NULL, populate_main, c) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void arena_populate_stop(struct pc_cache *c)
+{
+	if (!c->populate_running)
+		return;
+	atomic_store_explicit(&c->populate_stop, true, memory_order_relaxed);
+	pthread_join(c->populate_thread, NULL);
+	c->populate_running = false;
+}
+
+size_t arena_populated_bytes(struct pc_cache *c)
+{
+	return atomic_load_explicit(&c->populated_bytes, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------ setup, teardown */
+
+int arena_init(struct pc_cache *c)
+{
+	c->npages = (uint32_t)(c->cfg.memory_limit >> PC_PAGE_SHIFT);
+	c->arena_bytes = (size_t)c->npages << PC_PAGE_SHIFT;
+	int err = budget_claim(c);
+	if (err)
+		return err;
+	/* Zero pages the kernel maps on first touch: a descriptor is written
+	 * when its page is first handed out, and all-zero is a valid unused
+	 * descriptor (no flags, no references, no mapping). */
+	c->folios = calloc(c->npages, sizeof(*c->folios));
+	/* MAP_NORESERVE: memory is committed as it is faulted in. */
+	void *p = !c->folios ? MAP_FAILED
+			     : mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		free(c->folios);
+		c->folios = NULL;
+		budget_release(c);
+		return -ENOMEM;
+	}
+	madvise(p, c->arena_bytes, MADV_HUGEPAGE);
+	/* A child of fork() may not use the cache (process.c): it gets no
+	 * copy of the folios, and a fork copies no page tables of them. */
+	madvise(p, c->arena_bytes, MADV_DONTFORK);
+	c->arena = p;
+	for (unsigned o = 0; o <= PC_MAX_ORDER; o++)
+		c->free_head[o] = PC_NONE;
+	return 0;
+}
+
+void arena_destroy(struct pc_cache *c)
+{
+	arena_populate_stop(c);
+	if (c->arena) {
+		munmap(c->arena, c->arena_bytes);
+		budget_release(c);
+	}
+	free(c->folios);
+	c->arena = NULL;
+	c->folios = NULL;
+}
+
+/* ------------------------------------------------------------ allocator */
 
 static void free_list_push(struct pc_cache *c, uint32_t pfn, unsigned order)
 {
 	struct pc_folio *f = &c->folios[pfn];
 	f->order = (uint8_t)order;
-	atomic_store_explicit(&f->flags, PF_BUDDY, memory_order_relaxed);
+	folio_reset_flags(f, PF_BUDDY);
 	f->lru_prev = PC_NONE;
 	f->lru_next = c->free_head[order];
 	if (f->lru_next != PC_NONE)
@@ -38,64 +231,56 @@ static void free_list_del(struct pc_cache *c, uint32_t pfn, unsigned order)
 	if (f->lru_next != PC_NONE)
 		c->folios[f->lru_next].lru_prev = f->lru_prev;
 	f->lru_prev = f->lru_next = PC_NONE;
-	atomic_store_explicit(&f->flags, 0, memory_order_relaxed);
+	folio_reset_flags(f, 0);
 }
 
-int arena_init(struct pc_cache *c)
+uint32_t arena_used_pages(struct pc_cache *c)
 {
-	c->npages = (uint32_t)(c->cfg.memory_limit >> PC_PAGE_SHIFT);
-	c->arena_bytes = (size_t)c->npages << PC_PAGE_SHIFT;
-	/* MAP_NORESERVE: memory is committed as folios are first used. */
-	void *p = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	madvise(p, c->arena_bytes, MADV_HUGEPAGE);
-	/* A child of fork() may not use the cache (process.c): it gets no
-	 * copy of the folios, and a fork copies no page tables of them. */
-	madvise(p, c->arena_bytes, MADV_DONTFORK);
-	/* Fault it in now (zeroing it), not in the first writes through each
-	 * folio: that cost belongs to setting the cache up, and the memory is
-	 * the cache's anyway.  PC_CFG_LAZY_MEMORY keeps it lazy. */
-	if (!(c->cfg.flags & PC_CFG_LAZY_MEMORY))
-		madvise(p, c->arena_bytes, MADV_POPULATE_WRITE);
-	c->arena = p;
-	c->folios = calloc(c->npages, sizeof(*c->folios));
-	if (!c->folios) {
-		munmap(p, c->arena_bytes);
-		return -ENOMEM;
-	}
-	for (unsigned o = 0; o <= PC_MAX_ORDER; o++)
-		c->free_head[o] = PC_NONE;
-	for (uint32_t i = 0; i < c->npages; i++)
-		c->folios[i].lru_prev = c->folios[i].lru_next = PC_NONE;
-	/* Seed the free lists with the largest aligned blocks that fit. */
-	uint32_t pfn = 0;
-	while (pfn < c->npages) {
-		unsigned order = c->max_order;
-		while (order && ((pfn & ((1u << order) - 1)) || pfn + (1u << order) > c->npages))
-			order--;
-		free_list_push(c, pfn, order);
-		pfn += 1u << order;
-	}
-	return 0;
+	return atomic_load_explicit(&c->fresh_pfn, memory_order_relaxed);
 }
 
-void arena_destroy(struct pc_cache *c)
+/* The largest naturally aligned block at pfn that fits in the arena (at
+ * most max_order): the blocks the free lists would have been seeded with. */
+static unsigned largest_block_at(const struct pc_cache *c, uint32_t pfn)
 {
-	if (c->arena)
-		munmap(c->arena, c->arena_bytes);
-	free(c->folios);
-	c->arena = NULL;
-	c->folios = NULL;
+	unsigned order = c->max_order;
+	while (order && ((pfn & ((1u << order) - 1)) || pfn + (1u << order) > c->npages))
+		order--;
+	return order;
+}
+
+/* Put the next never-used block on its free list (arena_lock held); false
+ * when the whole arena has been handed out once.  A buddy of it in the
+ * fresh part has a zero descriptor (not PF_BUDDY), so nothing merges with
+ * memory that is not listed. */
+static bool carve_fresh_block(struct pc_cache *c)
+{
+	uint32_t pfn = atomic_load_explicit(&c->fresh_pfn, memory_order_relaxed);
+	if (pfn >= c->npages)
+		return false;
+	unsigned order = largest_block_at(c, pfn);
+	free_list_push(c, pfn, order);
+	uint32_t end = pfn + (1u << order);
+	atomic_store_explicit(&c->fresh_pfn, end, memory_order_relaxed);
+	budget_note_taken(c, (size_t)end << PC_PAGE_SHIFT);
+	return true;
+}
+
+/* The lowest order >= `order` with a free block, or max_order + 1. */
+static unsigned lowest_free_order(const struct pc_cache *c, unsigned order)
+{
+	unsigned o = order;
+	while (o <= c->max_order && c->free_head[o] == PC_NONE)
+		o++;
+	return o;
 }
 
 uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 {
 	pthread_mutex_lock(&c->arena_lock);
-	unsigned o = order;
-	while (o <= c->max_order && c->free_head[o] == PC_NONE)
-		o++;
+	unsigned o = lowest_free_order(c, order);
+	while (o > c->max_order && carve_fresh_block(c))
+		o = lowest_free_order(c, order);
 	if (o > c->max_order) {
 		pthread_mutex_unlock(&c->arena_lock);
 		return PC_NONE;

@@ -141,6 +141,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
+	rt_pool_init(&c->node_pool);
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING
 	c->use_uring = false;
@@ -154,6 +155,9 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		errno = -err;
 		return NULL;
 	}
+	/* Last: a step of it holds mmap_lock, which the allocations above may
+	 * need (malloc's brk or mmap would wait for the step). */
+	arena_populate_start(c);
 	return c;
 fail:
 	free(c);
@@ -173,6 +177,9 @@ int pc_cache_destroy(struct pc_cache *c)
 	}
 	if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)
 		process_forget_at_exit(c);
+	/* Faulting in memory nobody will use again only slows the final
+	 * write-back down. */
+	arena_populate_stop(c);
 	domains_stop(c);
 	int err = files_writeback_all(c);
 	domains_drain(c);
@@ -189,6 +196,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	pthread_cond_destroy(&c->free_cv);
 	pthread_mutex_destroy(&c->throttle_lock);
 	pthread_mutex_destroy(&c->files_lock);
+	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
 	free(c);
 	if (err) {
 		errno = -err;
@@ -232,7 +240,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->edge_expired = ld(&c->st_edge_expired);
 	s->deferred_rmw = ld(&c->st_deferred);
 	s->rmw_reads = ld(&c->st_rmw_reads);
-	s->hit_bytes = ld(&c->st_hit);
+	s->hit_bytes = counter_sum(&c->hits);
 	s->miss_bytes = ld(&c->st_miss);
 	s->throttle_waits = ld(&c->st_throttle_waits);
 	s->flusher_kicks = ld(&c->st_kicks);
@@ -255,7 +263,7 @@ void pc_file_stats(struct pc_file *h, struct pc_stats *s)
 	s->cached_bytes = ld_pos(&m->st_cached);
 	s->dirty_bytes = ld_pos(&m->nr_dirty);
 	s->dirty_uncached_bytes = ld_pos(&m->nr_uncached);
-	s->hit_bytes = ld(&m->st_hit);
+	s->hit_bytes = counter_sum(&m->hits);
 	s->miss_bytes = ld(&m->st_miss);
 	s->deferred_rmw = ld(&m->st_deferred);
 	s->rmw_reads = ld(&m->st_rmw_reads);

@@ -233,7 +233,7 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	pthread_rwlock_init(&m->inval_lock, NULL);
 	pthread_rwlock_init(&m->tree_lock, NULL);
 	pthread_mutex_init(&m->advice_lock, NULL);
-	rt_init(&m->tree);
+	rt_init(&m->tree, &c->node_pool);
 	atomic_store(&m->refs, 1); /* the hash table's */
 	return m;
 }

@@ -3,10 +3,13 @@
  * pagecache.  Internal calls return 0 or a negative errno; only api.c turns
  * that into -1/errno.
  *
- * Layering (data flows downward, see DESIGN.md):
- *   api.c -> read.c / write.c / direct.c / truncate.c
- *         -> mapping.c (index) / folio.c (flags, lock, refs) / block_state.c
- *         -> writeback.c / reclaim.c -> arena.c / backend.c
+ * Layering (data flows downward; docs/design.md has the map):
+ *   api.c -> read_hit.c -> read.c / write.c / span.c / direct.c / truncate.c
+ *         -> fill.c (blocks of a folio read or merged)
+ *         -> writeback.c (device writes) / flusher.c / throttle.c
+ *         -> dirty.c (accounting) / errseq.c (errors) / reclaim.c
+ *         -> mapping.c (index) -> radix.c / folio.c / block_state.c
+ *         -> arena.c / backend.c / counter.c
  *
  * Lock order (outer first):
  *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
@@ -40,6 +43,19 @@
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
+/* PC_TSAN: 1 when built with ThreadSanitizer (some lockless code has a
+ * variant it can follow, see read_hit.c). */
+#if defined(__SANITIZE_THREAD__)
+#define PC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PC_TSAN 1
+#endif
+#endif
+#ifndef PC_TSAN
+#define PC_TSAN 0
+#endif
+
 static inline uint64_t pc_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline int64_t pc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -51,6 +67,44 @@ static inline void atomic_raise_i64(_Atomic int64_t *v, int64_t x)
 	int64_t cur = atomic_load(v);
 	while (x > cur && !atomic_compare_exchange_weak(v, &cur, x))
 		;
+}
+
+/* ---------------------------------------------------------------- counters */
+
+/*
+ * A statistics counter that threads add to without sharing a cache line
+ * (counter.c): each of the first PC_COUNTER_SLOTS threads that count gets
+ * a slot of its own, which only it writes (plain loads and stores, no
+ * locked instruction); further threads add to `shared` atomically.  The
+ * value is the sum.  Slots are 64 bytes apart (and the block padded at
+ * both ends), so no two slots, and no slot and a neighbouring field, share
+ * a cache line whatever the block's alignment.
+ */
+#define PC_COUNTER_SLOTS 8
+struct pc_counter {
+	char pad_before[56];
+	struct {
+		_Atomic uint64_t v;
+		char pad[56];
+	} slot[PC_COUNTER_SLOTS];
+	_Atomic uint64_t shared;
+	char pad_after[56];
+};
+/* This thread's slot (0..PC_COUNTER_SLOTS-1), or -1 when all are taken. */
+HIDDEN int counter_thread_slot(void);
+HIDDEN uint64_t counter_sum(struct pc_counter *c);
+HIDDEN extern __thread int pc_counter_slot_plus1; /* 0: not assigned yet, -1: none */
+static inline void counter_add(struct pc_counter *c, uint64_t n)
+{
+	int s = pc_counter_slot_plus1 - 1;
+	if (__builtin_expect(s == -1, 0))
+		s = counter_thread_slot();
+	if (s >= 0) {
+		_Atomic uint64_t *v = &c->slot[s].v;
+		atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&c->shared, n, memory_order_relaxed);
+	}
 }
 
 /* ------------------------------------------------------------------ folio */
@@ -71,8 +125,16 @@ enum {
 	PF_BUDDY = 1u << 11,     /* free block in the arena's buddy lists */
 	PF_READ_ERROR = 1u << 12, /* last device read of it failed */
 	PF_STATELOCK = 1u << 13,  /* block-state spinlock */
-	PF_DROP_PENDING = 1u << 14 /* written back while drop-behind, but busy */
+	PF_DROP_PENDING = 1u << 14, /* written back while drop-behind, but busy */
+	PF_READAHEAD = 1u << 15  /* reaching it continues a read-ahead stream */
 };
+/* The upper half of the flags word counts the times the folio was freed, so
+ * that a lockless reader can tell that the memory it copied from was not
+ * freed (and perhaps reused) meanwhile (read_hit.c).  A reset of the flags
+ * (folio_reset_flags) keeps it. */
+#define PF_GEN_SHIFT 16
+#define PF_GEN_ONE (1u << PF_GEN_SHIFT)
+#define PF_GEN_MASK (~0u << PF_GEN_SHIFT)
 
 /* Bytes written into a block that is not uptodate (deferred read-modify-
  * write); end == 0: none. */
@@ -133,9 +195,19 @@ struct rt_node {
 	void *slots[RT_SLOTS];
 };
 
+/* Spare nodes shared by the trees of one cache (see radix.c, "Lockless
+ * lookups"): nodes are never returned to malloc while any tree of the cache
+ * may be walked without its lock. */
+struct rt_pool {
+	pthread_mutex_t lock;
+	struct rt_node *spare; /* linked through ->parent */
+};
+
 struct rt_root {
 	struct rt_node *node;
-	uint64_t nr_heads; /* folios in the tree */
+	uint64_t nr_heads;    /* folios in the tree */
+	_Atomic uint32_t seq; /* odd while the tree's shape changes */
+	struct rt_pool *pool; /* NULL: nodes are malloc'd and freed */
 };
 
 /* -------------------------------------------------------------- backend */
@@ -286,7 +358,8 @@ struct pc_mapping {
 	int64_t noreuse_off, noreuse_len;
 	/* counters (pc_stats subset) */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
-	_Atomic uint64_t st_hit, st_miss, st_deferred, st_rmw_reads;
+	_Atomic uint64_t st_miss, st_deferred, st_rmw_reads;
+	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
 	_Atomic int64_t st_cached; /* bytes of folio memory */
 	/* the backing file when it was last left alone (last close, or its
 	 * write-back after it), to detect changes by others at reopen */
@@ -330,8 +403,21 @@ struct pc_cache {
 	pthread_mutex_t arena_lock;
 	uint32_t free_head[PC_MAX_ORDER + 1];
 	unsigned max_order;
+	/* Pages from here on were never handed out: in no free list, their
+	 * descriptors still calloc's zeros (arena.c).  Changed under
+	 * arena_lock; atomic for the readers that take no lock. */
+	_Atomic uint32_t fresh_pfn;
+	/* Background fault-in of the arena (arena.c). */
+	pthread_t populate_thread;
+	bool populate_running;         /* started and not yet joined */
+	_Atomic bool populate_stop;
+	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
+	/* Bytes from the arena's start that are handed out or faulted in:
+	 * the rest is what this cache has yet to take from the machine. */
+	_Atomic size_t taken_bytes;
 	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
 	pthread_mutex_t lru_lock;
+	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */
 	uint32_t small_head, small_tail, main_head, main_tail;
 	uint64_t small_pages, main_pages;
 	pthread_mutex_t free_lock;     /* waiters for free memory */
@@ -372,7 +458,8 @@ struct pc_cache {
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
 	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired;
-	_Atomic uint64_t st_deferred, st_rmw_reads, st_hit, st_miss;
+	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
+	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
 	_Atomic uint64_t st_throttle_waits, st_kicks, st_write_errors;
 	_Atomic int64_t peak_dirty;
 	/* tests: fail device I/O; returns 0 or a negative errno */
@@ -398,8 +485,23 @@ HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
 HIDDEN uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f);
 
 /* arena.c: buddy allocator of folio memory */
+/* Map the arena, after the machine-memory check (-ENOMEM). */
 HIDDEN int arena_init(struct pc_cache *c);
+/* Start the background fault-in (not with PC_CFG_LAZY_MEMORY); stop it
+ * and wait for it (at most one step). */
+HIDDEN void arena_populate_start(struct pc_cache *c);
+HIDDEN void arena_populate_stop(struct pc_cache *c);
+/* Bytes from the arena's start faulted in so far by the background thread. */
+HIDDEN size_t arena_populated_bytes(struct pc_cache *c);
+/* Pages below this were handed out at some time; above, never (their
+ * descriptors are all zero). */
+HIDDEN uint32_t arena_used_pages(struct pc_cache *c);
+/* In a child of fork(): the parent's caches are not this process's. */
+HIDDEN void arena_forget_parent_caches(void);
 HIDDEN void arena_destroy(struct pc_cache *c);
+/* sysmem.c: bytes the machine can give this process now (MemAvailable,
+ * and the room under its memory cgroup's limits); UINT64_MAX: unknown. */
+HIDDEN uint64_t sysmem_available(void);
 /* A free block of 2^order pages, or PC_NONE. */
 HIDDEN uint32_t arena_alloc(struct pc_cache *c, unsigned order);
 HIDDEN void arena_free(struct pc_cache *c, uint32_t pfn, unsigned order);
@@ -421,6 +523,26 @@ static inline uint64_t folio_pos(const struct pc_folio *f)
 }
 
 /* folio.c: flags, lock, refcount, waiting */
+/* Set the flags of a folio nobody else changes (free, or not yet indexed)
+ * to `flags`, keeping the generation. */
+static inline void folio_reset_flags(struct pc_folio *f, uint32_t flags)
+{
+	uint32_t gen = atomic_load_explicit(&f->flags, memory_order_relaxed) & PF_GEN_MASK;
+	atomic_store_explicit(&f->flags, gen | flags, memory_order_release);
+}
+/* A reference to a folio found without the index lock, unless it was being
+ * freed (refcount 0); the caller then checks that it is still the folio it
+ * looked for. */
+static inline bool folio_try_get(struct pc_folio *f)
+{
+	int32_t r = atomic_load_explicit(&f->refcount, memory_order_relaxed);
+	do {
+		if (r <= 0)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&f->refcount, &r, r + 1, memory_order_acquire,
+							 memory_order_relaxed));
+	return true;
+}
 static inline bool folio_test(const struct pc_folio *f, uint32_t flag)
 {
 	return atomic_load_explicit(&((struct pc_folio *)f)->flags, memory_order_acquire) & flag;
@@ -507,10 +629,37 @@ HIDDEN void folio_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f);
 
 /* radix.c: a 64-way radix tree of page index -> item, with tags.  Not
  * locked: callers hold mapping->tree_lock (read for lookups, write for
- * changes, tags included). */
-HIDDEN void rt_init(struct rt_root *r);
+ * changes, tags included), except rt_lookup_lockless. */
+HIDDEN void rt_init(struct rt_root *r, struct rt_pool *pool);
 HIDDEN void rt_destroy(struct rt_root *r);
+HIDDEN void rt_pool_init(struct rt_pool *p);
+HIDDEN void rt_pool_destroy(struct rt_pool *p);
 HIDDEN void *rt_lookup(struct rt_root *r, uint64_t index);
+/* The tree's change count to pass to rt_lookup_lockless and
+ * rt_unchanged_since; odd while a change is in progress. */
+static inline uint32_t rt_read_begin(struct rt_root *r)
+{
+	return atomic_load_explicit(&r->seq, memory_order_acquire);
+}
+/* Whether the tree's shape is what it was at rt_read_begin's `seq`: the
+ * loads made since then (of the tree and of what it points at) saw a tree
+ * no writer had begun to change. */
+static inline bool rt_unchanged_since(struct rt_root *r, uint32_t seq)
+{
+#if PC_TSAN
+	/* ThreadSanitizer does not model fences; an RMW orders the same. */
+	return atomic_fetch_add_explicit(&r->seq, 0, memory_order_acq_rel) == seq;
+#else
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&r->seq, memory_order_relaxed) == seq;
+#endif
+}
+/* Lookup without the lock (r->pool must be set): the item at `index`, NULL,
+ * or RT_RETRY when a writer changed the tree meanwhile.  `seq` comes from
+ * rt_read_begin.  The item may be removed (and, unless the caller pins it
+ * in its own way, reused) at any time after; see radix.c. */
+#define RT_RETRY ((void *)1)
+HIDDEN void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq);
 /* Put `item` in slots [index, index+nr); -EEXIST if any is used. */
 HIDDEN int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item);
 HIDDEN void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr);
@@ -521,6 +670,17 @@ HIDDEN bool rt_tag_get(struct rt_root *r, uint64_t index, int tag);
 /* First used slot >= *index whose tag is set (tag < 0: any used slot);
  * returns the item and sets *index, or NULL. */
 HIDDEN void *rt_find_next(struct rt_root *r, uint64_t *index, int tag);
+
+/* Count n bytes read from the cache without waiting: in this thread's
+ * counter slots, so that hits of different threads share no cache line. */
+static inline void count_hit_bytes(struct pc_mapping *m, size_t n)
+{
+	counter_add(&m->hits, n);
+	counter_add(&m->c->hits, n);
+}
+/* read_hit.c: serve [off, off+len) from one cached folio without a lock;
+ * the bytes copied, or 0 when the full read path must do it. */
+HIDDEN ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off);
 
 /* mapping.c: the per-file folio index */
 
@@ -642,6 +802,10 @@ HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
 HIDDEN void mapping_forget_dirty(struct pc_mapping *m);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
 HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
+/* Whether m has anything for the flusher (dirty or uncached data, edges). */
+HIDDEN bool flusher_has_work_in(struct pc_mapping *m);
+/* Take m off domain d's dirty list (d->lock held). */
+HIDDEN void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m);
 enum {
 	WB_ALL = 0,
 	WB_UNCACHED = 1 << 0,    /* only drop-behind data (and complete edges) */
@@ -657,6 +821,9 @@ enum {
  * them too.  Returns the bytes submitted, or a negative errno. */
 HIDDEN int64_t writeback_range(struct pc_mapping *m, uint64_t start, uint64_t end, int mode,
 			       struct pc_wb_waiter *w);
+/* writeback_range, stopping once `budget` bytes are submitted (0: all). */
+HIDDEN int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int mode, struct pc_wb_waiter *w,
+			      int64_t budget);
 /* Write back [start, end), wait for it, and return the first error. */
 HIDDEN int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int mode);
 /* Wait until no folio of [start, end) is under writeback. */
@@ -694,6 +861,8 @@ static inline int mapping_write_error(struct pc_mapping *m)
 /* Write-back of m failed with err (a write, or the read merging a partial
  * block before it): recorded for fsync, counted, the file failing. */
 HIDDEN void writeback_failed(struct pc_mapping *m, int err);
+/* A write of a failing file went through: it may be well again. */
+HIDDEN void writeback_recovered(struct pc_mapping *m);
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
 HIDDEN uint64_t errseq_sample(pc_errseq_t *e);
@@ -737,6 +906,12 @@ HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovc
  * is returned with a reference. */
 HIDDEN int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool dontcache,
 			   struct pc_folio **first);
+/* Make [foff, foff+n) of f readable (nowait: -EAGAIN rather than wait
+ * for its lock or a read); *waited is set when I/O or a wait was needed. */
+HIDDEN int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
+			       bool *waited);
+
+/* fill.c: synchronous filling of a locked folio's blocks */
 /* Bring blocks overlapping [off, off+len) of a locked folio uptodate,
  * merging device data around deferred partial writes. */
 HIDDEN int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
@@ -759,9 +934,71 @@ HIDDEN bool written_known_hole(struct pc_written *w, uint64_t start, uint64_t en
 /* write.c */
 HIDDEN ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
 			     int flags);
+/* A buffered write of [off, end) of m with PC_* flags, its data in iov
+ * (NULL for a write span, whose caller copies the data itself). */
+struct write_ctx {
+	struct pc_mapping *m;
+	const struct iovec *iov;
+	int iovcnt;
+	uint64_t off, end;
+	int flags;
+};
+/* The part of a write that falls in one folio, between its steps. */
+struct write_folio {
+	struct pc_folio *f;  /* locked, stable, referenced */
+	size_t foff, n;      /* the part: [foff, foff + n) of f */
+	bool created;        /* this write created f */
+	bool head_full, tail_full; /* its partly covered first / last block is
+				    * valid around it (zeroed or read), else
+				    * deferred: see folio_write_end */
+};
+/* Before a write dirties anything: a file whose writeback keeps failing
+ * takes no new data (mapping_set_failing), space for a write that extends
+ * the file is reserved (a full file system fails the write here, as the
+ * kernel's buffered write does, not at fsync), and PC_NOWAIT meets the
+ * dirty throttle (-EAGAIN past the limit). */
+HIDDEN int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags);
+/* Step 1, caller holding inval_lock shared: the folio holding pos, locked
+ * and stable, its partly covered blocks prepared (zeroed, read or
+ * deferred) and marked for the write's mode, as much of [pos, w->end) as
+ * it holds in *wf.  0 or a negative errno (nothing held then). */
+HIDDEN int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_folio *wf);
+/* Step 2, after the data is in [foff, foff + n): uptodate and dirty, the
+ * size raised, the folio unlocked and released. */
+HIDDEN void write_folio_commit(const struct write_ctx *w, const struct write_folio *wf);
+/* Instead of step 2 when nothing was written: unlocked and released, and
+ * removed when this write created it (it holds nothing). */
+HIDDEN void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf);
+/*
+ * Between the steps, when only `copied` < wf->n bytes came: what the
+ * write had prepared past them must not become file data.  Dirty bytes
+ * there are the caller's to put back first (they exist nowhere else);
+ * clean uptodate blocks there are forgotten (read again when needed);
+ * blocks not uptodate stay so; the block holding the new end is prepared
+ * again for it, keeping the bytes written before it.  Sets wf->n to
+ * copied.  A negative errno when that block had to be read and could not
+ * be: then end the write with copied 0 (write_folio_shorten(.., 0) cannot
+ * fail) and write_folio_abandon.
+ */
+HIDDEN int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf, size_t copied);
+/* After n bytes at pos went in (inval_lock released): PC_DSYNC makes them
+ * durable (an error: they are not), other writes meet the dirty throttle
+ * (an error: the file's write error, the bytes are written). */
+HIDDEN int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags);
 /* Write zeros through the cache (partial blocks of punch/zero range); the
  * caller holds inval_lock (either way). */
 HIDDEN int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len);
+
+/* span.c: zero-copy spans, called by api.c once the arguments passed its
+ * checks (off below the size limit for writes, flags without PC_DIRECT).
+ * struct pc_span's priv.state is one of these: a magic number per kind,
+ * so that a span ended twice, or one whose begin failed, is told from an
+ * open one (a copy of an open span is not). */
+enum { SPAN_ENDED = 0, SPAN_EMPTY = 0x70637330, SPAN_READ = 0x70637372, SPAN_WRITE = 0x70637377 };
+HIDDEN ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, struct pc_span *s);
+HIDDEN void span_read_end(struct pc_span *s);
+HIDDEN ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags, struct pc_span *s);
+HIDDEN int span_write_end(struct pc_span *s, size_t copied);
 
 /* truncate.c */
 HIDDEN int truncate_mapping(struct pc_mapping *m, uint64_t size);

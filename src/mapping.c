@@ -6,16 +6,43 @@
  * is guarded by a per-file rwlock held only for the walk or the update,
  * never across I/O or a copy, so writers to different ranges of one file do
  * not serialise on it: they serialise only on the folios they share.
- * Taking the reference under the read lock is what makes lookups safe
- * against eviction, which removes a folio only under the write lock and
- * only when the index's reference is the only other one.
+ * Lookups do not take it in the common case: they walk the tree without a
+ * lock (radix.c, "Lockless lookups") and take the folio's reference only if
+ * it is not being freed, then check that the tree did not change meanwhile;
+ * eviction removes a folio only under the write lock and only when the
+ * index's reference is the only other one.  When a writer raced, the lookup
+ * takes the read lock.
  */
 #include "internal.h"
 
 #include <errno.h>
 
+/* The lockless way (radix.c, "Lockless lookups"): the reference is taken
+ * on what the walk found, and kept only if the tree did not change since
+ * the walk began (so the folio was still in it when the reference was
+ * taken).  false: not decided, take the lock. */
+static bool lookup_lockless(struct pc_mapping *m, uint64_t pos, struct pc_folio **out)
+{
+	uint32_t seq = rt_read_begin(&m->tree);
+	struct pc_folio *f = rt_lookup_lockless(&m->tree, pos >> PC_PAGE_SHIFT, seq);
+	if (f == RT_RETRY)
+		return false;
+	if (f && !folio_try_get(f))
+		return false;
+	if (!rt_unchanged_since(&m->tree, seq)) {
+		if (f)
+			folio_put(m->c, f);
+		return false;
+	}
+	*out = f;
+	return true;
+}
+
 struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos)
 {
+	struct pc_folio *found;
+	if (lookup_lockless(m, pos, &found))
+		return found;
 	pthread_rwlock_rdlock(&m->tree_lock);
 	struct pc_folio *f = rt_lookup(&m->tree, pos >> PC_PAGE_SHIFT);
 	if (f)
@@ -117,14 +144,13 @@ static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, un
 	if (err)
 		return err;
 	atomic_store_explicit(&f->refcount, 2, memory_order_relaxed); /* index + caller */
-	atomic_store_explicit(&f->flags, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0),
-			      memory_order_release);
+	folio_reset_flags(f, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0));
 	pthread_rwlock_wrlock(&m->tree_lock);
 	err = rt_insert(&m->tree, start, 1ull << f->order, f);
 	pthread_rwlock_unlock(&m->tree_lock);
 	if (err) {
 		bs_free(f);
-		atomic_store_explicit(&f->flags, 0, memory_order_relaxed);
+		folio_reset_flags(f, 0);
 		atomic_store_explicit(&f->refcount, 0, memory_order_relaxed);
 		f->mapping = NULL;
 		return err;

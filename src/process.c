@@ -23,6 +23,9 @@
  * rings (the child's mappings of them go at its exit or exec).  The folio arena is
  * MADV_DONTFORK (arena.c): the child never gets it, so a fork copies no
  * page tables of a large cache, and there is nothing of it to unmap here.
+ * Nor is the thread that faults the arena in the child's (a fork copies
+ * only the calling thread): it is never stopped or joined here, and it
+ * only ever touched the arena and atomics, so its state needs no care.
  */
 #include "internal.h"
 
@@ -40,6 +43,7 @@ static void on_fork_child(void)
 {
 	atomic_fetch_add_explicit(&process_generation, 1, memory_order_relaxed);
 	forget_exit_caches_in_child();
+	arena_forget_parent_caches();
 }
 
 static void register_atfork(void)
@@ -77,8 +81,12 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
  */
 static void free_mapping_copy(struct pc_mapping *m)
 {
-	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0)
+	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0) {
+		/* Straight to free(): the cache's node pool has a lock of its own,
+		 * which a parent thread may have held at fork. */
+		m->tree.pool = NULL;
 		rt_destroy(&m->tree);
+	}
 	if (pthread_mutex_trylock(&m->written.lock) == 0)
 		written_destroy(&m->written);
 	free(m);
@@ -124,7 +132,14 @@ void cache_free_inherited(struct pc_cache *c)
 {
 	if (pthread_mutex_trylock(&c->files_lock) == 0)
 		free_files_copy(c);
-	for (uint32_t pfn = 0; pfn < c->npages; pfn++) {
+	if (pthread_mutex_trylock(&c->node_pool.lock) == 0) {
+		pthread_mutex_unlock(&c->node_pool.lock);
+		rt_pool_destroy(&c->node_pool);
+	}
+	/* Pages above arena_used_pages were never handed out: their
+	 * descriptors are zeros nobody has touched, not worth faulting in. */
+	uint32_t used = arena_used_pages(c);
+	for (uint32_t pfn = 0; pfn < used; pfn++) {
 		struct pc_folio *f = &c->folios[pfn];
 		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
 			bs_free(f);

@@ -9,7 +9,7 @@
  *   2^(root->shift + 6) - 1; the tree grows a level on top when a larger
  *   index is inserted and shrinks again when the root is left with only its
  *   first slot in use.  An empty tree has no node at all.  Nodes that
- *   become empty are freed at once, so a tree of N items spread over K
+ *   become empty leave the tree at once, so a tree of N items spread over K
  *   leaves costs about K * (sizeof(struct rt_node) = 544 bytes) plus the
  *   few interior nodes above them.
  *
@@ -32,7 +32,28 @@
  *
  * Locking: none here.  The caller holds mapping->tree_lock (shared for
  * rt_lookup, rt_find_next, rt_tag_get and rt_range_empty; exclusive for
- * everything else).
+ * everything else), except for rt_lookup_lockless.
+ *
+ * Lockless lookups
+ *   Cache hits walk the tree without the lock, so that readers write no
+ *   shared cache line (mapping.c, read.c).  Three rules make that safe:
+ *   - Type-stable nodes.  A tree with a pool never returns a node to
+ *     malloc: nodes it no longer needs go to the pool's spare list, which
+ *     every tree of the cache allocates from, and are freed only when the
+ *     cache is destroyed.  A reader that follows a stale pointer reads a
+ *     node (perhaps now in another tree, perhaps spare), never freed memory.
+ *     The spares are bounded by the most nodes the cache's trees ever had
+ *     at once.
+ *   - A change count.  Every change of the tree's shape (a slot filled or
+ *     emptied, a node added or removed, the height changed) happens between
+ *     two increments of r->seq, so it is odd meanwhile.  The reader reads
+ *     the count first and checks it again before it follows any pointer it
+ *     loaded: a pointer loaded while the count stayed even was in the tree,
+ *     so it points at a live node (or an item the tree held).  Tag changes
+ *     do not move the count: lockless readers do not look at tags.
+ *   - Atomic words.  Everything a lockless reader loads (the root, a node's
+ *     shift and slots) is stored with relaxed atomic stores, so a reader
+ *     racing with a writer reads an old or a new value, never a torn one.
  */
 #include "internal.h"
 
@@ -61,7 +82,22 @@ static inline uint64_t rt_maxindex(unsigned shift)
 	return shift + RT_SHIFT >= 64 ? UINT64_MAX : (((uint64_t)1 << (shift + RT_SHIFT)) - 1);
 }
 
-static struct rt_node *node_alloc(unsigned shift, struct rt_node *parent, unsigned offset)
+/* Stores of what lockless readers load (see "Lockless lookups"). */
+#define SET_SLOT(n, i, v) __atomic_store_n(&(n)->slots[i], (v), __ATOMIC_RELAXED)
+#define SET_ROOT(r, v) __atomic_store_n(&(r)->node, (v), __ATOMIC_RELAXED)
+#define LOAD_SLOT(n, i) __atomic_load_n(&(n)->slots[i], __ATOMIC_RELAXED)
+
+static struct rt_node *spare_take(struct rt_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	struct rt_node *n = p->spare;
+	if (n)
+		p->spare = n->parent;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_node *parent, unsigned offset)
 {
 	long budget = atomic_load_explicit(&rt_test_alloc_budget, memory_order_relaxed);
 	if (__builtin_expect(budget >= 0, 0)) {
@@ -69,47 +105,102 @@ static struct rt_node *node_alloc(unsigned shift, struct rt_node *parent, unsign
 			return NULL;
 		atomic_fetch_sub_explicit(&rt_test_alloc_budget, 1, memory_order_relaxed);
 	}
-	struct rt_node *n = calloc(1, sizeof(*n));
-	if (!n)
-		return NULL;
-	n->shift = (uint8_t)shift;
+	/* A spare's slots are all empty (node_free), and a lockless reader may
+	 * still be looking at it: only the fields it does not read are reset
+	 * with plain stores. */
+	struct rt_node *n = r->pool ? spare_take(r->pool) : NULL;
+	if (n) {
+		n->count = 0;
+		for (int t = 0; t < RT_NTAGS; t++)
+			n->tags[t] = 0;
+	} else {
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			return NULL;
+	}
+	__atomic_store_n(&n->shift, (uint8_t)shift, __ATOMIC_RELAXED);
 	n->offset = (uint8_t)offset;
 	n->parent = parent;
 	atomic_fetch_add_explicit(&rt_test_nodes, 1, memory_order_relaxed);
 	return n;
 }
 
-static void node_free(struct rt_node *n)
+/* n has left the tree: to the pool's spares (slots emptied), or freed. */
+static void node_free(struct rt_root *r, struct rt_node *n)
 {
 	atomic_fetch_sub_explicit(&rt_test_nodes, 1, memory_order_relaxed);
-	free(n);
+	if (!r->pool) {
+		free(n);
+		return;
+	}
+	for (unsigned i = 0; i < RT_SLOTS; i++)
+		if (n->slots[i])
+			SET_SLOT(n, i, NULL);
+	pthread_mutex_lock(&r->pool->lock);
+	n->parent = r->pool->spare;
+	r->pool->spare = n;
+	pthread_mutex_unlock(&r->pool->lock);
 }
 
-void rt_init(struct rt_root *r)
+void rt_pool_init(struct rt_pool *p)
+{
+	pthread_mutex_init(&p->lock, NULL);
+	p->spare = NULL;
+}
+
+void rt_pool_destroy(struct rt_pool *p)
+{
+	while (p->spare) {
+		struct rt_node *n = p->spare;
+		p->spare = n->parent;
+		free(n);
+	}
+	pthread_mutex_destroy(&p->lock);
+}
+
+/* A change of the tree's shape is bracketed by these (count odd between). */
+static void shape_change_begin(struct rt_root *r)
+{
+	/* An RMW with acquire: no store of the change can become visible
+	 * before the odd count. */
+	atomic_fetch_add_explicit(&r->seq, 1, memory_order_acq_rel);
+}
+
+static void shape_change_end(struct rt_root *r)
+{
+	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+void rt_init(struct rt_root *r, struct rt_pool *pool)
 {
 	r->node = NULL;
 	r->nr_heads = 0;
+	atomic_init(&r->seq, 0);
+	r->pool = pool;
 }
 
-static void free_subtree(struct rt_node *n)
+static void free_subtree(struct rt_root *r, struct rt_node *n)
 {
 	if (n->shift) {
 		for (unsigned i = 0; i < RT_SLOTS && n->count; i++) {
 			if (n->slots[i]) {
-				free_subtree(n->slots[i]);
+				free_subtree(r, n->slots[i]);
 				n->count--;
 			}
 		}
 	}
-	node_free(n);
+	node_free(r, n);
 }
 
 void rt_destroy(struct rt_root *r)
 {
+	shape_change_begin(r);
 	if (r->node)
-		free_subtree(r->node);
-	r->node = NULL;
+		free_subtree(r, r->node);
+	SET_ROOT(r, NULL);
 	r->nr_heads = 0;
+	shape_change_end(r);
 }
 
 void *rt_lookup(struct rt_root *r, uint64_t index)
@@ -121,6 +212,30 @@ void *rt_lookup(struct rt_root *r, uint64_t index)
 		void *p = n->slots[rt_offset(index, n->shift)];
 		if (n->shift == 0 || !p)
 			return p;
+		n = p;
+	}
+}
+
+void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq)
+{
+	if (seq & 1)
+		return RT_RETRY;
+	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
+	bool root = true;
+	for (;;) {
+		/* Whatever was loaded since the last check may be stale: check
+		 * before it is followed (or returned). */
+		if (!rt_unchanged_since(r, seq))
+			return RT_RETRY;
+		if (!n)
+			return NULL;
+		unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
+		if (root && index > rt_maxindex(shift))
+			return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
+		root = false;
+		void *p = LOAD_SLOT(n, rt_offset(index, shift));
+		if (shift == 0)
+			return rt_unchanged_since(r, seq) ? p : RT_RETRY;
 		n = p;
 	}
 }
@@ -172,14 +287,14 @@ static void delete_empty(struct rt_root *r, struct rt_node *n)
 		struct rt_node *p = n->parent;
 		if (p) {
 			uint64_t bit = (uint64_t)1 << n->offset;
-			p->slots[n->offset] = NULL;
+			SET_SLOT(p, n->offset, NULL);
 			p->count--;
 			for (int t = 0; t < RT_NTAGS; t++)
 				tag_clear_up(p, bit, t); /* no-op: an empty child has no tags */
 		} else {
-			r->node = NULL;
+			SET_ROOT(r, NULL);
 		}
-		node_free(n);
+		node_free(r, n);
 		n = p;
 	}
 }
@@ -192,8 +307,8 @@ static void shrink(struct rt_root *r)
 		struct rt_node *child = n->slots[0];
 		child->parent = NULL;
 		child->offset = 0;
-		r->node = child;
-		node_free(n);
+		SET_ROOT(r, child);
+		node_free(r, n);
 		n = child;
 	}
 }
@@ -203,16 +318,16 @@ static int grow(struct rt_root *r, uint64_t last)
 {
 	while (last > rt_maxindex(r->node->shift)) {
 		struct rt_node *old = r->node;
-		struct rt_node *n = node_alloc(old->shift + RT_SHIFT, NULL, 0);
+		struct rt_node *n = node_alloc(r, old->shift + RT_SHIFT, NULL, 0);
 		if (!n)
 			return -ENOMEM;
-		n->slots[0] = old;
+		SET_SLOT(n, 0, old);
 		n->count = 1;
 		for (int t = 0; t < RT_NTAGS; t++)
 			n->tags[t] = old->tags[t] ? 1 : 0;
 		old->parent = n;
 		old->offset = 0;
-		r->node = n;
+		SET_ROOT(r, n);
 	}
 	return 0;
 }
@@ -257,7 +372,7 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 			if (p != prev)
 				runs++;
 			prev = p;
-			n->slots[i] = NULL;
+			SET_SLOT(n, i, NULL);
 			n->count--;
 		}
 		for (int t = 0; t < RT_NTAGS; t++)
@@ -281,19 +396,18 @@ bool rt_range_empty(struct rt_root *r, uint64_t index, uint64_t nr)
 	return i - index >= nr;
 }
 
-int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
+static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
 {
-	if (!item || nr == 0 || index + (nr - 1) < index)
-		return -EINVAL;
 	uint64_t last = index + (nr - 1);
 
 	if (!r->node) {
 		unsigned shift = 0;
 		while (last > rt_maxindex(shift))
 			shift += RT_SHIFT;
-		r->node = node_alloc(shift, NULL, 0);
-		if (!r->node)
+		struct rt_node *root = node_alloc(r, shift, NULL, 0);
+		if (!root)
 			return -ENOMEM;
+		SET_ROOT(r, root);
 	} else {
 		if (!rt_range_empty(r, index, nr))
 			return -EEXIST;
@@ -310,7 +424,7 @@ int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
 			unsigned off = rt_offset(cur, n->shift);
 			struct rt_node *child = n->slots[off];
 			if (!child) {
-				child = node_alloc(n->shift - RT_SHIFT, n, off);
+				child = node_alloc(r, n->shift - RT_SHIFT, n, off);
 				if (!child) {
 					/* Undo: free the empty path, then the slots filled. */
 					delete_empty(r, n);
@@ -318,7 +432,7 @@ int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
 					shrink(r);
 					return -ENOMEM;
 				}
-				n->slots[off] = child;
+				SET_SLOT(n, off, child);
 				n->count++;
 			}
 			n = child;
@@ -326,13 +440,23 @@ int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
 		unsigned off = rt_offset(cur, 0);
 		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
 		for (unsigned i = off; i < off + cnt; i++)
-			n->slots[i] = item;
+			SET_SLOT(n, i, item);
 		n->count += cnt;
 		cur += cnt;
 		left -= cnt;
 	}
 	r->nr_heads++;
 	return 0;
+}
+
+int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
+{
+	if (!item || nr == 0 || index + (nr - 1) < index)
+		return -EINVAL;
+	shape_change_begin(r);
+	int err = insert_range(r, index, nr, item);
+	shape_change_end(r);
+	return err;
 }
 
 void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr)
@@ -343,7 +467,9 @@ void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr)
 		nr = UINT64_MAX - index + 1; /* clamp at the top of the index space */
 	if (nr == 0) /* index 0, nr 2^64: cannot be represented; remove all */
 		nr = UINT64_MAX;
+	shape_change_begin(r);
 	uint64_t runs = remove_range(r, index, nr);
+	shape_change_end(r);
 	r->nr_heads = r->nr_heads >= runs ? r->nr_heads - runs : 0;
 }
 

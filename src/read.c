@@ -1,8 +1,8 @@
 /*
- * read.c - the read path: cache hits, misses filled with one device I/O per
- * contiguous run, read-ahead with a growing window, uncached reads, and
- * bringing partly valid blocks uptodate (merging device data around a
- * deferred partial write).
+ * read.c - the read path: misses filled with one device I/O per contiguous
+ * run, read-ahead with a growing window, uncached reads, and the hits that
+ * read_hit.c declines.  (Bringing blocks of a folio uptodate synchronously,
+ * which writeback needs too, is fill.c's.)
  *
  * A miss creates the missing folios locked and not uptodate, inserts them
  * and submits one read for each contiguous run; the completion marks them
@@ -156,101 +156,36 @@ int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool don
 	return err;
 }
 
-/* ------------------------------------------------------ sync filling */
-
-int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
-{
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
-	size_t want = off >= disk_end ? 0 : (size_t)pc_min_u64(len, disk_end - off);
-	ssize_t got = 0;
-	if (want) {
-		struct iovec v = { buf, want };
-		atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
-		got = backend_preadv(m->c, m->fd, &v, 1, (off_t)off);
-		if (got < 0)
-			return (int)got;
-	}
-	if ((size_t)got < len)
-		memset(buf + got, 0, len - (size_t)got);
-	return 0;
-}
-
-/* Merge device data around the valid range of block blk (folio locked). */
-static int merge_partial_block(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t vs,
-			       uint32_t ve)
-{
-	size_t bs = m->block_size;
-	uint8_t *tmp = aligned_alloc(m->mem_align > 512 ? m->mem_align : 512, bs);
-	if (!tmp)
-		return -ENOMEM;
-	uint8_t *dst = folio_data(m->c, f) + (size_t)blk * bs;
-	int err = read_blocks(m, tmp, folio_pos(f) + (uint64_t)blk * bs, bs);
-	if (!err) {
-		memcpy(dst, tmp, vs);
-		memcpy(dst + ve, tmp + ve, bs - ve);
-		folio_block_merged(m, f, blk);
-		atomic_fetch_add_explicit(&m->st_rmw_reads, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&m->c->st_rmw_reads, 1, memory_order_relaxed);
-	}
-	free(tmp);
-	return err;
-}
-
-/* Fill blocks [first, first+count) of a locked folio: each not-uptodate
- * block is read (contiguous ones with one I/O) or merged. */
-static int fill_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first, unsigned count, bool only_partial)
-{
-	size_t bs = m->block_size;
-	unsigned b = first, end = first + count;
-	while (b < end) {
-		uint32_t vs, ve;
-		if (folio_block_uptodate(m, f, b)) {
-			b++;
-			continue;
-		}
-		if (folio_block_valid(m, f, b, &vs, &ve)) {
-			int err = merge_partial_block(m, f, b, vs, ve);
-			if (err)
-				return err;
-			b++;
-			continue;
-		}
-		if (only_partial) {
-			b++;
-			continue;
-		}
-		unsigned e = b + 1;
-		while (e < end && !folio_block_uptodate(m, f, e) && !folio_block_valid(m, f, e, &vs, &ve))
-			e++;
-		size_t off = (size_t)b * bs, len = (size_t)(e - b) * bs;
-		int err = read_blocks(m, folio_data(m->c, f) + off, folio_pos(f) + off, len);
-		if (err)
-			return err;
-		folio_set_range_uptodate(m, f, off, len);
-		b = e;
-	}
-	return 0;
-}
-
-int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
-{
-	if (folio_test(f, PF_UPTODATE) || !len)
-		return 0;
-	unsigned first = (unsigned)(off >> m->block_shift);
-	unsigned last = (unsigned)((off + len - 1) >> m->block_shift);
-	int err = fill_blocks(m, f, first, last - first + 1, false);
-	if (!err)
-		folio_clear(f, PF_READ_ERROR);
-	return err;
-}
-
-int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f)
-{
-	return fill_blocks(m, f, 0, folio_nblocks(m, f), true);
-}
-
 /* ---------------------------------------------------------- read path */
+
+/*
+ * Read-ahead marks.  Cache hits are served without looking at the handle
+ * (read_hit.c), so a stream reading through its read-ahead window leaves no
+ * trace there.  Instead the folio where the next window should start being
+ * read carries PF_READAHEAD; a hit on it goes the full way (read_hit.c
+ * declines it), and reaching it counts as continuing the stream.
+ */
+static void readahead_set_mark(struct pc_mapping *m, uint64_t pos)
+{
+	struct pc_folio *f = mapping_lookup(m, pos);
+	if (f) {
+		folio_set(f, PF_READAHEAD);
+		folio_put(m->c, f);
+	}
+}
+
+/* Whether a read at off reaches a mark (which it then clears). */
+static bool readahead_take_mark(struct pc_mapping *m, uint64_t off)
+{
+	struct pc_folio *f = mapping_lookup(m, off);
+	if (!f)
+		return false;
+	bool marked = folio_test(f, PF_READAHEAD) &&
+		      (atomic_fetch_and_explicit(&f->flags, ~(uint32_t)PF_READAHEAD, memory_order_acq_rel) &
+		       PF_READAHEAD);
+	folio_put(m->c, f);
+	return marked;
+}
 
 /* Sequential readers get read-ahead of a window that doubles each time.
  * Returns whether this read continues a sequential stream. */
@@ -259,15 +194,16 @@ static bool readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool 
 	struct pc_mapping *m = h->m;
 	size_t max = m->c->cfg.readahead_max_bytes;
 	uint64_t from = 0, to = 0;
-	/* Random reads, the common case of a cache hit, take no lock. */
+	bool marked = readahead_take_mark(m, off);
+	/* Random reads take no lock. */
 	int64_t prev = atomic_load_explicit(&h->ra_prev_end, memory_order_relaxed);
-	if (prev != (int64_t)off && !(off == 0 && prev < 0) &&
+	if (!marked && prev != (int64_t)off && !(off == 0 && prev < 0) &&
 	    !atomic_load_explicit(&h->ra_window, memory_order_relaxed)) {
 		atomic_store_explicit(&h->ra_prev_end, (int64_t)(off + len), memory_order_relaxed);
 		return false;
 	}
 	pthread_mutex_lock(&h->ra_lock);
-	bool seq = h->ra_prev_end == (int64_t)off || (off == 0 && h->ra_prev_end < 0);
+	bool seq = marked || h->ra_prev_end == (int64_t)off || (off == 0 && h->ra_prev_end < 0);
 	h->ra_prev_end = (int64_t)(off + len);
 	if (!seq || !max) {
 		h->ra_window = 0;
@@ -284,12 +220,17 @@ static bool readahead_on_read(struct pc_file *h, uint64_t off, size_t len, bool 
 			h->ra_issued_end = (int64_t)want;
 		}
 	}
+	size_t window = h->ra_window;
 	pthread_mutex_unlock(&h->ra_lock);
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
 	if (to > size)
 		to = size;
-	if (from < to)
+	if (from < to) {
 		readahead_range(m, from, to, dontcache, NULL);
+		/* The next window is due when half of this one is left. */
+		uint64_t mark = to > window / 2 ? to - window / 2 : 0;
+		readahead_set_mark(m, mark > from ? mark : from);
+	}
 	return seq && max;
 }
 
@@ -308,8 +249,8 @@ static void clear_dropbehind(struct pc_mapping *m, struct pc_folio *f)
 }
 
 /* Make [foff, foff+n) of f readable; *waited tells if I/O was needed. */
-static int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
-			       bool *waited)
+int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
+			bool *waited)
 {
 	if (folio_range_uptodate(m, f, foff, n))
 		return 0;
@@ -366,9 +307,12 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			break;
 		}
 		iov_copy_to(iov, iovcnt, pos - off, folio_data(c, f) + foff, n);
-		_Atomic uint64_t *ctr = waited ? &m->st_miss : &m->st_hit;
-		atomic_fetch_add_explicit(ctr, n, memory_order_relaxed);
-		atomic_fetch_add_explicit(waited ? &c->st_miss : &c->st_hit, n, memory_order_relaxed);
+		if (waited) {
+			atomic_fetch_add_explicit(&m->st_miss, n, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->st_miss, n, memory_order_relaxed);
+		} else {
+			count_hit_bytes(m, n);
+		}
 		if (dontcache) {
 			/* Done with it: read to its end, or this call stops in it
 			 * and no next read of a stream (or the file ends) needs it. */

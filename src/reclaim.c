@@ -186,7 +186,7 @@ static struct pc_folio *alloc_any_order(struct pc_cache *c, unsigned order, unsi
 			f->order = (uint8_t)o;
 			f->mapping = NULL;
 			f->bx = NULL;
-			atomic_store_explicit(&f->flags, 0, memory_order_relaxed);
+			folio_reset_flags(f, 0);
 			atomic_store_explicit(&f->refcount, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&c->st_folios, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&c->st_cached, folio_size(f), memory_order_relaxed);

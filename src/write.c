@@ -18,16 +18,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-struct write_ctx {
-	struct pc_mapping *m;
-	const struct iovec *iov;
-	int iovcnt;
-	uint64_t off, end; /* the whole write */
-	int flags;
-};
 
 /* Folio order for the write at pos: uncached writes get their partly
  * covered ends as smallest folios (edges) and large folios only where they
@@ -56,6 +49,54 @@ static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
 }
 
 /*
+ * Is block blk valid around a partial write of [s, e) with nothing read?
+ * It is when it is uptodate, or when it holds no data on the device, or
+ * all of it the write leaves lies past the end of the backing file: then
+ * that part is zeroed (and the block becomes uptodate at write end).
+ * Otherwise *has_valid tells whether it holds a deferred partial write
+ * already, [*vs, *ve).
+ */
+static bool partial_block_complete(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t s, uint32_t e,
+				   bool *has_valid, uint32_t *vs, uint32_t *ve)
+{
+	*has_valid = false;
+	if (folio_block_uptodate(m, f, blk))
+		return true;
+	*has_valid = folio_block_valid(m, f, blk, vs, ve);
+	uint64_t bpos = folio_pos(f) + ((uint64_t)blk << m->block_shift);
+	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->data_end);
+	if (*has_valid || !(rest_is_zero || block_has_no_data(m, bpos)))
+		return false;
+	uint8_t *p = folio_data(m->c, f) + ((size_t)blk << m->block_shift);
+	memset(p, 0, s);
+	memset(p + e, 0, m->block_size - e);
+	return true;
+}
+
+/* One valid range per block: a write disjoint from the block's range must
+ * read the rest first. */
+static bool disjoint_from_valid(bool has_valid, uint32_t vs, uint32_t ve, uint32_t s, uint32_t e)
+{
+	return has_valid && (e < vs || s > ve);
+}
+
+/* Leave a partial write of a block to be merged later (deferred
+ * read-modify-write): room for its valid range, counted once per block. */
+static int defer_partial_block(struct pc_mapping *m, struct pc_folio *f, bool has_valid)
+{
+	int err = bs_prepare_partial(m, f);
+	if (err)
+		return err;
+	if (!has_valid) {
+		atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
+		if (!f->stamp) /* when it started waiting for a neighbour */
+			f->stamp = cache_clock_ms(m->c);
+	}
+	return 0;
+}
+
+/*
  * Prepare a partly written block blk of the locked folio for a write of
  * [s, e) (block offsets).  Returns 1 when the rest of the block is valid
  * (zeroed or read), 0 when the write is deferred, or a negative errno.
@@ -64,40 +105,19 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 				 uint32_t e)
 {
 	struct pc_mapping *m = w->m;
-	size_t bs = m->block_size;
-	if (folio_block_uptodate(m, f, blk))
+	uint32_t vs = 0, ve = 0;
+	bool has_valid;
+	if (partial_block_complete(m, f, blk, s, e, &has_valid, &vs, &ve))
 		return 1;
-	uint8_t *p = folio_data(m->c, f) + (size_t)blk * bs;
-	uint32_t vs, ve;
-	bool has_valid = folio_block_valid(m, f, blk, &vs, &ve);
-	uint64_t bpos = folio_pos(f) + (uint64_t)blk * bs;
-	/* Nothing to read: the block holds no data, or all we do not write of
-	 * it lies past the end of the backing file. */
-	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->data_end);
-	if (!has_valid && (rest_is_zero || block_has_no_data(m, bpos))) {
-		memset(p, 0, s);
-		memset(p + e, 0, bs - e);
-		return 1;
-	}
-	bool can_defer = !(w->flags & PC_DSYNC) && !(m->c->cfg.flags & PC_CFG_NO_DEFERRED_RMW);
-	/* One valid range per block: a disjoint second one means read now. */
-	if (has_valid && (e < vs || s > ve))
-		can_defer = false;
+	bool can_defer = !(w->flags & PC_DSYNC) && !(m->c->cfg.flags & PC_CFG_NO_DEFERRED_RMW) &&
+			 !disjoint_from_valid(has_valid, vs, ve, s, e);
 	if (can_defer) {
-		int err = bs_prepare_partial(m, f);
-		if (err)
-			return err;
-		if (!has_valid) {
-			atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
-			if (!f->stamp) /* when it started waiting for a neighbour */
-				f->stamp = cache_clock_ms(m->c);
-		}
-		return 0;
+		int err = defer_partial_block(m, f, has_valid);
+		return err ? err : 0;
 	}
 	if (w->flags & PC_NOWAIT)
 		return -EAGAIN;
-	int err = folio_fill_range(m, f, (size_t)blk * bs, bs);
+	int err = folio_fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
 	return err ? err : 1;
 }
 
@@ -185,8 +205,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 	}
 }
 
-/* Write the part of the request that falls in one folio; returns bytes. */
-static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
+int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_folio *wf)
 {
 	struct pc_mapping *m = w->m;
 	unsigned gf = GF_CREATE | GF_LOCK | GF_STABLE | ((w->flags & PC_NOWAIT) ? GF_NOWAIT : 0);
@@ -206,16 +225,124 @@ static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 		return err;
 	}
 	mark_for_write(w, f, created, foff, n, completes);
-	iov_copy_from(w->iov, w->iovcnt, pos - w->off, folio_data(m->c, f) + foff, n);
+	*wf = (struct write_folio){ f, foff, n, created, head_full, tail_full };
+	return 0;
+}
+
+void write_folio_commit(const struct write_ctx *w, const struct write_folio *wf)
+{
+	struct pc_mapping *m = w->m;
+	struct pc_folio *f = wf->f;
 	bool was_dirty = folio_test(f, PF_DIRTY);
-	size_t newly = folio_write_end(m, f, foff, n, head_full, tail_full);
+	size_t newly = folio_write_end(m, f, wf->foff, wf->n, wf->head_full, wf->tail_full);
 	account_dirty(m, f, (int64_t)newly);
 	if (!was_dirty)
 		mapping_dirtied(m, f);
-	atomic_raise_i64(&m->i_size, (int64_t)(pos + n));
+	atomic_raise_i64(&m->i_size, (int64_t)(folio_pos(f) + wf->foff + wf->n));
 	folio_unlock(f);
 	folio_put(m->c, f);
-	return (ssize_t)n;
+}
+
+void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf)
+{
+	struct pc_mapping *m = w->m;
+	/* A folio made for this write alone holds nothing now: it goes
+	 * (unless a reader came meanwhile), as if the write had not been. */
+	if (wf->created)
+		mapping_remove_if_unused(m, wf->f, 2);
+	folio_unlock(wf->f);
+	folio_put(m->c, wf->f);
+}
+
+/* Write the part of the request that falls in one folio; returns bytes. */
+static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
+{
+	struct write_folio wf;
+	int err = write_folio_begin(w, pos, &wf);
+	if (err)
+		return err;
+	iov_copy_from(w->iov, w->iovcnt, pos - w->off, folio_data(w->m->c, wf.f) + wf.foff, wf.n);
+	write_folio_commit(w, &wf);
+	return (ssize_t)wf.n;
+}
+
+/* ------------------------------------------------ a write that ends short */
+
+/*
+ * Clean uptodate blocks of [start, end) (block aligned, folio offsets)
+ * become not uptodate: the caller may have stored into them without
+ * writing them, and the device holds their data, so they are read again
+ * when needed.  Dirty and not-uptodate blocks are left as they are.
+ */
+static void forget_clean_blocks(struct pc_mapping *m, struct pc_folio *f, size_t start, size_t end)
+{
+	size_t bs = m->block_size;
+	for (size_t b = start; b < end; b += bs) {
+		unsigned blk = (unsigned)(b >> m->block_shift);
+		if (folio_block_uptodate(m, f, blk) && !folio_block_dirty(m, f, blk))
+			folio_invalidate_blocks(m, f, b, bs, false);
+	}
+}
+
+/*
+ * Read the rest of block blk now, around the bytes [s, e) already written
+ * into it (which the read would overwrite: they are kept aside).  Returns
+ * 1 (the block is uptodate) or a negative errno.
+ */
+static int fill_around_written(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t s, uint32_t e)
+{
+	uint8_t *p = folio_data(m->c, f) + ((size_t)blk << m->block_shift);
+	uint8_t *keep = malloc(e - s);
+	if (!keep)
+		return -ENOMEM;
+	memcpy(keep, p + s, e - s);
+	int err = folio_fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
+	memcpy(p + s, keep, e - s);
+	free(keep);
+	return err ? err : 1;
+}
+
+/*
+ * prepare_partial_block for the block holding the end of a write that
+ * ended short, after the copy: [s, e) of block blk holds the write's data,
+ * the rest whatever the caller left there.  Returns 1 when the rest of the
+ * block is valid, 0 when the write is deferred, or a negative errno.  The
+ * data is in already, so nothing is refused: a deferred partial block is
+ * fine for PC_DSYNC too (its write-back merges it first), and PC_NOWAIT
+ * defers even with PC_CFG_NO_DEFERRED_RMW rather than wait for a read.
+ */
+static int prepare_cut_block(const struct write_ctx *w, struct pc_folio *f, unsigned blk, uint32_t s, uint32_t e)
+{
+	struct pc_mapping *m = w->m;
+	uint32_t vs = 0, ve = 0;
+	bool has_valid;
+	if (partial_block_complete(m, f, blk, s, e, &has_valid, &vs, &ve))
+		return 1;
+	bool may_defer = !(m->c->cfg.flags & PC_CFG_NO_DEFERRED_RMW) || (w->flags & PC_NOWAIT);
+	if (may_defer && !disjoint_from_valid(has_valid, vs, ve, s, e) && defer_partial_block(m, f, has_valid) == 0)
+		return 0;
+	return fill_around_written(m, f, blk, s, e);
+}
+
+int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf, size_t copied)
+{
+	struct pc_mapping *m = w->m;
+	size_t bs = m->block_size;
+	size_t cut = wf->foff + copied, end = wf->foff + wf->n;
+	forget_clean_blocks(m, wf->f, pc_round_down(cut, bs), pc_round_up(end, bs));
+	wf->n = copied;
+	if (!copied || cut % bs == 0)
+		return 0;
+	unsigned blk = (unsigned)(cut >> m->block_shift);
+	bool in_head = blk == (unsigned)(wf->foff >> m->block_shift);
+	uint32_t s = in_head ? (uint32_t)(wf->foff % bs) : 0;
+	int r = prepare_cut_block(w, wf->f, blk, s, (uint32_t)(cut % bs));
+	if (r < 0)
+		return r;
+	wf->tail_full = r;
+	if (in_head)
+		wf->head_full = r;
+	return 0;
 }
 
 /*
@@ -231,20 +358,26 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
-/*
- * Before a write dirties anything: a file whose writeback keeps failing
- * takes no new data (mapping_set_failing), and space for a write that
- * extends the file is reserved, so a full file system fails the write here,
- * as the kernel's buffered write does, instead of at fsync.
- */
-static int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end)
+int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
+{
+	if (flags & PC_DSYNC)
+		return write_sync(m, pos, pos + n);
+	throttle_account(n);
+	return balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
+}
+
+int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags)
 {
 	int err = mapping_write_error(m);
 	if (err)
 		return err;
-	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed))
-		return backing_reserve(m, off, end);
-	return 0;
+	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed)) {
+		err = backing_reserve(m, off, end);
+		if (err)
+			return err;
+	}
+	/* PC_NOWAIT: refused now rather than after copying, past the limit. */
+	return (flags & PC_NOWAIT) ? balance_dirty(m, flags & PC_DONTCACHE, true) : 0;
 }
 
 /* Copy [pos, end) of the write into the cache, folio by folio (the
@@ -278,11 +411,8 @@ static uint64_t write_piece(const struct pc_mapping *m)
 ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
 {
 	struct pc_mapping *m = h->m;
-	bool uncached = flags & PC_DONTCACHE, nowait = flags & PC_NOWAIT;
 	struct write_ctx w = { m, iov, iovcnt, off, off + len, flags };
-	int err = write_admit(m, off, w.end);
-	if (!err && nowait)
-		err = balance_dirty(m, uncached, true);
+	int err = write_admit(m, off, w.end, flags);
 	if (err)
 		return err;
 	uint64_t pos = off;
@@ -293,16 +423,10 @@ ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, ui
 		pthread_rwlock_unlock(&m->inval_lock);
 		if (!n)
 			break;
-		int e;
-		if (flags & PC_DSYNC) {
-			e = write_sync(m, pos, pos + n);
-			if (e) {
-				err = e;
-				break; /* not durable: not reported as written */
-			}
-		} else {
-			throttle_account(n);
-			e = balance_dirty(m, uncached, nowait);
+		int e = write_finish(m, pos, n, flags);
+		if (e && (flags & PC_DSYNC)) {
+			err = e;
+			break; /* not durable: not reported as written */
 		}
 		pos += n;
 		if (!err)

@@ -17,6 +17,18 @@
  * 64-slot index node per 64 pages, plus the nodes above) and as measured
  * (the radix tree's node counter, rt_test_nodes).
  *
+ * Then the arena itself (arena.c): fresh memory is handed out from the
+ * arena's start up, the order in which the background thread faults it
+ * in, memory freed is reused first, and every page of an arena of any
+ * size can be handed out once and merged back whole.
+ *
+ * And the memory the machine can back (pagecache.h, memory_limit): a
+ * memory_limit above the machine's memory, or above what it has available
+ * now, fails with ENOMEM, lazy or not; a sane one works; a second cache
+ * that would need memory a first one has yet to take fails until the first
+ * is destroyed; RLIMIT_AS and RLIMIT_DATA (in a child) make a cache that
+ * does not fit under them fail with ENOMEM.
+ *
  * PC_SEED replays the random part.
  */
 #define _GNU_SOURCE
@@ -25,9 +37,12 @@
 #include "internal.h"
 
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
 
 #define MEM_LIMIT (4 * MiB)
 #define FILE_SIZE (16 * MiB)
@@ -249,6 +264,156 @@ static void metadata_claim(void)
 	unlink(path);
 }
 
+/* ------------------------------------------------------------- the arena */
+
+static struct pc_cache *cache_of(uint64_t bytes, size_t max_folio, unsigned flags)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = (size_t)bytes;
+	cfg.max_folio_size = max_folio;
+	cfg.flags = flags;
+	return pc_cache_new(&cfg);
+}
+
+/* Fresh blocks come from the start up; a freed one is reused first. */
+static void allocation_order(void)
+{
+	struct pc_cache *c = cache_of(4 * MiB, 64 * KiB, PC_CFG_LAZY_MEMORY);
+	REQUIRE(c);
+	CHECK(arena_used_pages(c) == 0);
+	uint32_t a = arena_alloc(c, 4), b = arena_alloc(c, 4);
+	uint32_t p0 = arena_alloc(c, 0), p1 = arena_alloc(c, 0), q = arena_alloc(c, 1);
+	CHECK(a == 0 && b == 16);
+	CHECK(p0 == 32 && p1 == 33 && q == 34);
+	CHECK(arena_used_pages(c) == 48);
+	arena_free(c, a, 4);
+	CHECK(arena_alloc(c, 4) == a);
+	CHECK(arena_used_pages(c) == 48);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* Every page of an arena that is no multiple of the largest folio is
+ * handed out exactly once; freed, they merge back into largest blocks. */
+static void every_page_once(void)
+{
+	const uint64_t bytes = 4 * MiB + 12 * KiB; /* a 3-page tail */
+	struct pc_cache *c = cache_of(bytes, 64 * KiB, PC_CFG_LAZY_MEMORY);
+	REQUIRE(c);
+	uint32_t n = c->npages, got = 0, pfn;
+	uint8_t *seen = calloc(n, 1);
+	REQUIRE(seen);
+	while ((pfn = arena_alloc(c, 0)) != PC_NONE) {
+		CHECK(pfn < n && !seen[pfn]);
+		if (pfn < n)
+			seen[pfn] = 1;
+		got++;
+	}
+	CHECK(got == n);
+	CHECK(arena_used_pages(c) == n);
+	for (pfn = 0; pfn < n; pfn++)
+		arena_free(c, pfn, 0);
+	unsigned big = 0;
+	while (arena_alloc(c, 4) != PC_NONE)
+		big++;
+	CHECK(big == n / 16);
+	printf("arena: %u pages handed out once each, merged back into %u blocks of 64 KiB\n", got, big);
+	free(seen);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------- the machine's memory */
+
+static bool fails_enomem(uint64_t bytes, unsigned flags)
+{
+	errno = 0;
+	struct pc_cache *c = cache_of(bytes, 0, flags);
+	if (c)
+		pc_cache_destroy(c);
+	return !c && errno == ENOMEM;
+}
+
+static void beyond_the_machine(void)
+{
+	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	CHECK(fails_enomem(phys + GiB, 0));
+	CHECK(fails_enomem(phys + GiB, PC_CFG_LAZY_MEMORY));
+	uint64_t avail = sysmem_available();
+	printf("machine memory: %llu MiB, available now %llu MiB\n", (unsigned long long)(phys / MiB),
+	       avail == UINT64_MAX ? 0ull : (unsigned long long)(avail / MiB));
+	if (avail != UINT64_MAX)
+		CHECK(fails_enomem(avail + avail / 4, PC_CFG_LAZY_MEMORY));
+	struct pc_cache *c = cache_of(64 * MiB, 0, 0);
+	CHECK(c != NULL);
+	if (c)
+		CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* A cache counts against later ones by what it has yet to take: two that
+ * fit only one at a time (lazy: neither takes its memory meanwhile). */
+static void caches_share_the_machine(void)
+{
+	uint64_t avail = sysmem_available();
+	if (avail == UINT64_MAX) {
+		printf("caches_share_the_machine: skipped, the available memory is not known\n");
+		return;
+	}
+	uint64_t big = tu_round_down(avail / 5 * 3, MiB);
+	struct pc_cache *a = cache_of(big, 0, PC_CFG_LAZY_MEMORY);
+	CHECK(a != NULL);
+	CHECK(fails_enomem(big, PC_CFG_LAZY_MEMORY));
+	if (a)
+		CHECK(pc_cache_destroy(a) == 0);
+	struct pc_cache *b = cache_of(big, 0, PC_CFG_LAZY_MEMORY);
+	CHECK(b != NULL);
+	if (b)
+		CHECK(pc_cache_destroy(b) == 0);
+}
+
+/* A "Key:  N kB" line of /proc/self/status, in bytes. */
+static uint64_t status_bytes(const char *key)
+{
+	FILE *fp = fopen("/proc/self/status", "re");
+	REQUIRE(fp);
+	char line[256];
+	unsigned long long kb = 0;
+	size_t klen = strlen(key);
+	while (fgets(line, sizeof(line), fp))
+		if (strncmp(line, key, klen) == 0)
+			kb = strtoull(line + klen, NULL, 10);
+	fclose(fp);
+	return kb * KiB;
+}
+
+/* In a child: `resource` set to what the process maps now (`key` of
+ * /proc/self/status) plus 256 MiB; a 1 GiB cache must fail with ENOMEM
+ * and a 16 MiB one work.  Exit status: 0, or which step failed. */
+static void under_rlimit(int resource, const char *key)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		uint64_t lim = status_bytes(key) + 256 * MiB;
+		struct rlimit rl = { lim, lim };
+		if (setrlimit(resource, &rl) != 0)
+			_exit(10);
+		if (!fails_enomem(GiB, PC_CFG_LAZY_MEMORY))
+			_exit(11);
+		if (!fails_enomem(GiB, 0))
+			_exit(12);
+		struct pc_cache *c = cache_of(16 * MiB, 0, 0);
+		if (!c)
+			_exit(13);
+		_exit(pc_cache_destroy(c) == 0 ? 0 : 14);
+	}
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fprintf(stderr, "under %s: child status %#x\n", key, status);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	dir = test_dir("memlimit");
@@ -258,6 +423,12 @@ int main(void)
 	REQUIRE(model && rdbuf);
 	working_set_4x();
 	metadata_claim();
+	allocation_order();
+	every_page_once();
+	beyond_the_machine();
+	caches_share_the_machine();
+	under_rlimit(RLIMIT_AS, "VmSize:");
+	under_rlimit(RLIMIT_DATA, "VmData:");
 	free(model);
 	free(rdbuf);
 	test_rmdir(dir);

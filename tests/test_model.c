@@ -2,12 +2,18 @@
  * test_model.c - model-based differential test, single thread.
  *
  * Random sequences of pc_pwrite / pc_pwritev / pc_pread / pc_preadv /
+ * zero-copy spans (pc_read_begin/pc_read_end, pc_write_begin/pc_write_end) /
  * pc_ftruncate / pc_fallocate (punch, zero range, allocate) / pc_fsync /
  * pc_fdatasync / close+reopen / pc_fadvise run against one file, and every
  * result is checked against an in-memory model: a byte array and a size.
  * Reads are compared byte for byte after every call, pc_size after every
  * operation, and at the end of each configuration the backing file itself
  * (read with plain O_DIRECT) must equal the model, size included.
+ *
+ * A span write stores its data through the span, then at random commits
+ * only part of it (0 included) after filling the rest with garbage, which
+ * must never show in a read; a span read compares the span's bytes, and
+ * checks that no span crosses a folio or the end of the file.
  *
  * Per-call flags are mixed in at random (0, PC_DSYNC, PC_DONTCACHE,
  * PC_DONTCACHE|PC_DSYNC, PC_DIRECT, PC_DIRECT|PC_DSYNC, and PC_NOWAIT on some
@@ -79,6 +85,8 @@ enum op_kind {
 	OP_FADV_NOREUSE,
 	OP_FADV_NORMAL,
 	OP_VERIFY_DISK,
+	OP_SPAN_READ,
+	OP_SPAN_WRITE,
 	OP_NKINDS
 };
 
@@ -102,6 +110,8 @@ static const char *op_names[OP_NKINDS] = {
 	[OP_FADV_NOREUSE] = "fadvise(NOREUSE)",
 	[OP_FADV_NORMAL] = "fadvise(NORMAL)",
 	[OP_VERIFY_DISK] = "fsync+verify-backing-file",
+	[OP_SPAN_READ] = "pc_read_begin/end",
+	[OP_SPAN_WRITE] = "pc_write_begin/end",
 };
 
 /* Weights of the random operations (per mille, roughly). */
@@ -125,6 +135,8 @@ static const unsigned op_weights[OP_NKINDS] = {
 	[OP_FADV_NOREUSE] = 10,
 	[OP_FADV_NORMAL] = 5,
 	[OP_VERIFY_DISK] = 2,
+	[OP_SPAN_READ] = 90,
+	[OP_SPAN_WRITE] = 110,
 };
 
 /* Reopen kinds, in op.flags of OP_REOPEN. */
@@ -138,7 +150,8 @@ struct op {
 	uint64_t off, len;
 	int niov;
 	uint32_t seglen[4];
-	uint32_t where[4];   /* writes: pool offsets; reads: gap before segment */
+	uint32_t where[4];   /* writes: pool offsets; reads: gap before segment;
+			      * span writes: [1] seeds where they cut */
 };
 
 struct cfgdesc {
@@ -239,6 +252,8 @@ static void op_str(const struct op *op, char *buf, size_t n)
 	case OP_WRITEV:
 	case OP_READ:
 	case OP_READV:
+	case OP_SPAN_READ:
+	case OP_SPAN_WRITE:
 		k = snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu flags=%s", op_names[op->kind],
 			     op->h, (unsigned long long)op->off, (unsigned long long)op->len,
 			     (unsigned long long)(op->off + op->len), flags_str(op->flags, fb, sizeof(fb)));
@@ -534,6 +549,98 @@ static bool do_write(struct run *r, const struct op *op)
 	return true;
 }
 
+/* A span must lie in one folio (of at most the largest size, naturally
+ * aligned) and be no longer than asked. */
+static bool span_shape_ok(struct run *r, const struct op *op, uint64_t pos, uint64_t want, ssize_t n)
+{
+	if ((uint64_t)n > want || pos / r->max_folio != (pos + (uint64_t)n - 1) / r->max_folio)
+		return fail(r, op, "a span of %zd bytes at %llu (asked %llu) leaves its folio", n,
+			    (unsigned long long)pos, (unsigned long long)want);
+	return true;
+}
+
+/* Spans of a handle opened with O_DIRECT are refused. */
+static bool span_refused(struct run *r, const struct op *op, ssize_t n)
+{
+	if (n == -1 && errno == EINVAL)
+		return true;
+	return fail(r, op, "a span of an O_DIRECT handle: %zd, expected -1/EINVAL", n);
+}
+
+static bool do_span_read(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	uint64_t pos = op->off, end = op->off + expect_read(r, op->off, op->len);
+	for (;;) {
+		struct pc_span s;
+		uint64_t want = op->off + op->len - pos;
+		ssize_t n = pc_read_begin(f, (off_t)pos, want, op->flags, &s);
+		if (r->oflags[op->h] & O_DIRECT)
+			return span_refused(r, op, n);
+		if (n < 0 && errno == EAGAIN && (op->flags & PC_NOWAIT))
+			return true;
+		if (n < 0)
+			return fail(r, op, "pc_read_begin at %llu failed", (unsigned long long)pos);
+		if (n == 0) {
+			pc_read_end(&s);
+			if (pos != end)
+				return fail(r, op, "pc_read_begin at %llu returned 0 before the end %llu",
+					    (unsigned long long)pos, (unsigned long long)end);
+			return true;
+		}
+		bool ok = span_shape_ok(r, op, pos, want, n);
+		if (ok && pos + (uint64_t)n > end)
+			ok = fail(r, op, "pc_read_begin at %llu: %zd bytes, past the end %llu",
+				  (unsigned long long)pos, n, (unsigned long long)end);
+		ok = ok && compare(r, op, s.data, pos, (uint64_t)n, "pc_read_begin data");
+		pc_read_end(&s);
+		if (!ok)
+			return false;
+		pos += (uint64_t)n;
+	}
+}
+
+/* Where a span write cuts, from its seed: mostly all of it, sometimes a
+ * part (0 included), garbage stored past the cut. */
+static size_t span_cut(uint64_t *rng, size_t n)
+{
+	return tu_rand(rng) % 8 ? n : (size_t)(tu_rand(rng) % (n + 1));
+}
+
+static bool do_span_write(struct run *r, const struct op *op)
+{
+	struct pc_file *f = r->fh[op->h];
+	const uint8_t *src = pool + op->where[0];
+	uint64_t rng = op->where[1] | 1ull << 40;
+	uint64_t pos = op->off, end = op->off + op->len;
+	for (unsigned tries = 0; pos < end && tries < 1024; tries++) {
+		struct pc_span s;
+		ssize_t n = pc_write_begin(f, (off_t)pos, end - pos, op->flags, &s);
+		if (r->oflags[op->h] & O_DIRECT)
+			return span_refused(r, op, n);
+		if (n < 0 && errno == EAGAIN && (op->flags & PC_NOWAIT))
+			return true;
+		if (n <= 0)
+			return fail(r, op, "pc_write_begin at %llu returned %zd", (unsigned long long)pos, n);
+		if (!span_shape_ok(r, op, pos, end - pos, n)) {
+			pc_write_end(&s, 0);
+			return false;
+		}
+		memcpy(s.data, src + (pos - op->off), (size_t)n);
+		size_t copied = span_cut(&rng, (size_t)n);
+		for (size_t i = copied; i < (size_t)n; i++)
+			((uint8_t *)s.data)[i] = (uint8_t)tu_rand(&rng);
+		if (pc_write_end(&s, copied) != 0)
+			return fail(r, op, "pc_write_end(%zu of %zd) at %llu failed", copied, n,
+				    (unsigned long long)pos);
+		model_write(r, pos, src + (pos - op->off), copied);
+		pos += copied;
+		if (copied < (size_t)n && tu_rand(&rng) % 2)
+			break; /* the writer gives up there */
+	}
+	return true;
+}
+
 static bool read_all(struct run *r, const struct op *op)
 {
 	struct pc_file *f = r->fh[op->h];
@@ -603,6 +710,11 @@ static bool exec_op(struct run *r, const struct op *op)
 		break;
 	case OP_READALL:
 		if (!read_all(r, op))
+			return false;
+		break;
+	case OP_SPAN_READ:
+	case OP_SPAN_WRITE:
+		if (!(op->kind == OP_SPAN_READ ? do_span_read(r, op) : do_span_write(r, op)))
 			return false;
 		break;
 	case OP_TRUNC:
@@ -732,6 +844,29 @@ static uint64_t gen_off(struct run *r, uint64_t len)
 	return off;
 }
 
+/* Span flags: those of pc_pread/pc_pwrite but PC_DIRECT. */
+static int gen_span_flags(struct run *r, bool read)
+{
+	uint64_t p = rnd(r, 100);
+	if (p < 5)
+		return PC_NOWAIT | (rnd(r, 2) ? PC_DONTCACHE : 0);
+	if (p < 55)
+		return 0;
+	if (p < 75)
+		return PC_DONTCACHE;
+	if (read)
+		return PC_DSYNC; /* accepted, as by pc_pread */
+	return p < 88 ? PC_DSYNC : PC_DONTCACHE | PC_DSYNC;
+}
+
+/* Reads mostly where there is data. */
+static uint64_t gen_read_off(struct run *r, uint64_t len)
+{
+	uint64_t span = max_u64(r->size, 1);
+	uint64_t off = rnd(r, 3) == 0 ? tu_round_down(rnd(r, span), r->bs) : rnd(r, span + span / 16);
+	return off + len > FILE_CAP ? FILE_CAP - len : off;
+}
+
 static int gen_io_flags(struct run *r, bool read)
 {
 	uint64_t p = rnd(r, 100);
@@ -818,15 +953,10 @@ static void gen_op(struct run *r, struct op *op)
 		op->len = gen_len(r);
 		if (rnd(r, 300) == 0)
 			op->len = 0;
-		if (read && rnd(r, 100) < 70) {
-			/* reads mostly where there is data */
-			uint64_t span = max_u64(r->size, 1);
-			op->off = rnd(r, 3) == 0 ? tu_round_down(rnd(r, span), r->bs) : rnd(r, span + span / 16);
-			if (op->off + op->len > FILE_CAP)
-				op->off = FILE_CAP - op->len;
-		} else {
+		if (read && rnd(r, 100) < 70)
+			op->off = gen_read_off(r, op->len);
+		else
 			op->off = gen_off(r, op->len);
-		}
 		/* direct I/O: half of it block aligned, memory too */
 		bool aligned = (op->flags & PC_DIRECT) && rnd(r, 2);
 		if (aligned) {
@@ -867,6 +997,18 @@ static void gen_op(struct run *r, struct op *op)
 		}
 		if (read && op->niov == 1)
 			op->where[0] = aligned ? 0 : (uint32_t)(rnd(r, 2) ? rnd(r, 16) : rnd(r, 4096));
+		break;
+	}
+	case OP_SPAN_READ:
+	case OP_SPAN_WRITE: {
+		bool read = k == OP_SPAN_READ;
+		op->flags = gen_span_flags(r, read);
+		op->len = rnd(r, 300) == 0 ? 0 : gen_len(r);
+		op->off = read && rnd(r, 100) < 70 ? gen_read_off(r, op->len) : gen_off(r, op->len);
+		op->seglen[0] = (uint32_t)op->len;
+		if (!read)
+			op->where[0] = gen_pool_off(r, op->len, false);
+		op->where[1] = (uint32_t)rnd(r, UINT32_MAX);
 		break;
 	}
 	case OP_TRUNC: {
@@ -945,8 +1087,9 @@ static struct op mk(int kind, uint64_t off, uint64_t len, int flags)
 	op.niov = 1;
 	op.seglen[0] = (uint32_t)len;
 	/* writes take data from a pool offset that depends on off (varied) */
-	if (kind == OP_WRITE)
+	if (kind == OP_WRITE || kind == OP_SPAN_WRITE)
 		op.where[0] = (uint32_t)((off * 7919 + len * 31) % (POOL_SIZE - len));
+	op.where[1] = (uint32_t)(off * 31 + len); /* where a span write cuts */
 	return op;
 }
 
@@ -1033,6 +1176,19 @@ static bool scenarios(struct run *r, int wf)
 	S(OP_VERIFY_DISK, 0, 0, 0);
 	S(OP_FADV_DONTNEED, 0, 0, 0);
 	S(OP_READ, 0, 3 * bs + 10, 0);
+
+	/* 6: span writes across the end of the file, some cut short, and
+	 * span reads of them from the cache and from the device */
+	int sf = wf & ~PC_DIRECT;
+	S(OP_TRUNC, 0, 0, 0);
+	S(OP_WRITE, 0, 3 * bs, wf);
+	for (uint64_t i = 0; i < 8; i++)
+		S(OP_SPAN_WRITE, 2 * bs + 7 + i * (bs / 2 + 3), 3 * bs, sf);
+	S(OP_SPAN_READ, 0, 8 * bs, 0);
+	S(OP_READ, 0, 8 * bs, 0);
+	S(OP_VERIFY_DISK, 0, 0, 0);
+	S(OP_FADV_DONTNEED, 0, 0, 0);
+	S(OP_SPAN_READ, 0, 8 * bs, sf & ~PC_DSYNC);
 	return true;
 }
 

@@ -87,7 +87,7 @@ static void test_basic(void)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 	CHECK(rt_lookup(&r, 0) == NULL);
 	CHECK(rt_lookup(&r, 12345) == NULL);
 	uint64_t idx = 0;
@@ -158,7 +158,7 @@ static void test_multi(void)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 
 	/* Every size 1..512 at an unaligned start that crosses leaves. */
 	for (uint64_t nr = 1; nr <= 512; nr++) {
@@ -208,7 +208,7 @@ static void test_large(void)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 	uint64_t big = 1ULL << 40;
 	CHECK(rt_insert(&r, big - 3, 512, IT(1)) == 0); /* crosses 2^40 */
 	CHECK(rt_lookup(&r, big - 3) == IT(1));
@@ -269,7 +269,7 @@ static void test_tags(void)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 	/* 4096 items of 4 slots each: 16384 slots, 256 leaves, 2 levels above. */
 	for (unsigned i = 0; i < 4096; i++)
 		REQUIRE(rt_insert(&r, (uint64_t)i * 4, 4, IT(i)) == 0);
@@ -345,7 +345,7 @@ static void test_enomem(void)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 
 	/* Empty tree: a deep path fails part way. */
 	for (long b = 0; b < 9; b++) {
@@ -435,7 +435,7 @@ static void test_random(void)
 	struct model *m = calloc(1, sizeof(*m));
 	REQUIRE(m);
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 	int bad = 0;
 	const int steps = 200000;
 
@@ -592,7 +592,7 @@ static void test_random(void)
 static void bench_lookup(void)
 {
 	struct rt_root r;
-	rt_init(&r);
+	rt_init(&r, NULL);
 	const uint64_t n = 1 << 18; /* 1 GiB of 4 KiB pages */
 	for (uint64_t i = 0; i < n; i += 16)
 		REQUIRE(rt_insert(&r, i, 16, IT(i % 4096)) == 0);

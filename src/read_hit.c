@@ -1,0 +1,118 @@
+/*
+ * read_hit.c - the cache hit: a read that one cached, uptodate folio serves
+ * whole, done without a lock, a reference or any other locked instruction.
+ *
+ * Why: a hit is a 4 KiB copy plus bookkeeping, and the bookkeeping of the
+ * full read path (read.c: the index lock, the folio reference taken and
+ * dropped, per-file and per-cache atomic counters, the handle's read-ahead
+ * state) wrote shared cache lines that two threads reading one file then
+ * passed back and forth, and every locked instruction also made the CPU
+ * finish the previous copy before it could start on the next lookup.
+ *
+ * How (the kernel's seqcount and SLAB_TYPESAFE_BY_RCU ideas):
+ *   - the index is walked without its lock (radix.c, "Lockless lookups"),
+ *     which yields a folio that was in the file at that index;
+ *   - folio memory is never unmapped while the cache lives, so copying from
+ *     it is always memory-safe, even if the folio is freed and reused
+ *     meanwhile; what must be checked is that the bytes copied are the
+ *     file's.  The folio's flags word carries a generation that is
+ *     incremented whenever it is freed (PF_GEN_SHIFT): the flags (and
+ *     mapping, index, order) are read before the copy, the generation again
+ *     after it, and the copy counts only if it did not change.  A folio
+ *     that was removed from the file but not freed (a truncate or hole punch
+ *     racing with the read) still holds the data the file had when the read
+ *     began, which is what a read racing with such a call may return;
+ *   - hits are counted in per-thread slots (counter.c), nothing else is
+ *     written: not the handle, not the folio.
+ * Anything unusual goes the full way (return 0): a folio not uptodate, not
+ * yet marked referenced since reclaim last looked at it (the full path sets
+ * the mark), kept for drop-behind, carrying a read-ahead mark, a read that
+ * crosses a folio boundary, or a writer changing the index right now.
+ *
+ * ThreadSanitizer cannot see that the generation check makes a racy copy
+ * harmless (and would report the copy from a folio being reused), so under
+ * it the hit takes a reference instead (folio_try_get) and copies under it:
+ * same decisions, same index walk, one locked instruction pair more.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define OPTIMISTIC_COPY (!PC_TSAN)
+
+/* A hit needs all of these flags and none of the others listed. */
+#define HIT_NEEDS (PF_UPTODATE | PF_INDEXED | PF_REFERENCED)
+#define HIT_DECLINES (PF_DROPBEHIND | PF_READAHEAD)
+
+/* Whether f, with flags fl, holds [off, off+len) of m, all of it readable. */
+static bool folio_serves(const struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t fl,
+			 uint64_t off, size_t len)
+{
+	if ((fl & (HIT_NEEDS | HIT_DECLINES)) != HIT_NEEDS)
+		return false;
+	if (__atomic_load_n(&f->mapping, __ATOMIC_RELAXED) != m)
+		return false;
+	unsigned order = __atomic_load_n(&f->order, __ATOMIC_RELAXED);
+	uint64_t pos = __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT;
+	/* Values read from a folio being reused may be anything: keep the
+	 * copy inside the arena whatever they are. */
+	if (order > c->max_order || folio_pfn(c, f) + (1ull << order) > c->npages)
+		return false;
+	return off >= pos && off - pos + len <= (size_t)PC_PAGE_SIZE << order;
+}
+
+/* Tests only (test_mt_hits.c): called once a hit has decided to copy from a
+ * folio and before it copies, so a test can free and reuse the folio in
+ * the window that the generation check must cover. */
+HIDDEN void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
+
+#if OPTIMISTIC_COPY
+static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
+		     uint64_t off, size_t len)
+{
+	(void)seq;
+	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
+	if (!folio_serves(c, m, f, fl, off, len))
+		return false;
+	if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
+		read_hit_test_before_copy(m, off);
+	memcpy(buf, folio_data(c, f) + (off - folio_pos(f)), len);
+	/* The copy's loads complete before the generation is read again. */
+	atomic_thread_fence(memory_order_acquire);
+	return !((atomic_load_explicit(&f->flags, memory_order_relaxed) ^ fl) & PF_GEN_MASK);
+}
+#else
+static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
+		     uint64_t off, size_t len)
+{
+	if (!folio_try_get(f))
+		return false;
+	/* Still in the tree, so its identity is settled and ours to read. */
+	bool ok = rt_unchanged_since(&m->tree, seq) && folio_serves(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len);
+	if (ok) {
+		if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
+			read_hit_test_before_copy(m, off);
+		memcpy(buf, folio_data(c, f) + (off - folio_pos(f)), len);
+	}
+	folio_put(c, f);
+	return ok;
+}
+#endif
+
+ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off)
+{
+	uint64_t size = (uint64_t)atomic_load_explicit(&m->i_size, memory_order_acquire);
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	uint32_t seq = rt_read_begin(&m->tree);
+	struct pc_folio *f = rt_lookup_lockless(&m->tree, off >> PC_PAGE_SHIFT, seq);
+	if (!f || f == RT_RETRY)
+		return 0;
+	struct pc_cache *c = m->c;
+	if (!copy_hit(c, m, f, seq, buf, off, len))
+		return 0;
+	count_hit_bytes(m, len);
+	return (ssize_t)len;
+}

@@ -1,0 +1,312 @@
+/*
+ * test_mt_arena.c - the background fault-in of the folio arena (arena.c)
+ * against everything that can meet it while it runs:
+ *   (a) pc_cache_destroy: it returns (the thread stops within a step),
+ *       nothing leaks (ASan), nothing races (TSan); caches destroyed at
+ *       once, before the thread's first step, and in the middle of it;
+ *   (b) writes and reads: writer threads fill and rewrite their regions of
+ *       a file in a fresh cache, in misaligned records, reading each pass
+ *       back; then the backing file, after destroy, holds the last pass;
+ *   (c) fork(), right after pc_cache_new and after writes: the child's
+ *       calls on the inherited cache and handle fail at once with EPERM
+ *       and its pc_cache_destroy of the copy returns 0 (there is no thread
+ *       to stop in the child); outside the sanitizers the child's own new
+ *       cache works; the parent's cache goes on with exact data;
+ *   (d) it runs to the end: all of a small arena gets faulted in;
+ *       PC_CFG_LAZY_MEMORY starts no thread.
+ * The large caches here take min(1 GiB, a quarter of the available
+ * memory), so that faulting them in takes long enough to meet the calls
+ * above on any machine; no figure of time is asserted (a watchdog fails a
+ * hang).
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
+#define WATCHDOG_S 300
+#define CHILD_WATCHDOG_S 30u
+#define NWRITERS 2
+#define REGION (24 * MiB)
+#define RECORD (100 * KiB + 13) /* misaligned records across folios */
+#define PASSES 2
+
+static const char *dir;
+
+static uint64_t large_cache_bytes(void)
+{
+	uint64_t avail = sysmem_available();
+	uint64_t want = avail == UINT64_MAX ? GiB : tu_min_u64(GiB, avail / 4);
+	return tu_max_u64(64 * MiB, tu_round_down(want, MiB));
+}
+
+static struct pc_cache *cache_of(uint64_t bytes, unsigned flags)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = (size_t)bytes;
+	cfg.flags = flags;
+	return pc_cache_new(&cfg);
+}
+
+static bool populating(struct pc_cache *c)
+{
+	return arena_populated_bytes(c) < c->arena_bytes;
+}
+
+/* A new cache of `bytes` (its fault-in starting) and a new file in it. */
+static struct pc_file *new_cache_and_file(uint64_t bytes, const char *path, struct pc_cache **c)
+{
+	*c = cache_of(bytes, 0);
+	REQUIRE(*c);
+	struct pc_file *f = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	return f;
+}
+
+/* ---------------------------------------------------------------- (a) */
+
+static void destroy_while_populating(uint64_t bytes)
+{
+	unsigned midway = 0;
+	double slowest = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		struct pc_cache *c = cache_of(bytes, 0);
+		REQUIRE(c);
+		CHECK(c->populate_running);
+		/* Even rounds: at once (the thread may not have run yet); odd
+		 * ones: once it has done a step. */
+		if (i % 2)
+			CHECK(TU_POLL(arena_populated_bytes(c) > 0, 10000));
+		if (arena_populated_bytes(c) > 0 && populating(c))
+			midway++;
+		double t0 = tu_now_s();
+		CHECK(pc_cache_destroy(c) == 0);
+		double took = tu_now_s() - t0;
+		if (took > slowest)
+			slowest = took;
+	}
+	printf("(a) 8 caches of %llu MiB destroyed while being faulted in (%u of them midway), slowest "
+	       "destroy %.0f us\n",
+	       (unsigned long long)(bytes / MiB), midway, slowest * 1e6);
+	CHECK(midway > 0);
+}
+
+/* ---------------------------------------------------------------- (b) */
+
+struct writer {
+	pthread_t t;
+	struct pc_file *f;
+	unsigned id;
+	long bad_writes, bad_reads;
+};
+
+static uint64_t seed_of(unsigned id, unsigned pass)
+{
+	return 1000u * id + pass + 1;
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	uint8_t *buf = malloc(RECORD), *back = malloc(RECORD);
+	REQUIRE(buf && back);
+	uint64_t base = (uint64_t)w->id * REGION;
+	for (unsigned pass = 0; pass < PASSES; pass++) {
+		for (uint64_t at = 0; at < REGION; at += RECORD) {
+			size_t n = (size_t)tu_min_u64(RECORD, REGION - at);
+			tu_fill_pattern(buf, n, seed_of(w->id, pass), base + at);
+			if (pc_pwrite(w->f, buf, n, (off_t)(base + at), 0) != (ssize_t)n)
+				w->bad_writes++;
+		}
+		for (uint64_t at = 0; at < REGION; at += RECORD) {
+			size_t n = (size_t)tu_min_u64(RECORD, REGION - at);
+			tu_fill_pattern(buf, n, seed_of(w->id, pass), base + at);
+			if (pc_pread(w->f, back, n, (off_t)(base + at), 0) != (ssize_t)n || memcmp(buf, back, n))
+				w->bad_reads++;
+		}
+	}
+	free(buf);
+	free(back);
+	return NULL;
+}
+
+static void data_while_populating(uint64_t bytes)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "data");
+	struct pc_cache *c;
+	struct pc_file *f = new_cache_and_file(bytes, path, &c);
+	size_t at_start = arena_populated_bytes(c);
+	struct writer w[NWRITERS];
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		w[i] = (struct writer){ .f = f, .id = i };
+		REQUIRE(pthread_create(&w[i].t, NULL, writer_main, &w[i]) == 0);
+	}
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		pthread_join(w[i].t, NULL);
+		CHECK(w[i].bad_writes == 0);
+		CHECK(w[i].bad_reads == 0);
+	}
+	size_t at_end = arena_populated_bytes(c);
+	printf("(b) %u writers, %u passes of %llu MiB each; faulted in %zu MiB at the start, %zu MiB at the end "
+	       "of %llu MiB\n",
+	       NWRITERS, PASSES, (unsigned long long)(REGION / MiB), (size_t)(at_start / MiB), (size_t)(at_end / MiB),
+	       (unsigned long long)(bytes / MiB));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	size_t size = NWRITERS * REGION;
+	uint8_t *want = malloc(size);
+	REQUIRE(want);
+	for (unsigned i = 0; i < NWRITERS; i++)
+		tu_fill_pattern(want + (size_t)i * REGION, REGION, seed_of(i, PASSES - 1), (uint64_t)i * REGION);
+	CHECK(tu_verify_disk(path, want, size));
+	free(want);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (c) */
+
+/* In the child: exit statuses say which step failed.  The child's own
+ * cache is faulted in by a thread of the child's. */
+static int child_own_cache(unsigned n)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/child%u", dir, n);
+	struct pc_cache *c = cache_of(16 * MiB, 0);
+	struct pc_file *f = c ? pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644) : NULL;
+	if (!f)
+		return 20;
+	static uint8_t buf[MiB], back[MiB];
+	tu_fill_pattern(buf, sizeof(buf), 77 + n, 0);
+	if (pc_pwrite(f, buf, sizeof(buf), 0, 0) != (ssize_t)sizeof(buf) ||
+	    pc_pread(f, back, sizeof(back), 0, 0) != (ssize_t)sizeof(back) || memcmp(buf, back, sizeof(buf)))
+		return 21;
+	int status = pc_close(f) == 0 && pc_cache_destroy(c) == 0 ? 0 : 22;
+	unlink(path);
+	return status;
+}
+
+static bool fails_eperm(ssize_t r)
+{
+	return r == -1 && errno == EPERM;
+}
+
+/* f: an inherited handle, or NULL (the parent had opened none yet). */
+static void child_main(struct pc_cache *c, struct pc_file *f, const char *parent_file, unsigned n)
+{
+	/* A hang kills the child by the signal's default action (see
+	 * test_mt_fork); the parent's waitpid then returns. */
+	signal(SIGALRM, SIG_DFL);
+	alarm(CHILD_WATCHDOG_S);
+	uint8_t buf[4096];
+	memset(buf, 1, sizeof(buf));
+	errno = 0;
+	if (pc_open(c, parent_file, O_RDONLY, 0) || errno != EPERM)
+		_exit(10);
+	if (f && (!fails_eperm(pc_pwrite(f, buf, sizeof(buf), 0, 0)) ||
+		  !fails_eperm(pc_pread(f, buf, sizeof(buf), 0, 0))))
+		_exit(11);
+	/* Sanitizers do not survive threads started in the child of a
+	 * process with threads (see test_mt_fork): Release tests this. */
+	int status = TU_SANITIZED ? 0 : child_own_cache(n);
+	/* TSan: no frees in the child (see test_mt_fork). */
+	if (status || TU_TSAN)
+		_exit(status);
+	_exit((!f || pc_close(f) == 0) && pc_cache_destroy(c) == 0 ? 0 : 30);
+}
+
+static int child_status(pid_t pid)
+{
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fprintf(stderr, "child: wait status %#x\n", status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Fork a child while the parent's cache is (perhaps) being faulted in;
+ * true if it was. */
+static bool fork_child(struct pc_cache *c, struct pc_file *f, const char *path, unsigned n)
+{
+	bool midway = populating(c);
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0)
+		child_main(c, f, path, n);
+	CHECK(child_status(pid) == 0);
+	return midway;
+}
+
+static void fork_while_populating(uint64_t bytes)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, "parent");
+	/* The first child comes right after pc_cache_new, before pc_open
+	 * (which takes long under TSan): faulting in goes at up to 20 GiB/s
+	 * where the machine has the memory at hand. */
+	struct pc_cache *c = cache_of(bytes, 0);
+	REQUIRE(c);
+	unsigned midway = fork_child(c, NULL, path, 0), nchildren = 4;
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	const size_t size = 8 * MiB;
+	uint8_t *data = malloc(size), *back = malloc(size);
+	REQUIRE(data && back);
+	for (unsigned n = 1; n < nchildren; n++) {
+		tu_fill_pattern(data, size, 500 + n, 0);
+		CHECK(pc_pwrite(f, data, size, 0, 0) == (ssize_t)size);
+		midway += fork_child(c, f, path, n);
+		/* What the parent wrote before the fork is intact. */
+		CHECK(pc_pread(f, back, size, 0, 0) == (ssize_t)size);
+		CHECK(memcmp(data, back, size) == 0);
+	}
+	printf("(c) %u children forked, %u of them while the parent's cache was being faulted in\n", nchildren,
+	       midway);
+	CHECK(midway > 0);
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	CHECK(tu_verify_disk(path, data, size));
+	free(data);
+	free(back);
+	unlink(path);
+}
+
+/* ---------------------------------------------------------------- (d) */
+
+static void runs_to_the_end(void)
+{
+	struct pc_cache *c = cache_of(8 * MiB, 0);
+	REQUIRE(c);
+	CHECK(TU_POLL(arena_populated_bytes(c) == c->arena_bytes, 60000));
+	CHECK(pc_cache_destroy(c) == 0);
+
+	c = cache_of(8 * MiB, PC_CFG_LAZY_MEMORY);
+	REQUIRE(c);
+	CHECK(!c->populate_running);
+	CHECK(arena_populated_bytes(c) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+	tu_watchdog("test_mt_arena", WATCHDOG_S);
+	dir = test_dir("test_mt_arena");
+	uint64_t bytes = large_cache_bytes();
+	destroy_while_populating(bytes);
+	data_while_populating(bytes);
+	fork_while_populating(bytes);
+	runs_to_the_end();
+	test_rmdir(dir);
+	return test_done();
+}

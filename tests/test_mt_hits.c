@@ -1,0 +1,419 @@
+/*
+ * test_mt_hits.c - cache hits served without locks (read_hit.c, the
+ * lockless index walk of radix.c and the per-thread counters of counter.c).
+ *
+ *   (a) the index alone: a writer thread inserts and removes items of
+ *       random sizes in a tree with a node pool while reader threads walk it
+ *       without the lock; every item a reader gets for index i must be one
+ *       that covers i (items encode their range), and lookups with no writer
+ *       active agree with the locked walk;
+ *   (b) hits racing eviction and reuse: readers hit random 4 KiB pieces of
+ *       file A while another thread drops A's folios (fadvise DONTNEED) and
+ *       reads file B, whose different bytes then fill the freed memory; every
+ *       byte a reader gets must be A's (a hit that copied from reused memory
+ *       and did not notice would return B's bytes);
+ *       Also deterministically: a test hook frees A's folio and refills its
+ *       memory with B's bytes after a hit has checked the folio and before
+ *       it copies; the read must still return A's bytes (the hit notices,
+ *       declines, and the full read path reads A again);
+ *   (c) counting: more threads than counter slots hit a file, twice over
+ *       (threads exit and their slots are reused); hit_bytes of the cache
+ *       and of the file are exactly what was read;
+ *   (d) read-ahead marks: a cold file read sequentially in 4 KiB reads, most
+ *       of them hits served without the handle, still goes to the device in
+ *       windows (a few large reads), not one read per miss.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+/* ------------------------------------------------------------ (a) index */
+
+/* An item covering [first, first + n): one per insert, never changed or
+ * freed while readers run (the tree does not own items), so whatever a
+ * reader finds it can check. */
+struct item {
+	uint64_t first, n;
+};
+
+#define A_PAGES 4096
+
+struct a_shared {
+	struct rt_root tree;
+	pthread_rwlock_t lock;
+	struct item *items;
+	long nitems;
+	_Atomic bool stop;
+	_Atomic long bad, looked, found;
+};
+
+static void *a_reader(void *arg)
+{
+	struct a_shared *s = arg;
+	uint64_t seed = (uint64_t)pthread_self() | 1;
+	while (!atomic_load(&s->stop)) {
+		uint64_t i = tu_rand(&seed) % A_PAGES;
+		struct item *it;
+		do {
+			it = rt_lookup_lockless(&s->tree, i, rt_read_begin(&s->tree));
+		} while (it == RT_RETRY);
+		atomic_fetch_add(&s->looked, 1);
+		if (!it)
+			continue;
+		atomic_fetch_add(&s->found, 1);
+		if (it < s->items || it >= s->items + s->nitems || i < it->first || i >= it->first + it->n)
+			atomic_fetch_add(&s->bad, 1);
+	}
+	return NULL;
+}
+
+static void a_writer_round(struct a_shared *s, uint64_t *seed, long *next)
+{
+	uint64_t n = 1ull << (tu_rand(seed) % 7); /* 1..64 pages, aligned */
+	uint64_t first = (tu_rand(seed) % (A_PAGES / n)) * n;
+	pthread_rwlock_wrlock(&s->lock);
+	if (tu_rand(seed) % 2) {
+		struct item *it = &s->items[(*next)++];
+		it->first = first;
+		it->n = n;
+		(void)rt_insert(&s->tree, first, n, it); /* -EEXIST: range taken */
+	} else {
+		rt_remove(&s->tree, first, n);
+	}
+	pthread_rwlock_unlock(&s->lock);
+}
+
+static void test_index_lockless(void)
+{
+	static struct a_shared s;
+	struct rt_pool pool;
+	rt_pool_init(&pool);
+	rt_init(&s.tree, &pool);
+	pthread_rwlock_init(&s.lock, NULL);
+	long rounds = TU_SANITIZED ? 20000 : 200000;
+	s.nitems = rounds + A_PAGES;
+	s.items = calloc((size_t)s.nitems, sizeof(*s.items));
+	REQUIRE(s.items);
+	/* Start half full, so that readers find items from the first walk. */
+	long next = 0;
+	for (uint64_t i = 0; i < A_PAGES; i += 2) {
+		struct item *it = &s.items[next++];
+		it->first = i;
+		it->n = 1;
+		REQUIRE(rt_insert(&s.tree, i, 1, it) == 0);
+	}
+	pthread_t r[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&r[i], NULL, a_reader, &s) == 0);
+	uint64_t seed = test_seed("test_mt_hits index", 7);
+	/* Readers must be walking while the tree changes: wait for them to
+	 * start, and go on (while items last) until they have looked a lot. */
+	while (atomic_load(&s.looked) < 1000)
+		sched_yield();
+	long want = TU_SANITIZED ? 20000 : 200000;
+	for (long k = 0; k < rounds && (k < rounds / 2 || atomic_load(&s.looked) < want); k++)
+		a_writer_round(&s, &seed, &next);
+	atomic_store(&s.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(r[i], NULL);
+	CHECK(atomic_load(&s.bad) == 0);
+	CHECK(atomic_load(&s.found) > 0);
+	/* Quiet tree: the lockless walk agrees with the locked one. */
+	long disagree = 0;
+	for (uint64_t i = 0; i < A_PAGES + 64; i++)
+		if (rt_lookup_lockless(&s.tree, i, rt_read_begin(&s.tree)) != rt_lookup(&s.tree, i))
+			disagree++;
+	CHECK(disagree == 0);
+	printf("index: %ld lookups, %ld found, %ld bad\n", atomic_load(&s.looked), atomic_load(&s.found),
+	       atomic_load(&s.bad));
+	rt_destroy(&s.tree);
+	rt_pool_destroy(&pool);
+	pthread_rwlock_destroy(&s.lock);
+	free(s.items);
+}
+
+/* ------------------------------------------------ (b) eviction and reuse */
+
+#define B_SIZE (8u << 20)
+
+static uint8_t pattern_a(uint64_t off)
+{
+	return (uint8_t)(off * 7 + (off >> 12) * 13 + 1);
+}
+
+static void make_file(const char *path, uint64_t size, uint8_t (*byte)(uint64_t))
+{
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	REQUIRE(fd >= 0);
+	uint8_t *buf = malloc(1 << 20);
+	REQUIRE(buf);
+	for (uint64_t off = 0; off < size; off += 1 << 20) {
+		size_t n = size - off < (1 << 20) ? (size_t)(size - off) : (size_t)1 << 20;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = byte ? byte(off + i) : 0xEE;
+		REQUIRE(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n);
+	}
+	free(buf);
+	REQUIRE(fsync(fd) == 0);
+	close(fd);
+}
+
+struct b_shared {
+	struct pc_file *a, *b;
+	_Atomic bool stop;
+	_Atomic long bad, reads;
+};
+
+/* Whole-folio reads (256 KiB, the default max_folio_size), so that each
+ * copy is long enough for eviction and reuse to land in the middle of it. */
+#define B_READ (256u << 10)
+
+static void *b_reader(void *arg)
+{
+	struct b_shared *s = arg;
+	uint64_t seed = (uint64_t)pthread_self() | 1;
+	uint8_t *buf = malloc(B_READ);
+	REQUIRE(buf);
+	while (!atomic_load(&s->stop)) {
+		uint64_t off = (tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ;
+		ssize_t n = pc_pread(s->a, buf, B_READ, (off_t)off, 0);
+		if (n != (ssize_t)B_READ) {
+			atomic_fetch_add(&s->bad, 1);
+			continue;
+		}
+		for (size_t i = 0; i < B_READ; i++) {
+			if (buf[i] != pattern_a(off + i)) {
+				atomic_fetch_add(&s->bad, 1);
+				break;
+			}
+		}
+		atomic_fetch_add(&s->reads, 1);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* A cache of `mem` bytes with file A (pattern_a) open read-only and file B
+ * (0xEE bytes) open for writing, each of `size` bytes. */
+static struct pc_cache *open_a_and_b(const char *dir, const char *tag, uint64_t size, size_t mem,
+				     struct pc_file **a, struct pc_file **b)
+{
+	char pa[4200], pb[4200], name[64];
+	snprintf(name, sizeof(name), "%s-a", tag);
+	test_path(pa, sizeof(pa), dir, name);
+	snprintf(name, sizeof(name), "%s-b", tag);
+	test_path(pb, sizeof(pb), dir, name);
+	make_file(pa, size, pattern_a);
+	make_file(pb, size, NULL);
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = mem;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	*a = pc_open(c, pa, O_RDONLY, 0);
+	*b = pc_open(c, pb, O_RDWR, 0);
+	REQUIRE(*a && *b);
+	return c;
+}
+
+static void test_hits_race_reuse(const char *dir)
+{
+	static struct b_shared s;
+	/* A and B do not both fit: B reuses A's memory. */
+	struct pc_cache *c = open_a_and_b(dir, "race", B_SIZE, 12u << 20, &s.a, &s.b);
+	pthread_t r[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&r[i], NULL, b_reader, &s) == 0);
+	uint8_t *buf = malloc(B_READ);
+	REQUIRE(buf);
+	memset(buf, 0xEE, B_READ);
+	/* Drop a piece of A, write a piece of B into the memory it freed (a
+	 * write fills the memory at once, a read only when the device has
+	 * answered, mostly after the racing copy is over). */
+	uint64_t seed = 11;
+	int rounds = TU_SANITIZED ? 300 : 5000;
+	for (int k = 0; k < rounds; k++) {
+		off_t a_off = (off_t)((tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ);
+		off_t b_off = (off_t)((tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ);
+		CHECK(pc_fadvise(s.a, a_off, B_READ, POSIX_FADV_DONTNEED) == 0);
+		CHECK(pc_fadvise(s.b, b_off, B_READ, POSIX_FADV_DONTNEED) == 0);
+		CHECK(pc_pwrite(s.b, buf, B_READ, b_off, 0) == (ssize_t)B_READ);
+	}
+	atomic_store(&s.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(r[i], NULL);
+	printf("reuse: %ld reads, %ld bad\n", atomic_load(&s.reads), atomic_load(&s.bad));
+	CHECK(atomic_load(&s.bad) == 0);
+	CHECK(atomic_load(&s.reads) > 0);
+	free(buf);
+	CHECK(pc_close(s.a) == 0);
+	CHECK(pc_close(s.b) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* The hook of read_hit.c and what it does: drop the folio of A the hit is
+ * about to copy from and write B over its memory (the arena hands the
+ * folio just freed out first). */
+extern void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
+static struct pc_file *hook_a, *hook_b;
+static uint8_t *hook_buf;
+static int hook_calls;
+
+static void reuse_under_copy(struct pc_mapping *m, uint64_t off)
+{
+	(void)m;
+	read_hit_test_before_copy = NULL; /* once; and not for the calls below */
+	hook_calls++;
+	CHECK(pc_fadvise(hook_a, (off_t)(off & ~(uint64_t)(B_READ - 1)), B_READ, POSIX_FADV_DONTNEED) == 0);
+	CHECK(pc_pwrite(hook_b, hook_buf, B_READ, 0, 0) == (ssize_t)B_READ);
+}
+
+static void test_hit_reuse_in_copy(const char *dir)
+{
+	struct pc_cache *c = open_a_and_b(dir, "hook", B_READ, 16 * B_READ, &hook_a, &hook_b);
+	hook_buf = malloc(B_READ);
+	uint8_t *buf = malloc(B_READ);
+	REQUIRE(hook_buf && buf);
+	memset(hook_buf, 0xEE, B_READ);
+	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ);
+	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ); /* referenced */
+	read_hit_test_before_copy = reuse_under_copy;
+	memset(buf, 0, B_READ);
+	CHECK(pc_pread(hook_a, buf, 4096, 4096, 0) == 4096);
+	read_hit_test_before_copy = NULL;
+	CHECK(hook_calls == 1);
+	long bad = 0;
+	for (size_t i = 0; i < 4096; i++)
+		bad += buf[i] != pattern_a(4096 + i);
+	CHECK(bad == 0);
+	CHECK(pc_close(hook_a) == 0);
+	CHECK(pc_close(hook_b) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	free(hook_buf);
+	free(buf);
+}
+
+/* ---------------------------------------------------------- (c) counting */
+
+#define C_THREADS (PC_COUNTER_SLOTS + 4)
+#define C_READS 2000
+
+struct c_arg {
+	struct pc_file *f;
+	long ok;
+};
+
+static void *c_reader(void *arg)
+{
+	struct c_arg *a = arg;
+	uint8_t buf[4096];
+	for (int i = 0; i < C_READS; i++)
+		if (pc_pread(a->f, buf, sizeof(buf), (off_t)((i % 256) * 4096), 0) == (ssize_t)sizeof(buf))
+			a->ok++;
+	return NULL;
+}
+
+static void test_hit_counting(const char *dir)
+{
+	char p[4200];
+	test_path(p, sizeof(p), dir, "c");
+	make_file(p, 1 << 20, pattern_a);
+	struct pc_cache *c = pc_cache_new(NULL);
+	REQUIRE(c);
+	struct pc_file *f = pc_open(c, p, O_RDONLY, 0);
+	REQUIRE(f);
+	uint8_t *buf = malloc(1 << 20);
+	REQUIRE(buf);
+	/* Warm, twice: the second pass is hits (and marks the folios
+	 * referenced), so the counted phase below is hits only. */
+	CHECK(pc_pread(f, buf, 1 << 20, 0, 0) == 1 << 20);
+	CHECK(pc_pread(f, buf, 1 << 20, 0, 0) == 1 << 20);
+	struct pc_stats c0, f0, c1, f1;
+	pc_cache_stats(c, &c0);
+	pc_file_stats(f, &f0);
+	long ok = 0;
+	for (int round = 0; round < 2; round++) {
+		pthread_t t[C_THREADS];
+		struct c_arg a[C_THREADS];
+		for (int i = 0; i < C_THREADS; i++) {
+			a[i] = (struct c_arg){ .f = f };
+			REQUIRE(pthread_create(&t[i], NULL, c_reader, &a[i]) == 0);
+		}
+		for (int i = 0; i < C_THREADS; i++) {
+			pthread_join(t[i], NULL);
+			ok += a[i].ok;
+		}
+	}
+	pc_cache_stats(c, &c1);
+	pc_file_stats(f, &f1);
+	CHECK(ok == 2L * C_THREADS * C_READS);
+	CHECK(c1.hit_bytes - c0.hit_bytes == (uint64_t)ok * 4096);
+	CHECK(f1.hit_bytes - f0.hit_bytes == (uint64_t)ok * 4096);
+	CHECK(c1.miss_bytes == c0.miss_bytes);
+	CHECK(c1.dev_read_ios == c0.dev_read_ios);
+	free(buf);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------------------------ (d) read-ahead */
+
+static void test_readahead_through_hits(const char *dir)
+{
+	char p[4200];
+	test_path(p, sizeof(p), dir, "d");
+	const uint64_t size = 16u << 20;
+	make_file(p, size, pattern_a);
+	int fd = open(p, O_RDONLY);
+	REQUIRE(fd >= 0);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 64u << 20;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	struct pc_file *f = pc_open(c, p, O_RDONLY, 0);
+	REQUIRE(f);
+	uint8_t buf[4096];
+	long bad = 0;
+	for (uint64_t off = 0; off < size; off += sizeof(buf)) {
+		if (pc_pread(f, buf, sizeof(buf), (off_t)off, 0) != (ssize_t)sizeof(buf)) {
+			bad++;
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(buf); i += 512)
+			if (buf[i] != pattern_a(off + i)) {
+				bad++;
+				break;
+			}
+	}
+	CHECK(bad == 0);
+	struct pc_stats s;
+	pc_file_stats(f, &s);
+	/* 4096 reads of 4 KiB; windows grow to readahead_max_bytes.  One
+	 * device read per read (the stream lost) would be thousands. */
+	printf("read-ahead: %llu device reads for %llu 4 KiB reads, %llu bytes hit\n",
+	       (unsigned long long)s.dev_read_ios, (unsigned long long)(size / 4096),
+	       (unsigned long long)s.hit_bytes);
+	CHECK(s.dev_read_ios > 0 && s.dev_read_ios <= 200);
+	CHECK(s.hit_bytes >= size / 2);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+	const char *dir = test_dir("test_mt_hits");
+	test_index_lockless();
+	test_hits_race_reuse(dir);
+	test_hit_reuse_in_copy(dir);
+	test_hit_counting(dir);
+	test_readahead_through_hits(dir);
+	test_rmdir(dir);
+	return test_done();
+}
