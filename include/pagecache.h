@@ -626,7 +626,8 @@ PC_API ssize_t pc_write_begin(struct pc_file *f, off_t off, size_t len,
  * end, the folio is unlocked, and the writer meets the dirty throttle, as
  * after pc_pwrite (PC_NOWAIT: without waiting there).  copied 0 writes
  * nothing.  What the caller stored past `copied` does not become file
- * data: dirty bytes there are put back from the copy pc_write_begin saved,
+ * data (though readers may have seen it meanwhile, as they see every store
+ * into a span at once): dirty bytes there are put back from the copy pc_write_begin saved,
  * clean cached blocks there are dropped (read again when needed), blocks
  * not cached stay so, and the block holding the new end is completed as
  * for a write that ends there.  PC_DSYNC: durable on return, as pc_pwrite

@@ -10,7 +10,7 @@
  * marked PF_BUDDY with their order.
  *
  * Creating a cache costs nothing per byte of it.  The arena is not faulted
- * in and the descriptor table is not touched (calloc's zeros stay unmapped
+ * in and the descriptor table is not touched (its zeros stay unmapped
  * until used): the free lists start empty and are seeded lazily from a
  * frontier, fresh_pfn, that moves up from page 0 one largest block at a time
  * when no listed block is large enough.  So blocks that were handed out
@@ -164,6 +164,26 @@ size_t arena_populated_bytes(struct pc_cache *c)
 
 /* ------------------------------------------------------ setup, teardown */
 
+/* The descriptor table: an anonymous mapping rather than calloc, so that
+ * it is page-aligned and each 64-byte descriptor is exactly one cache line
+ * (a cache hit reads one line of it, not two), and its zeros stay unmapped
+ * until touched.  All-zero is a valid unused descriptor (no flags, no
+ * references, no mapping). */
+static struct pc_folio *folio_table_new(uint32_t npages)
+{
+	_Static_assert(sizeof(struct pc_folio) == 64, "a descriptor is one cache line");
+	void *p = mmap(NULL, (size_t)npages * sizeof(struct pc_folio), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void arena_free_table(struct pc_cache *c)
+{
+	if (c->folios)
+		munmap(c->folios, (size_t)c->npages * sizeof(struct pc_folio));
+	c->folios = NULL;
+}
+
 int arena_init(struct pc_cache *c)
 {
 	c->npages = (uint32_t)(c->cfg.memory_limit >> PC_PAGE_SHIFT);
@@ -171,17 +191,14 @@ int arena_init(struct pc_cache *c)
 	int err = budget_claim(c);
 	if (err)
 		return err;
-	/* Zero pages the kernel maps on first touch: a descriptor is written
-	 * when its page is first handed out, and all-zero is a valid unused
-	 * descriptor (no flags, no references, no mapping). */
-	c->folios = calloc(c->npages, sizeof(*c->folios));
+	/* A descriptor is written when its page is first handed out. */
+	c->folios = folio_table_new(c->npages);
 	/* MAP_NORESERVE: memory is committed as it is faulted in. */
 	void *p = !c->folios ? MAP_FAILED
 			     : mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE,
 				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
-		free(c->folios);
-		c->folios = NULL;
+		arena_free_table(c);
 		budget_release(c);
 		return -ENOMEM;
 	}
@@ -202,9 +219,8 @@ void arena_destroy(struct pc_cache *c)
 		munmap(c->arena, c->arena_bytes);
 		budget_release(c);
 	}
-	free(c->folios);
+	arena_free_table(c);
 	c->arena = NULL;
-	c->folios = NULL;
 }
 
 /* ------------------------------------------------------------ allocator */

@@ -136,8 +136,8 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	}
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->lru_lock, NULL);
-	pthread_mutex_init(&c->free_lock, NULL);
-	cond_init_monotonic(&c->free_cv);
+	progress_init(&c->mem_progress);
+	progress_init(&c->wb_progress);
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
@@ -192,8 +192,8 @@ int pc_cache_destroy(struct pc_cache *c)
 	arena_destroy(c);
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->lru_lock);
-	pthread_mutex_destroy(&c->free_lock);
-	pthread_cond_destroy(&c->free_cv);
+	progress_destroy(&c->mem_progress);
+	progress_destroy(&c->wb_progress);
 	pthread_mutex_destroy(&c->throttle_lock);
 	pthread_mutex_destroy(&c->files_lock);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */

@@ -30,6 +30,9 @@ static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
 static void slot_release(void *arg)
 {
 	int s = (int)(intptr_t)arg - 1;
+	/* Later destructors of this thread that count use `shared`, not a
+	 * slot that may already have a new owner. */
+	pc_counter_slot_plus1 = -1;
 	pthread_mutex_lock(&slots_lock);
 	slot_taken[s] = false;
 	pthread_mutex_unlock(&slots_lock);
@@ -38,6 +41,11 @@ static void slot_release(void *arg)
 static void slot_key_create(void)
 {
 	pthread_key_create(&slot_key, slot_release);
+}
+
+void counter_init(void)
+{
+	pthread_once(&slot_key_once, slot_key_create);
 }
 
 int counter_thread_slot(void)
@@ -62,6 +70,15 @@ int counter_thread_slot(void)
 	 * `shared` (-1 says so). */
 	pc_counter_slot_plus1 = s >= 0 ? s + 1 : -1;
 	return s;
+}
+
+/* fork() child: a parent thread may have held slots_lock, and the
+ * parent's other threads' slots are not in use here. */
+void counter_fork_child(void)
+{
+	pthread_mutex_init(&slots_lock, NULL);
+	for (int i = 0; i < PC_COUNTER_SLOTS; i++)
+		slot_taken[i] = i == pc_counter_slot_plus1 - 1;
 }
 
 uint64_t counter_sum(struct pc_counter *c)

@@ -102,5 +102,5 @@ void folio_put(struct pc_cache *c, struct pc_folio *f)
 	atomic_fetch_sub_explicit(&c->st_folios, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->st_cached, folio_size(f), memory_order_relaxed);
 	arena_free(c, folio_pfn(c, f), f->order);
-	reclaim_wake(c);
+	progress_signal(&c->mem_progress);
 }

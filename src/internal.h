@@ -9,7 +9,7 @@
  *         -> writeback.c (device writes) / flusher.c / throttle.c
  *         -> dirty.c (accounting) / errseq.c (errors) / reclaim.c
  *         -> mapping.c (index) -> radix.c / folio.c / block_state.c
- *         -> arena.c / backend.c / counter.c
+ *         -> arena.c / backend.c / counter.c / progress.c
  *
  * Lock order (outer first):
  *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
@@ -93,6 +93,10 @@ struct pc_counter {
 /* This thread's slot (0..PC_COUNTER_SLOTS-1), or -1 when all are taken. */
 HIDDEN int counter_thread_slot(void);
 HIDDEN uint64_t counter_sum(struct pc_counter *c);
+/* fork() child: the slot table as this (only) thread has it. */
+HIDDEN void counter_fork_child(void);
+/* Once per process, before any fork (pc_cache_new): the thread-exit key. */
+HIDDEN void counter_init(void);
 HIDDEN extern __thread int pc_counter_slot_plus1; /* 0: not assigned yet, -1: none */
 static inline void counter_add(struct pc_counter *c, uint64_t n)
 {
@@ -106,6 +110,27 @@ static inline void counter_add(struct pc_counter *c, uint64_t n)
 		atomic_fetch_add_explicit(&c->shared, n, memory_order_relaxed);
 	}
 }
+
+/* ---------------------------------------------------------------- progress */
+
+/* A count of events (writeback completed, memory freed) that threads wait
+ * for without the code that signals knowing them (progress.c). */
+struct pc_progress {
+	_Atomic uint64_t count;
+	_Atomic int waiters;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+};
+HIDDEN void progress_init(struct pc_progress *p);
+HIDDEN void progress_destroy(struct pc_progress *p);
+/* After the state changed: wake whoever waits for a change. */
+HIDDEN void progress_signal(struct pc_progress *p);
+/* Register as a waiter; returns the count to give progress_wait.  Check
+ * the state after this, then wait if it is not what is wanted. */
+HIDDEN uint64_t progress_begin(struct pc_progress *p);
+/* Sleep until the count is no longer `seen`, or timeout_ms pass. */
+HIDDEN void progress_wait(struct pc_progress *p, uint64_t seen, unsigned timeout_ms);
+HIDDEN void progress_end(struct pc_progress *p);
 
 /* ------------------------------------------------------------------ folio */
 
@@ -420,15 +445,16 @@ struct pc_cache {
 	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */
 	uint32_t small_head, small_tail, main_head, main_tail;
 	uint64_t small_pages, main_pages;
-	pthread_mutex_t free_lock;     /* waiters for free memory */
-	pthread_cond_t free_cv;
-	int free_waiters;
+	/* Memory freed, or made freeable (writeback ended): what allocations
+	 * waiting for memory wait for (reclaim.c). */
+	struct pc_progress mem_progress;
+	/* Device writes ended (dirty room): what the throttle waits for. */
+	struct pc_progress wb_progress;
 	/* dirty throttle (throttle.c) */
 	pthread_mutex_t throttle_lock;
 	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
 	uint64_t throttle_vclock;  /* virtual time of the last let through */
 	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
-	int throttle_waiters;
 	_Atomic int64_t dirty, writeback, uncached;
 	_Atomic int nr_failing;     /* mappings whose writeback keeps failing */
 	_Atomic int last_wb_error;  /* negative errno of the latest failed write */
@@ -479,6 +505,9 @@ HIDDEN uint64_t pc_now_ms(void);
  * a change of the wall clock neither ends nor prolongs a wait). */
 HIDDEN void cond_init_monotonic(pthread_cond_t *cv);
 HIDDEN void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms);
+/* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a cv made
+ * by cond_init_monotonic). */
+HIDDEN void deadline_after_ms(struct timespec *ts, unsigned ms);
 /* The cache's own millisecond clock (since pc_cache_new), for folio stamps. */
 HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
 /* How long ago the folio's stamp was set (0 if it looks newer than now). */
@@ -499,6 +528,9 @@ HIDDEN uint32_t arena_used_pages(struct pc_cache *c);
 /* In a child of fork(): the parent's caches are not this process's. */
 HIDDEN void arena_forget_parent_caches(void);
 HIDDEN void arena_destroy(struct pc_cache *c);
+/* Unmap the folio descriptor table (arena_destroy does; also a fork
+ * child's copy, process.c). */
+HIDDEN void arena_free_table(struct pc_cache *c);
 /* sysmem.c: bytes the machine can give this process now (MemAvailable,
  * and the room under its memory cgroup's limits); UINT64_MAX: unknown. */
 HIDDEN uint64_t sysmem_available(void);
@@ -735,8 +767,6 @@ HIDDEN uint64_t reclaim_pages(struct pc_cache *c, uint64_t pages);
  * folio (refcount 1, no mapping) or NULL with -EAGAIN (nowait) / -ENOMEM. */
 HIDDEN struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order,
 				    bool nowait, int *err);
-/* Wake waiters for free memory. */
-HIDDEN void reclaim_wake(struct pc_cache *c);
 /* Drop a clean, unused drop-behind folio now if possible (trylock unless
  * `locked`: the caller holds the folio lock);
  * returns true if it was removed.  Never sleeps. */
@@ -840,8 +870,6 @@ HIDDEN void flusher_kick(struct pc_domain *d);
 HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
 /* The calling thread dirtied `bytes` (its place in the throttle queue). */
 HIDDEN void throttle_account(size_t bytes);
-/* Writeback ended: let the first waiter check for room. */
-HIDDEN void throttle_wake(struct pc_cache *c);
 HIDDEN bool dirty_over_limit(struct pc_cache *c);
 /* Writeback of m failed with err: new writes fail up front. */
 HIDDEN void mapping_set_failing(struct pc_mapping *m, int err);

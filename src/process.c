@@ -44,6 +44,7 @@ static void on_fork_child(void)
 	atomic_fetch_add_explicit(&process_generation, 1, memory_order_relaxed);
 	forget_exit_caches_in_child();
 	arena_forget_parent_caches();
+	counter_fork_child();
 }
 
 static void register_atfork(void)
@@ -54,6 +55,7 @@ static void register_atfork(void)
 void process_claim(struct pc_cache *c)
 {
 	pthread_once(&atfork_once, register_atfork);
+	counter_init(); /* here, not at a first count that could follow a fork */
 	c->owner_generation = atomic_load_explicit(&process_generation, memory_order_relaxed);
 }
 
@@ -144,7 +146,7 @@ void cache_free_inherited(struct pc_cache *c)
 		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
 			bs_free(f);
 	}
-	free(c->folios);
+	arena_free_table(c);
 	free(c);
 }
 

@@ -161,9 +161,16 @@ void rt_pool_destroy(struct rt_pool *p)
 /* A change of the tree's shape is bracketed by these (count odd between). */
 static void shape_change_begin(struct rt_root *r)
 {
-	/* An RMW with acquire: no store of the change can become visible
-	 * before the odd count. */
-	atomic_fetch_add_explicit(&r->seq, 1, memory_order_acq_rel);
+	/* write_seqcount_begin: the odd count, then smp_wmb().  An acquire
+	 * RMW does not order later stores after its own store (arm64
+	 * ldaxr/stlxr lets them pass; C11 gives no fence-fence pairing). */
+#if PC_TSAN
+	atomic_fetch_add_explicit(&r->seq, 1, memory_order_acq_rel); /* TSan has no fences */
+#else
+	atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+#endif
 }
 
 static void shape_change_end(struct rt_root *r)

@@ -280,6 +280,10 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		len = size - off;
 	/* An uncached stream keeps the folio it stops in for its next read. */
 	bool keep_last = !nowait && readahead_on_read(h, off, len, dontcache);
+	/* A read that may not wait starts no read-ahead, but takes the mark,
+	 * or cache hits on it would go the full way for ever. */
+	if (nowait)
+		readahead_take_mark(m, off);
 	uint64_t pos = off, end = off + len, missed_until = 0;
 	int err = 0;
 	while (pos < end) {

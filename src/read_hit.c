@@ -46,7 +46,7 @@
 
 /* Whether f, with flags fl, holds [off, off+len) of m, all of it readable. */
 static bool folio_serves(const struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t fl,
-			 uint64_t off, size_t len)
+			 uint64_t off, size_t len, uint64_t *posp)
 {
 	if ((fl & (HIT_NEEDS | HIT_DECLINES)) != HIT_NEEDS)
 		return false;
@@ -58,6 +58,7 @@ static bool folio_serves(const struct pc_cache *c, struct pc_mapping *m, struct 
 	 * copy inside the arena whatever they are. */
 	if (order > c->max_order || folio_pfn(c, f) + (1ull << order) > c->npages)
 		return false;
+	*posp = pos; /* the copy uses this value, never a reload of f->index */
 	return off >= pos && off - pos + len <= (size_t)PC_PAGE_SIZE << order;
 }
 
@@ -71,15 +72,26 @@ static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *
 		     uint64_t off, size_t len)
 {
 	(void)seq;
+	uint64_t pos;
 	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
-	if (!folio_serves(c, m, f, fl, off, len))
+	if (!folio_serves(c, m, f, fl, off, len, &pos))
 		return false;
 	if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
 		read_hit_test_before_copy(m, off);
-	memcpy(buf, folio_data(c, f) + (off - folio_pos(f)), len);
-	/* The copy's loads complete before the generation is read again. */
+	memcpy(buf, folio_data(c, f) + (off - pos), len);
+	/* The copy's loads complete before the generation is read again.  The
+	 * identity is checked again too (same cache line): a wrap of the
+	 * 16-bit generation would also need the same file, index and state. */
 	atomic_thread_fence(memory_order_acquire);
-	return !((atomic_load_explicit(&f->flags, memory_order_relaxed) ^ fl) & PF_GEN_MASK);
+	uint32_t now = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS &&
+	    __atomic_load_n(&f->mapping, __ATOMIC_RELAXED) == m &&
+	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT == pos)
+		return true;
+	/* What was copied may be another file's: it must not stay in the
+	 * caller's buffer past what the full read path will return. */
+	memset(buf, 0, len);
+	return false;
 }
 #else
 static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
@@ -88,11 +100,13 @@ static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *
 	if (!folio_try_get(f))
 		return false;
 	/* Still in the tree, so its identity is settled and ours to read. */
-	bool ok = rt_unchanged_since(&m->tree, seq) && folio_serves(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len);
+	uint64_t pos;
+	bool ok = rt_unchanged_since(&m->tree, seq) &&
+		  folio_serves(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len, &pos);
 	if (ok) {
 		if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
 			read_hit_test_before_copy(m, off);
-		memcpy(buf, folio_data(c, f) + (off - folio_pos(f)), len);
+		memcpy(buf, folio_data(c, f) + (off - pos), len);
 	}
 	folio_put(c, f);
 	return ok;

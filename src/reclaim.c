@@ -168,15 +168,6 @@ uint64_t reclaim_pages(struct pc_cache *c, uint64_t pages)
 	return freed;
 }
 
-void reclaim_wake(struct pc_cache *c)
-{
-	if (!__atomic_load_n(&c->free_waiters, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&c->free_lock);
-	pthread_cond_broadcast(&c->free_cv);
-	pthread_mutex_unlock(&c->free_lock);
-}
-
 static struct pc_folio *alloc_any_order(struct pc_cache *c, unsigned order, unsigned min_order)
 {
 	for (int o = (int)order; o >= (int)min_order; o--) {
@@ -194,16 +185,6 @@ static struct pc_folio *alloc_any_order(struct pc_cache *c, unsigned order, unsi
 		}
 	}
 	return NULL;
-}
-
-/* Sleep until memory is freed or 50 ms pass (writeback may be slow). */
-static void wait_for_free(struct pc_cache *c)
-{
-	pthread_mutex_lock(&c->free_lock);
-	__atomic_add_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
-	timed_wait_ms(&c->free_cv, &c->free_lock, 50);
-	__atomic_sub_fetch(&c->free_waiters, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&c->free_lock);
 }
 
 /*
@@ -240,7 +221,15 @@ struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_or
 			return NULL;
 		}
 		kick_all_flushers(c);
-		wait_for_free(c);
+		/* Registered, look once more, then sleep until memory is freed or
+		 * made freeable (or 50 ms pass: writeback may be slow). */
+		uint64_t seen = progress_begin(&c->mem_progress);
+		f = alloc_any_order(c, order, min_order);
+		if (!f)
+			progress_wait(&c->mem_progress, seen, 50);
+		progress_end(&c->mem_progress);
+		if (f)
+			return f;
 	}
 }
 

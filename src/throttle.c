@@ -93,16 +93,6 @@ static void wake_first(struct pc_cache *c)
 		pthread_cond_signal(&c->throttle_head->cv);
 }
 
-/* Writeback ended and made room (called for every completion). */
-void throttle_wake(struct pc_cache *c)
-{
-	if (!__atomic_load_n(&c->throttle_waiters, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&c->throttle_lock);
-	wake_first(c);
-	pthread_mutex_unlock(&c->throttle_lock);
-}
-
 static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
 {
 	struct pc_cache *c = m->c;
@@ -139,10 +129,22 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		err = mapping_write_error(m);
 		if (err)
 			break;
-		if (dirty_over_limit(c))
-			flusher_kick(m->dom);
 		*waited = true;
-		timed_wait_ms(&w->cv, &c->throttle_lock, 20);
+		if (c->throttle_head != w) {
+			/* Behind others: the one ahead wakes us when it goes. */
+			timed_wait_ms(&w->cv, &c->throttle_lock, 20);
+			continue;
+		}
+		/* First: wait for writeback to end somewhere (progress.c), not
+		 * for a call from the completion into the throttle. */
+		uint64_t seen = progress_begin(&c->wb_progress);
+		if (dirty_over_limit(c)) {
+			flusher_kick(m->dom);
+			pthread_mutex_unlock(&c->throttle_lock);
+			progress_wait(&c->wb_progress, seen, 20);
+			pthread_mutex_lock(&c->throttle_lock);
+		}
+		progress_end(&c->wb_progress);
 	}
 	return err;
 }
@@ -170,7 +172,6 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
 	w.vtime = thread_dirtied;
 	queue_waiter(c, &w);
-	__atomic_add_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
 	if (c->throttle_head != &w && !dirty_over_limit(c))
 		wake_first(c); /* queued behind others under the limit: they may go */
 	bool waited = false;
@@ -178,7 +179,6 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	dequeue_waiter(c, &w);
 	if (!err && w.vtime > c->throttle_vclock)
 		c->throttle_vclock = w.vtime;
-	__atomic_sub_fetch(&c->throttle_waiters, 1, __ATOMIC_ACQ_REL);
 	/* There may be room for the next one too: it checks for itself. */
 	wake_first(c);
 	pthread_mutex_unlock(&c->throttle_lock);

@@ -16,13 +16,18 @@ void cond_init_monotonic(pthread_cond_t *cv)
 
 /* Wait on cv (made by cond_init_monotonic) for at most ms milliseconds
  * (the caller re-checks why). */
+void deadline_after_ms(struct timespec *ts, unsigned ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_nsec += (long)ms * 1000000L;
+	ts->tv_sec += ts->tv_nsec / 1000000000L;
+	ts->tv_nsec %= 1000000000L;
+}
+
 void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
+	deadline_after_ms(&ts, ms);
 	pthread_cond_timedwait(cv, lock, &ts);
 }
 

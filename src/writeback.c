@@ -151,9 +151,11 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	req_inflight_end(m, err);
 	if (r->w)
 		waiter_done(r->w, err);
+	/* Dirty room for throttled writers, and folios that may be evicted
+	 * now for allocations waiting for memory. */
 	struct pc_cache *c = m->c;
-	throttle_wake(c);
-	reclaim_wake(c);
+	progress_signal(&c->wb_progress);
+	progress_signal(&c->mem_progress);
 	mapping_put(m);
 	free(r);
 }

@@ -15,7 +15,8 @@
  *       Also deterministically: a test hook frees A's folio and refills its
  *       memory with B's bytes after a hit has checked the folio and before
  *       it copies; the read must still return A's bytes (the hit notices,
- *       declines, and the full read path reads A again);
+ *       declines, and the full read path reads A again), whether B's
+ *       folio is at A's index or far from it;
  *   (c) counting: more threads than counter slots hit a file, twice over
  *       (threads exit and their slots are reused); hit_bytes of the cache
  *       and of the file are exactly what was read;
@@ -262,6 +263,7 @@ extern void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
 static struct pc_file *hook_a, *hook_b;
 static uint8_t *hook_buf;
 static int hook_calls;
+static off_t hook_b_off; /* where B's write lands: same index as A's, or not */
 
 static void reuse_under_copy(struct pc_mapping *m, uint64_t off)
 {
@@ -269,12 +271,14 @@ static void reuse_under_copy(struct pc_mapping *m, uint64_t off)
 	read_hit_test_before_copy = NULL; /* once; and not for the calls below */
 	hook_calls++;
 	CHECK(pc_fadvise(hook_a, (off_t)(off & ~(uint64_t)(B_READ - 1)), B_READ, POSIX_FADV_DONTNEED) == 0);
-	CHECK(pc_pwrite(hook_b, hook_buf, B_READ, 0, 0) == (ssize_t)B_READ);
+	CHECK(pc_pwrite(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
 }
 
-static void test_hit_reuse_in_copy(const char *dir)
+static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off)
 {
-	struct pc_cache *c = open_a_and_b(dir, "hook", B_READ, 16 * B_READ, &hook_a, &hook_b);
+	struct pc_cache *c = open_a_and_b(dir, tag, B_READ, 16 * B_READ, &hook_a, &hook_b);
+	hook_b_off = b_off;
+	hook_calls = 0;
 	hook_buf = malloc(B_READ);
 	uint8_t *buf = malloc(B_READ);
 	REQUIRE(hook_buf && buf);
@@ -411,7 +415,9 @@ int main(void)
 	const char *dir = test_dir("test_mt_hits");
 	test_index_lockless();
 	test_hits_race_reuse(dir);
-	test_hit_reuse_in_copy(dir);
+	test_hit_reuse_in_copy(dir, "hook0", 0);
+	/* Reused for another index: the copy must not follow the new one. */
+	test_hit_reuse_in_copy(dir, "hookfar", (off_t)16 << 30);
 	test_hit_counting(dir);
 	test_readahead_through_hits(dir);
 	test_rmdir(dir);
