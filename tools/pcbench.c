@@ -84,6 +84,18 @@ static struct opts o = {
 	.quick = false,
 };
 
+/* A new line of the table, nothing measured yet. */
+static struct row *add_row(const char *name, const char *unit, const char *target)
+{
+	struct row *r = &rows[nrows++];
+
+	r->name = name;
+	r->unit = unit;
+	r->target = target;
+	r->kernel = r->pc = NAN;
+	return r;
+}
+
 /* A pagecache call failed: say which, with errno, for the report. */
 #define PC_FAIL(r, what) do { \
 		int e_ = errno; \
@@ -305,7 +317,7 @@ static uint64_t mem_available(void)
 
 static void bench_startup(void)
 {
-	struct row *r = &rows[nrows++];
+	struct row *r = add_row("g. pc_cache_new, slowest size", "ms", "<= 50 ms");
 	uint64_t avail = mem_available();
 	uint64_t sizes[4] = { 256 * BU_MiB, BU_GiB, 8 * BU_GiB,
 			      avail > 4 * BU_GiB ? (avail - 2 * BU_GiB) & ~(BU_MiB - 1) : 2 * BU_GiB };
@@ -313,11 +325,7 @@ static void bench_startup(void)
 	size_t l;
 	int err;
 
-	r->name = "g. pc_cache_new, slowest size";
-	r->unit = "ms";
-	r->target = "<= 50 ms";
 	r->max_abs = 50;
-	r->kernel = NAN;
 	for (int i = 0; i < 4; i++) {
 		double ms = startup_ms(sizes[i], &err);
 
@@ -462,14 +470,27 @@ static double hit_run(const struct hit_arg *proto, int nthreads)
 
 static struct row *hit_row(const char *name, const char *target, double min_ratio)
 {
-	struct row *r = &rows[nrows++];
+	struct row *r = add_row(name, "ops/s", target);
 
-	r->name = name;
-	r->unit = "ops/s";
-	r->target = target;
 	r->min_ratio = min_ratio;
-	r->kernel = r->pc = NAN;
 	return r;
+}
+
+/* Rounds of every kind of run, interleaved, so that a change of the
+ * machine's speed (other guests, frequency) hits all of them alike. */
+#define HIT_ROUNDS 5
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
 }
 
 static void bench_hits(const char *path, uint64_t fsize)
@@ -478,11 +499,14 @@ static void bench_hits(const char *path, uint64_t fsize)
 	struct row *rm = hit_row("h. 4 KiB hit, 1 thread (vs memcpy)", ">= 0.75x", 0.75);
 	struct row *r2 = hit_row("h. 4 KiB hit, 2 threads (vs 1 thread)", ">= 1.8x", 1.8);
 	struct row *rs = hit_row("h. 4 KiB span begin+end (vs kernel)", ">= 10x", 10);
-	struct hit_arg proto = { .npages = fsize / 4096 };
+	struct hit_arg mc = { .npages = fsize / 4096, .kind = HIT_MEMCPY };
+	struct hit_arg kp = mc, pp = mc, sp = mc;
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+	double m1[HIT_ROUNDS], k1[HIT_ROUNDS], p1[HIT_ROUNDS], p2[HIT_ROUNDS], s1[HIT_ROUNDS];
+	struct pc_stats st0, st1, d;
 	struct pc_config cfg;
-	struct pc_cache *c = NULL;
-	double k1, k2, p1 = NAN, p2 = NAN, m1, m2, sp = NAN;
+	struct pc_cache *c;
+	double secs = o.seconds;
 
 	/* The limit line: the same random pattern out of plain memory. */
 	char *mem = mmap(NULL, fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -490,73 +514,75 @@ static void bench_hits(const char *path, uint64_t fsize)
 		bu_die("mmap %s:", bu_human(fsize));
 	madvise(mem, fsize, MADV_HUGEPAGE);
 	memset(mem, 0x5a, fsize);
-	proto.kind = HIT_MEMCPY;
-	proto.mem = mem;
-	m1 = hit_run(&proto, 1);
-	m2 = hit_run(&proto, 2);
-	munmap(mem, fsize);
+	mc.mem = mem;
 
-	proto.kind = HIT_KERNEL;
-	proto.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (proto.fd < 0)
+	kp.kind = HIT_KERNEL;
+	kp.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (kp.fd < 0)
 		bu_die("open %s:", path);
-	kernel_read_all(proto.fd, buf, BU_MiB);
-	k1 = hit_run(&proto, 1);
-	k2 = hit_run(&proto, 2);
-	close(proto.fd);
+	kernel_read_all(kp.fd, buf, BU_MiB);
 
 	pc_config_init(&cfg);
 	cfg.memory_limit = 512 * BU_MiB;
 	/* Without the background fault-in of the other 384 MiB, which would
-	 * otherwise run on one of the two cores during the first timed phase:
-	 * the warming read faults in all the memory the hits touch. */
+	 * otherwise run on one of the two cores during the first rounds: the
+	 * warming read faults in all the memory the hits touch. */
 	cfg.flags |= PC_CFG_LAZY_MEMORY;
 	c = pc_cache_new(&cfg);
 	if (!c) {
 		PC_FAIL(rk, "pc_cache_new");
 		goto out;
 	}
-	proto.kind = HIT_PAGECACHE;
-	proto.f = pc_open(c, path, O_RDONLY, 0);
-	if (!proto.f) {
+	pp.kind = HIT_PAGECACHE;
+	pp.f = pc_open(c, path, O_RDONLY, 0);
+	if (!pp.f) {
 		PC_FAIL(rk, "pc_open");
 		goto out;
 	}
-	if (pc_read_all(proto.f, buf, BU_MiB) < 0) {
+	if (pc_read_all(pp.f, buf, BU_MiB) < 0) {
 		PC_FAIL(rk, "pc_pread (warming)");
 		goto out;
 	}
-	struct pc_stats s0, s1, d;
-	pc_cache_stats(c, &s0);
-	p1 = hit_run(&proto, 1);
-	if (isnan(p1))
-		PC_FAIL(rk, "pc_pread (1 thread)");
-	p2 = hit_run(&proto, 2);
-	if (isnan(p2))
-		PC_FAIL(r2, "pc_pread (2 threads)");
-	proto.kind = HIT_SPAN;
-	sp = hit_run(&proto, 1);
-	if (isnan(sp))
-		PC_FAIL(rs, "pc_read_begin");
-	pc_cache_stats(c, &s1);
-	stats_delta(&d, &s0, &s1);
+	sp = pp;
+	sp.kind = HIT_SPAN;
+
+	/* Each timed run lasts --seconds / HIT_ROUNDS. */
+	o.seconds = secs / HIT_ROUNDS;
+	pc_cache_stats(c, &st0);
+	for (int i = 0; i < HIT_ROUNDS; i++) {
+		m1[i] = hit_run(&mc, 1);
+		k1[i] = hit_run(&kp, 1);
+		p1[i] = hit_run(&pp, 1);
+		p2[i] = hit_run(&pp, 2);
+		s1[i] = hit_run(&sp, 1);
+		if (isnan(p1[i]) || isnan(p2[i]) || isnan(s1[i])) {
+			PC_FAIL(rk, "pc_pread / pc_read_begin");
+			goto out;
+		}
+	}
+	o.seconds = secs;
+	pc_cache_stats(c, &st1);
+	stats_delta(&d, &st0, &st1);
 	note_io(rk, "timed phases", &d);
-out:
-	finish_cache(rk, c, proto.f);
-	rk->kernel = k1;
-	rk->pc = p1;
-	rm->kernel = m1;
-	rm->pc = p1;
-	r2->kernel = p1;
-	r2->pc = p2;
-	rs->kernel = k1;
-	rs->pc = sp;
+	rk->kernel = median(k1, HIT_ROUNDS);
+	rk->pc = median(p1, HIT_ROUNDS);
+	rm->kernel = median(m1, HIT_ROUNDS);
+	rm->pc = rk->pc;
+	r2->kernel = rk->pc;
+	r2->pc = median(p2, HIT_ROUNDS);
+	rs->kernel = rk->kernel;
+	rs->pc = median(s1, HIT_ROUNDS);
 	size_t l = strlen(rk->note);
 	snprintf(rk->note + l, sizeof(rk->note) - l,
-		 "%sfile %s, cache 512 MiB (PC_CFG_LAZY_MEMORY); ops/s 1 / 2 threads: kernel %.0f / %.0f, "
-		 "pagecache %.0f / %.0f, memcpy %.0f / %.0f; the vs-memcpy row's "
-		 "\"kernel\" column is the memcpy, the 2-thread row's is pagecache with 1 thread",
-		 l ? "; " : "", bu_human(fsize), k1, k2, p1, p2, m1, m2);
+		 "%sfile %s, cache 512 MiB (PC_CFG_LAZY_MEMORY); medians of %d interleaved rounds "
+		 "(memcpy, kernel, pagecache 1 and 2 threads, span) of %.2f s each; the vs-memcpy "
+		 "row's \"kernel\" column is the bare memcpy, the 2-thread row's is pagecache with 1 thread",
+		 l ? "; " : "", bu_human(fsize), HIT_ROUNDS, secs / HIT_ROUNDS);
+out:
+	o.seconds = secs;
+	finish_cache(rk, c, pp.f);
+	close(kp.fd);
+	munmap(mem, fsize);
 	free(buf);
 }
 
@@ -873,7 +899,7 @@ static void anon_mappings(struct mapsum *m)
 
 static void bench_metadata(const char *path, uint64_t fsize)
 {
-	struct row *r = &rows[nrows++];
+	struct row *r = add_row("e. metadata per cached 4 KiB folio", "B/folio", "<= 2 %");
 	uint64_t npages = fsize / 4096, arena_pages = o.mem / 4096;
 	uint64_t h0, h1, h2, h3, *perm, i;
 	char *buf = bu_alloc_aligned(4096, 4096);
@@ -885,12 +911,8 @@ static void bench_metadata(const char *path, uint64_t fsize)
 	double per_folio;
 	size_t l;
 
-	r->name = "e. metadata per cached 4 KiB folio";
-	r->unit = "B/folio";
-	r->target = "<= 2 %";
 	r->max_pct = 2.0;
 	r->pct_row = true;
-	r->kernel = NAN;
 
 	perm = malloc(npages * sizeof(*perm));
 	if (!perm)
