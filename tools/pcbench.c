@@ -31,6 +31,9 @@
  *   g. start-up: pc_cache_new at memory_limit 256 MiB, 1 GiB, 8 GiB and
  *      MemAvailable - 2 GiB (slowest judged, target <= 50 ms), and ENOMEM
  *      for a memory_limit the machine cannot back (see bench_startup()).
+ *   G. (only with --only G) the first writes into a new 8 GiB cache:
+ *      1 MiB write latencies fresh, fresh with PC_CFG_LAZY_MEMORY, and warm
+ *      (see bench_first_writes()).
  *   h. cache hits at memory speed: warm 4 KiB random reads of a 128 MiB
  *      file through a 512 MiB cache, 1 and 2 threads on one handle, against
  *      the kernel's pread and a bare memcpy of the same pattern; and the
@@ -346,6 +349,106 @@ static void bench_startup(void)
 	if (err != ENOMEM)
 		worst = NAN;
 	r->pc = worst;
+}
+
+/* ---------------------------------------------------------------- G */
+
+/*
+ * G (only with --only G: it takes about 4 minutes and 8 GiB): the first
+ * writes into a new cache.  Latency of 1 MiB pc_pwrite()s writing 4 GiB to
+ * a new file in an 8 GiB cache: "fresh", right after pc_cache_new (the
+ * background thread faults the memory in as the writes go, and the writes
+ * fault what they outrun); "fresh, lazy" with PC_CFG_LAZY_MEMORY (every
+ * write faults its folios in); and "warm", the first cache again after a
+ * truncate to 0 and an fsync.  Twice: as fast as the writes go, and paced
+ * at STARTUP_PACE MiB/s (a writer slower than the machine's fault-in rate).
+ * A virtual machine whose host backs guest memory lazily keeps memory a
+ * process freed backed for a while, which would flatter the next fresh
+ * run: STARTUP_PAUSE_S seconds pass before each fresh run.
+ */
+#define STARTUP_WRITE_TOTAL (4 * BU_GiB)
+#define STARTUP_CACHE (8 * BU_GiB)
+#define STARTUP_PACE 256u /* MiB/s */
+#define STARTUP_PAUSE_S 30u
+
+/* 1 MiB writes of STARTUP_WRITE_TOTAL from offset 0, at most `pace` MiB/s
+ * (0: as fast as they go); prints a line. */
+static void first_writes_pass(const char *label, struct pc_file *f, const char *buf, unsigned pace)
+{
+	size_t n = STARTUP_WRITE_TOTAL / BU_MiB;
+	uint64_t *lat = malloc(n * sizeof(*lat)), t0 = bu_now_ns();
+
+	if (!lat)
+		bu_die("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t due = pace ? t0 + i * 1000000000ull / pace : 0, t = bu_now_ns();
+
+		if (t < due) {
+			bu_sleep_ms((unsigned)((due - t) / 1000000));
+			t = bu_now_ns();
+		}
+		if (pc_pwrite(f, buf, BU_MiB, (off_t)(i * BU_MiB), 0) != (ssize_t)BU_MiB)
+			bu_die("pcbench: G: pc_pwrite:");
+		lat[i] = bu_now_ns() - t;
+	}
+	double secs = bu_secs(bu_now_ns() - t0);
+
+	if (pc_fsync(f) < 0)
+		bu_die("pcbench: G: pc_fsync:");
+	bu_sort_u64(lat, n);
+	printf("  %-12s p50 %7.3f ms  p99 %7.3f ms  p99.9 %7.3f ms  max %7.3f ms  %7.1f MiB/s\n", label,
+	       bu_percentile(lat, n, 50) / 1e6, bu_percentile(lat, n, 99) / 1e6,
+	       bu_percentile(lat, n, 99.9) / 1e6, lat[n - 1] / 1e6, (double)STARTUP_WRITE_TOTAL / BU_MiB / secs);
+	free(lat);
+}
+
+/* A fresh cache written right after creation; with `warm_too`, truncated
+ * and written again. */
+static void first_writes_run(const char *path, unsigned flags, const char *label, bool warm_too, const char *buf,
+			     unsigned pace)
+{
+	struct pc_config cfg;
+	struct pc_cache *c;
+	struct pc_file *f;
+
+	unlink(path);
+	bu_sleep_ms(STARTUP_PAUSE_S * 1000);
+	pc_config_init(&cfg);
+	cfg.memory_limit = (size_t)STARTUP_CACHE;
+	cfg.flags = flags;
+	c = pc_cache_new(&cfg);
+	if (!c)
+		bu_die("pcbench: G: pc_cache_new(%s):", bu_human(STARTUP_CACHE));
+	f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!f)
+		bu_die("pcbench: G: pc_open %s:", path);
+	first_writes_pass(label, f, buf, pace);
+	if (warm_too) {
+		if (pc_ftruncate(f, 0) < 0 || pc_fsync(f) < 0)
+			bu_die("pcbench: G: pc_ftruncate:");
+		first_writes_pass("warm", f, buf, pace);
+	}
+	pc_close(f);
+	pc_cache_destroy(c);
+	unlink(path);
+}
+
+static void bench_first_writes(const char *path)
+{
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+
+	bu_fill_random(buf, BU_MiB, 7);
+	printf("G. 1 MiB writes of %s to a new file, %s cache, right after pc_cache_new\n",
+	       bu_human(STARTUP_WRITE_TOTAL), bu_human(STARTUP_CACHE));
+	for (unsigned k = 0; k < 2; k++) {
+		unsigned pace = k ? STARTUP_PACE : 0;
+
+		if (pace)
+			printf("  paced at %u MiB/s:\n", pace);
+		first_writes_run(path, PC_CFG_LAZY_MEMORY, "fresh, lazy", false, buf, pace);
+		first_writes_run(path, 0, "fresh", true, buf, pace);
+	}
+	free(buf);
 }
 
 /* ---------------------------------------------------------------- h */
@@ -1300,7 +1403,9 @@ static void usage(FILE *fp)
 		"  --seconds S   length of each timed phase of a and b (default 3)\n"
 		"  --quick       1 second phases unless --seconds is given, and only\n"
 		"                the 16 MiB random-read file (not also 64 MiB)\n"
-		"  --only L      only workloads with these letters (a-h), e.g. --only f\n");
+		"  --only L      only workloads with these letters (a-h), e.g. --only f;\n"
+		"                G (never by default: 4 minutes, 8 GiB): first writes\n"
+		"                into a new cache, fresh / lazy / warm latencies\n");
 }
 
 int main(int argc, char **argv)
@@ -1391,6 +1496,8 @@ int main(int argc, char **argv)
 		bench_small_files();
 	if (wanted('g'))
 		bench_startup();
+	if (o.only && strchr(o.only, 'G'))
+		bench_first_writes(spath);
 	if (wanted('h')) {
 		uint64_t hsize = o.quick ? 16 * BU_MiB : 128 * BU_MiB;
 
