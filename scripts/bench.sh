@@ -26,6 +26,13 @@ if [ ! -x "$ROOT/build/pcbench" ]; then
 	exit 1
 fi
 
+# --help: pcbench's options, and nothing run.
+for arg in "$@"; do
+	if [ "$arg" = --help ] || [ "$arg" = -h ]; then
+		exec "$ROOT/build/pcbench" --help
+	fi
+done
+
 status=0
 echo "==== pcbench --dir build/benchdata $* ===="
 "$ROOT/build/pcbench" --dir "$BENCHDIR" "$@" || status=$?

@@ -1400,12 +1400,20 @@ static void usage(FILE *fp)
 		"usage: pcbench [--dir D] [--mem BYTES] [--seconds S] [--quick]\n"
 		"  --dir D       where the benchmark files go (default .)\n"
 		"  --mem BYTES   pagecache memory_limit (default 256M)\n"
-		"  --seconds S   length of each timed phase of a and b (default 3)\n"
-		"  --quick       1 second phases unless --seconds is given, and only\n"
-		"                the 16 MiB random-read file (not also 64 MiB)\n"
-		"  --only L      only workloads with these letters (a-h), e.g. --only f;\n"
-		"                G (never by default: 4 minutes, 8 GiB): first writes\n"
-		"                into a new cache, fresh / lazy / warm latencies\n");
+		"  --seconds S   length of each timed phase of a, b and h (default 3)\n"
+		"  --quick       1 second phases unless --seconds is given, only the\n"
+		"                16 MiB random-read file (not also 64 MiB), h on 16 MiB\n"
+		"  --only L      only workloads with these letters, e.g. --only f:\n"
+		"                a  4 KiB random reads, warm (16 and 64 MiB files)\n"
+		"                b  UnixBench fstime-w (1 KiB rewrites of a 2000-block file)\n"
+		"                c  1 MiB sequential write of 4x --mem + fsync\n"
+		"                d  cold 1 MiB sequential read of c's file\n"
+		"                e  metadata per cached 4 KiB folio\n"
+		"                f  5000 small files: create+write+close, reopen+read+close\n"
+		"                g  pc_cache_new time at 256 MiB .. the machine's memory\n"
+		"                h  cache hits: 1 and 2 threads vs kernel and memcpy; spans\n"
+		"                G  (never by default: 4 minutes, 8 GiB) first writes\n"
+		"                   into a new cache, fresh / lazy / warm latencies\n");
 }
 
 int main(int argc, char **argv)
