@@ -146,21 +146,16 @@ static uint8_t pattern_a(uint64_t off)
 	return (uint8_t)(off * 7 + (off >> 12) * 13 + 1);
 }
 
+/* A file of `size` bytes, byte(off) at each offset (NULL: 0xEE), on the
+ * device before a cache sees it. */
 static void make_file(const char *path, uint64_t size, uint8_t (*byte)(uint64_t))
 {
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	REQUIRE(fd >= 0);
-	uint8_t *buf = malloc(1 << 20);
+	uint8_t *buf = malloc(size);
 	REQUIRE(buf);
-	for (uint64_t off = 0; off < size; off += 1 << 20) {
-		size_t n = size - off < (1 << 20) ? (size_t)(size - off) : (size_t)1 << 20;
-		for (size_t i = 0; i < n; i++)
-			buf[i] = byte ? byte(off + i) : 0xEE;
-		REQUIRE(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n);
-	}
+	for (uint64_t i = 0; i < size; i++)
+		buf[i] = byte ? byte(i) : 0xEE;
+	tu_write_file(path, buf, size);
 	free(buf);
-	REQUIRE(fsync(fd) == 0);
-	close(fd);
 }
 
 struct b_shared {

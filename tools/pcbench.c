@@ -180,18 +180,126 @@ static int pc_read_all(struct pc_file *f, char *buf, size_t chunk)
 	return n < 0 ? -1 : 0;
 }
 
+/* ------------------------------------------- timed random 4 KiB reads */
+
+/* Threads reading random 4 KiB pieces of a warm file for o.seconds (a, h):
+ * through the kernel, pagecache, a span, or plain memory. */
+enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN };
+
+struct hit_arg {
+	enum hit_kind kind;
+	int fd;
+	struct pc_file *f;
+	const char *mem;       /* HIT_MEMCPY: the buffer */
+	uint64_t npages;
+	uint64_t deadline;
+	unsigned seed;
+	uint64_t ops;
+	int err;               /* errno of a failed call */
+	pthread_barrier_t *start;
+};
+
+static int hit_one(struct hit_arg *a, char *buf, off_t off)
+{
+	switch (a->kind) {
+	case HIT_KERNEL:
+		return pread(a->fd, buf, 4096, off) == 4096 ? 0 : -1;
+	case HIT_PAGECACHE:
+		return pc_pread(a->f, buf, 4096, off, 0) == 4096 ? 0 : -1;
+	case HIT_SPAN: {
+		/* The zero-copy pair: a pointer to the cached bytes, no copy. */
+		struct pc_span s;
+
+		if (pc_read_begin(a->f, off, 4096, 0, &s) != 4096)
+			return -1;
+		pc_read_end(&s);
+		return 0;
+	}
+	case HIT_MEMCPY:
+		memcpy(buf, a->mem + off, 4096);
+		/* Keep the copy from being optimised away. */
+		__asm__ volatile("" : : "r"(buf) : "memory");
+		return 0;
+	}
+	return -1;
+}
+
+static void *hit_thread(void *p)
+{
+	struct hit_arg *a = p;
+	char *buf = bu_alloc_aligned(4096, 4096);
+	struct bu_rng rng;
+
+	bu_rng_seed(&rng, a->seed);
+	pthread_barrier_wait(a->start);
+	for (;;) {
+		for (int i = 0; i < 256; i++) {
+			off_t off = (off_t)(bu_rng_below(&rng, a->npages) * 4096);
+
+			if (hit_one(a, buf, off) < 0) {
+				a->err = errno ? errno : EIO;
+				goto out;
+			}
+		}
+		a->ops += 256;
+		if (bu_now_ns() >= a->deadline)
+			break;
+	}
+out:
+	free(buf);
+	return NULL;
+}
+
+/* ops/s of nthreads running `proto`'s kind for o.seconds; NAN on error. */
+static double hit_run(const struct hit_arg *proto, int nthreads)
+{
+	struct hit_arg a[2];
+	pthread_t t[2];
+	pthread_barrier_t start;
+	uint64_t t0, ops = 0;
+	int err = 0;
+
+	pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
+	for (int i = 0; i < nthreads; i++) {
+		a[i] = *proto;
+		a[i].seed = 42 + (unsigned)i;
+		a[i].start = &start;
+		a[i].ops = 0;
+		a[i].err = 0;
+		a[i].deadline = UINT64_MAX;
+	}
+	t0 = bu_now_ns() + 1000000;
+	for (int i = 0; i < nthreads; i++) {
+		a[i].deadline = t0 + (uint64_t)(o.seconds * 1e9);
+		if (pthread_create(&t[i], NULL, hit_thread, &a[i]))
+			bu_die("pthread_create:");
+	}
+	pthread_barrier_wait(&start);
+	t0 = bu_now_ns();
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(t[i], NULL);
+		ops += a[i].ops;
+		if (a[i].err)
+			err = a[i].err;
+	}
+	double secs = bu_secs(bu_now_ns() - t0);
+	pthread_barrier_destroy(&start);
+	if (err) {
+		errno = err;
+		return NAN;
+	}
+	return (double)ops / secs;
+}
+
 /* ---------------------------------------------------------------- a */
 
 static void bench_random_reads(const char *path, uint64_t fsize)
 {
 	struct row *r = &rows[nrows++];
-	uint64_t npages = fsize / 4096, ops, t0, deadline;
+	struct hit_arg proto = { .npages = fsize / 4096, .kind = HIT_KERNEL };
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
 	struct pc_stats s0, s1, d;
 	struct pc_cache *c;
-	struct pc_file *f = NULL;
-	struct bu_rng rng;
-	int fd;
 
 	/* Two sizes: one that the CPU's last-level cache holds (there the
 	 * copy is cheap and the per-call cost shows), one that it does not
@@ -207,72 +315,40 @@ static void bench_random_reads(const char *path, uint64_t fsize)
 	snprintf(r->note, sizeof(r->note), "file %s", bu_human(fsize));
 
 	/* kernel */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	proto.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (proto.fd < 0)
 		bu_die("open %s:", path);
-	kernel_read_all(fd, buf, BU_MiB);
-	bu_rng_seed(&rng, 42);
-	ops = 0;
-	t0 = bu_now_ns();
-	deadline = t0 + (uint64_t)(o.seconds * 1e9);
-	for (;;) {
-		int i;
-
-		for (i = 0; i < 256; i++) {
-			off_t off = (off_t)(bu_rng_below(&rng, npages) * 4096);
-
-			if (pread(fd, buf, 4096, off) != 4096)
-				bu_die("kernel pread at %lld:", (long long)off);
-		}
-		ops += 256;
-		if (bu_now_ns() >= deadline)
-			break;
-	}
-	r->kernel = (double)ops / bu_secs(bu_now_ns() - t0);
-	close(fd);
+	kernel_read_all(proto.fd, buf, BU_MiB);
+	r->kernel = hit_run(&proto, 1);
+	if (isnan(r->kernel))
+		bu_die("kernel pread (4 KiB random):");
+	close(proto.fd);
 
 	/* pagecache */
 	c = new_cache(r, (size_t)-1);
 	if (!c)
 		goto out;
-	f = pc_open(c, path, O_RDONLY, 0);
-	if (!f) {
+	proto.kind = HIT_PAGECACHE;
+	proto.f = pc_open(c, path, O_RDONLY, 0);
+	if (!proto.f) {
 		PC_FAIL(r, "pc_open(O_RDONLY)");
 		goto done;
 	}
-	if (pc_read_all(f, buf, BU_MiB) < 0) {
+	if (pc_read_all(proto.f, buf, BU_MiB) < 0) {
 		PC_FAIL(r, "pc_pread (warming, 1 MiB)");
 		goto done;
 	}
-	bu_rng_seed(&rng, 42);
 	pc_cache_stats(c, &s0);
-	ops = 0;
-	t0 = bu_now_ns();
-	deadline = t0 + (uint64_t)(o.seconds * 1e9);
-	for (;;) {
-		int i;
-
-		for (i = 0; i < 256; i++) {
-			off_t off = (off_t)(bu_rng_below(&rng, npages) * 4096);
-			ssize_t n = pc_pread(f, buf, 4096, off, 0);
-
-			if (n != 4096) {
-				if (n >= 0)
-					errno = EIO;
-				PC_FAIL(r, "pc_pread (4 KiB random)");
-				goto done;
-			}
-		}
-		ops += 256;
-		if (bu_now_ns() >= deadline)
-			break;
+	r->pc = hit_run(&proto, 1);
+	if (isnan(r->pc)) {
+		PC_FAIL(r, "pc_pread (4 KiB random)");
+		goto done;
 	}
-	r->pc = (double)ops / bu_secs(bu_now_ns() - t0);
 	pc_cache_stats(c, &s1);
 	stats_delta(&d, &s0, &s1);
 	note_io(r, "timed phase", &d);
 done:
-	finish_cache(r, c, f);
+	finish_cache(r, c, proto.f);
 out:
 	free(buf);
 }
@@ -464,113 +540,6 @@ static void bench_first_writes(const char *path)
  * kernel's pread.  Every thread uses its own random sequence; ops/s are
  * summed over the threads.
  */
-enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN };
-
-struct hit_arg {
-	enum hit_kind kind;
-	int fd;
-	struct pc_file *f;
-	const char *mem;       /* HIT_MEMCPY: the buffer */
-	uint64_t npages;
-	uint64_t deadline;
-	unsigned seed;
-	uint64_t ops;
-	int err;               /* errno of a failed call */
-	pthread_barrier_t *start;
-};
-
-static int hit_one(struct hit_arg *a, char *buf, off_t off)
-{
-	switch (a->kind) {
-	case HIT_KERNEL:
-		return pread(a->fd, buf, 4096, off) == 4096 ? 0 : -1;
-	case HIT_PAGECACHE:
-		return pc_pread(a->f, buf, 4096, off, 0) == 4096 ? 0 : -1;
-	case HIT_SPAN: {
-		/* The zero-copy pair: a pointer to the cached bytes, no copy. */
-		struct pc_span s;
-
-		if (pc_read_begin(a->f, off, 4096, 0, &s) != 4096)
-			return -1;
-		pc_read_end(&s);
-		return 0;
-	}
-	case HIT_MEMCPY:
-		memcpy(buf, a->mem + off, 4096);
-		/* Keep the copy from being optimised away. */
-		__asm__ volatile("" : : "r"(buf) : "memory");
-		return 0;
-	}
-	return -1;
-}
-
-static void *hit_thread(void *p)
-{
-	struct hit_arg *a = p;
-	char *buf = bu_alloc_aligned(4096, 4096);
-	struct bu_rng rng;
-
-	bu_rng_seed(&rng, a->seed);
-	pthread_barrier_wait(a->start);
-	for (;;) {
-		for (int i = 0; i < 256; i++) {
-			off_t off = (off_t)(bu_rng_below(&rng, a->npages) * 4096);
-
-			if (hit_one(a, buf, off) < 0) {
-				a->err = errno ? errno : EIO;
-				goto out;
-			}
-		}
-		a->ops += 256;
-		if (bu_now_ns() >= a->deadline)
-			break;
-	}
-out:
-	free(buf);
-	return NULL;
-}
-
-/* ops/s of nthreads running `proto`'s kind for o.seconds; NAN on error. */
-static double hit_run(const struct hit_arg *proto, int nthreads)
-{
-	struct hit_arg a[2];
-	pthread_t t[2];
-	pthread_barrier_t start;
-	uint64_t t0, ops = 0;
-	int err = 0;
-
-	pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
-	for (int i = 0; i < nthreads; i++) {
-		a[i] = *proto;
-		a[i].seed = 42 + (unsigned)i;
-		a[i].start = &start;
-		a[i].ops = 0;
-		a[i].err = 0;
-		a[i].deadline = UINT64_MAX;
-	}
-	t0 = bu_now_ns() + 1000000;
-	for (int i = 0; i < nthreads; i++) {
-		a[i].deadline = t0 + (uint64_t)(o.seconds * 1e9);
-		if (pthread_create(&t[i], NULL, hit_thread, &a[i]))
-			bu_die("pthread_create:");
-	}
-	pthread_barrier_wait(&start);
-	t0 = bu_now_ns();
-	for (int i = 0; i < nthreads; i++) {
-		pthread_join(t[i], NULL);
-		ops += a[i].ops;
-		if (a[i].err)
-			err = a[i].err;
-	}
-	double secs = bu_secs(bu_now_ns() - t0);
-	pthread_barrier_destroy(&start);
-	if (err) {
-		errno = err;
-		return NAN;
-	}
-	return (double)ops / secs;
-}
-
 static struct row *hit_row(const char *name, const char *target, double min_ratio)
 {
 	struct row *r = add_row(name, "ops/s", target);
