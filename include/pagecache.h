@@ -366,8 +366,8 @@ struct pc_config {
  * handle, not the file, not the folio.  So any number of threads can read
  * one file through one handle without slowing each other.  Read-ahead
  * still follows a sequential reader through data it has read ahead: the
- * folio where the next window is due is marked, and reading it starts
- * that window. */
+ * first folio of each window is marked, and reading it starts the next
+ * window (the ra_ counters below; see pc_fadvise). */
 struct pc_stats {
 	uint64_t dev_read_ios, dev_read_bytes;
 	uint64_t dev_write_ios, dev_write_bytes;
@@ -388,6 +388,15 @@ struct pc_stats {
 	uint64_t throttle_waits;    /* writer waits on the dirty limit */
 	uint64_t flusher_kicks;     /* uncached-writer kicks of the flusher */
 	uint64_t write_errors;      /* failed device writes (data kept dirty) */
+	/* Read-ahead (see pc_fadvise).  A window is issued for a sequential
+	 * stream either by a miss (sync: the reader waits for the start of
+	 * it) or, without waiting, by a read that reaches the folio marked in
+	 * the previous window (async).  A random miss reads only what was
+	 * asked, in the caller's thread. */
+	uint64_t ra_sync_windows;   /* windows started by a miss of a stream */
+	uint64_t ra_async_windows;  /* windows started by reaching a mark */
+	uint64_t ra_window_bytes;   /* bytes those windows asked the device for */
+	uint64_t ra_random_reads;   /* misses read with no window */
 	uint32_t io_uring;          /* 1: device I/O through io_uring, 0: sync */
 	uint32_t block_size;        /* pc_file_stats: the file's block size */
 };
@@ -683,8 +692,17 @@ PC_API off_t pc_size(struct pc_file *f);
  * POSIX_FADV_WILLNEED: read the range ahead (asynchronously).
  * POSIX_FADV_NOREUSE: later I/O to the range behaves as PC_DONTCACHE (one
  * range per file; a new NOREUSE replaces it, len 0 means to end of file).
- * POSIX_FADV_NORMAL, _SEQUENTIAL, _RANDOM: accepted; NORMAL also clears the
- * NOREUSE range.  Any open handle (of any access mode).  len 0, or off + len
+ * Read-ahead follows each sequential stream through the cache (a mark in
+ * its newest window starts the next one; a miss right after cached data
+ * continues a stream), so random reads, other streams and other threads on
+ * the same handle do not break a stream.  These three set this handle's
+ * read-ahead, for the whole file (off and len are ignored, as in Linux):
+ * POSIX_FADV_SEQUENTIAL: windows up to twice readahead_max_bytes, and a
+ * stream starts at the largest window instead of ramping up.
+ * POSIX_FADV_RANDOM: no read-ahead; a miss reads only what was asked (and
+ * marks of other handles' streams are left to them).
+ * POSIX_FADV_NORMAL: the default read-ahead again; also clears the NOREUSE
+ * range.  Any open handle (of any access mode).  len 0, or off + len
  * past the largest offset, means to the end of the file.  Returns 0, or -1
  * with errno set (unlike posix_fadvise, which returns the error number).
  * Errors: EBADF (NULL or closed handle), EINVAL (unknown advice, negative

@@ -94,7 +94,6 @@ struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t 
 	h->c = c;
 	h->m = m;
 	h->wb_err_seen = errseq_open_sample(&m->wb_err);
-	pthread_mutex_init(&h->ra_lock, NULL);
 	h->ra_prev_end = -1;
 	pthread_mutex_lock(&c->files_lock);
 	h->open_next = c->open_head;
@@ -124,7 +123,6 @@ static void handle_retire(struct pc_cache *c, struct pc_file *h)
 		h->open_next->open_prev = h->open_prev;
 	h->magic = PC_FILE_CLOSED;
 	h->m = NULL;
-	pthread_mutex_destroy(&h->ra_lock);
 	h->next_closed = NULL;
 	if (c->closed_tail)
 		c->closed_tail->next_closed = h;
@@ -146,8 +144,7 @@ void handles_free_all(struct pc_cache *c)
 	while (c->open_head) {
 		struct pc_file *h = c->open_head;
 		c->open_head = h->open_next;
-		pthread_mutex_destroy(&h->ra_lock);
-		free(h);
+			free(h);
 	}
 	while (c->closed_head) {
 		struct pc_file *h = c->closed_head;
@@ -375,7 +372,7 @@ int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 	case POSIX_FADV_WILLNEED: {
 		uint64_t size = (uint64_t)atomic_load(&m->i_size);
 		if (start < size)
-			readahead_range(m, start, end < size ? end : size, false, NULL);
+			cache_read_range(m, start, end < size ? end : size, 0, NULL);
 		return 0;
 	}
 	case POSIX_FADV_NOREUSE:
@@ -389,9 +386,13 @@ int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 		pthread_mutex_lock(&m->advice_lock);
 		__atomic_store_n(&m->noreuse, false, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&m->advice_lock);
+		atomic_store_explicit(&h->ra_advice, PC_RA_NORMAL, memory_order_relaxed);
 		return 0;
 	case POSIX_FADV_SEQUENTIAL:
+		atomic_store_explicit(&h->ra_advice, PC_RA_SEQUENTIAL, memory_order_relaxed);
+		return 0;
 	case POSIX_FADV_RANDOM:
+		atomic_store_explicit(&h->ra_advice, PC_RA_RANDOM, memory_order_relaxed);
 		return 0;
 	default:
 		return (int)fail(-EINVAL);

@@ -245,6 +245,10 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->throttle_waits = ld(&c->st_throttle_waits);
 	s->flusher_kicks = ld(&c->st_kicks);
 	s->write_errors = ld(&c->st_write_errors);
+	s->ra_sync_windows = ld(&c->st_ra_sync);
+	s->ra_async_windows = ld(&c->st_ra_async);
+	s->ra_window_bytes = ld(&c->st_ra_bytes);
+	s->ra_random_reads = ld(&c->st_ra_random);
 	s->io_uring = c->use_uring;
 }
 
@@ -267,6 +271,10 @@ void pc_file_stats(struct pc_file *h, struct pc_stats *s)
 	s->miss_bytes = ld(&m->st_miss);
 	s->deferred_rmw = ld(&m->st_deferred);
 	s->rmw_reads = ld(&m->st_rmw_reads);
+	s->ra_sync_windows = ld(&m->st_ra_sync);
+	s->ra_async_windows = ld(&m->st_ra_async);
+	s->ra_window_bytes = ld(&m->st_ra_bytes);
+	s->ra_random_reads = ld(&m->st_ra_random);
 	s->io_uring = ioq_is_uring(m->dom->ioq);
 	s->block_size = m->block_size;
 	s->peak_dirty_bytes = ld_pos(&m->c->peak_dirty);

@@ -61,6 +61,8 @@ static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b
 static inline int64_t pc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+/* The smallest power of two >= x (1 for 0). */
+static inline uint64_t pc_roundup_pow2(uint64_t x) { return x <= 1 ? 1 : (uint64_t)1 << (64 - __builtin_clzll(x - 1)); }
 /* *v = max(*v, x), atomically. */
 static inline void atomic_raise_i64(_Atomic int64_t *v, int64_t x)
 {
@@ -196,7 +198,9 @@ struct pc_folio {
 	_Atomic uint32_t flags;
 	_Atomic int32_t refcount;   /* the index holds one */
 	uint8_t order;
-	uint8_t pad;
+	/* With PF_READAHEAD: log2 of the pages of the read-ahead window that
+	 * the mark belongs to (readahead.c doubles it for the next one). */
+	_Atomic uint8_t ra_order;
 	_Atomic uint16_t wb_pending; /* device writes in flight */
 	_Atomic uint32_t stamp;     /* ms clock: became dirty, an edge, or got a
 				     * partial block: since when it waits */
@@ -384,6 +388,7 @@ struct pc_mapping {
 	/* counters (pc_stats subset) */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_miss, st_deferred, st_rmw_reads;
+	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
 	_Atomic int64_t st_cached; /* bytes of folio memory */
 	/* the backing file when it was last left alone (last close, or its
@@ -406,10 +411,10 @@ struct pc_file {
 	struct pc_cache *c;
 	struct pc_mapping *m;
 	uint64_t wb_err_seen;
-	pthread_mutex_t ra_lock;   /* read-ahead state */
-	_Atomic int64_t ra_prev_end; /* end of the previous read */
-	int64_t ra_issued_end;     /* read-ahead issued up to here */
-	_Atomic size_t ra_window;  /* 0: not in a sequential stream */
+	/* Read-ahead (readahead.c): only a hint and the fadvise mode; a
+	 * stream's state lives in the cache. */
+	_Atomic int64_t ra_prev_end; /* end of the last read that missed or met a mark */
+	_Atomic int ra_advice;       /* PC_RA_NORMAL / _SEQUENTIAL / _RANDOM */
 	struct pc_file *next_closed; /* quarantine of closed handles */
 	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
 };
@@ -485,6 +490,7 @@ struct pc_cache {
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
 	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired;
 	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
+	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
 	_Atomic uint64_t st_throttle_waits, st_kicks, st_write_errors;
 	_Atomic int64_t peak_dirty;
@@ -771,6 +777,9 @@ HIDDEN struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned
  * `locked`: the caller holds the folio lock);
  * returns true if it was removed.  Never sleeps. */
 HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
+/* A reader is done with drop-behind folio f: drop it now, or (busy) mark
+ * it so that its last user drops it. */
+HIDDEN void folio_drop_behind(struct pc_cache *c, struct pc_folio *f);
 
 /* backend.c: device I/O */
 HIDDEN int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq **out);
@@ -928,12 +937,36 @@ HIDDEN int mapping_sync_size(struct pc_mapping *m);
 /* read.c */
 HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
 			    int flags);
-/* Create the missing folios of [start, end) and read them asynchronously
- * (they stay locked until read).  Error only if not even the first could
- * be created.  With `first`, the folio holding `start` (created or found)
- * is returned with a reference. */
-HIDDEN int readahead_range(struct pc_mapping *m, uint64_t start, uint64_t end, bool dontcache,
-			   struct pc_folio **first);
+
+/* read_io.c: bringing a range into the cache */
+enum {
+	RF_DONTCACHE = 1 << 0, /* created folios are dropped behind their reader */
+	RF_SYNC = 1 << 1,      /* read in the caller's thread, not the I/O queue */
+	RF_NOWAIT = 1 << 2,    /* never sleep for memory (the range may stay short) */
+};
+/* Create the missing folios of [start, end) and read them (they stay
+ * locked until read; asynchronously unless RF_SYNC).  Error only if not
+ * even the first could be created.  With `first`, the folio holding
+ * `start` (created or found) is returned with a reference. */
+HIDDEN int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf,
+			    struct pc_folio **first);
+
+/* readahead.c: streams followed through the cache */
+enum { PC_RA_NORMAL, PC_RA_SEQUENTIAL, PC_RA_RANDOM };
+/* Whether a read of [off, off+len) through h follows the previous one that
+ * came to the read path (a hint; it also records this one). */
+HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len);
+/* A read through h reached folio f, which carries a read-ahead mark: take
+ * the mark and issue the stream's next window, without waiting for it.
+ * Whether the read continues a stream (false: h does no read-ahead, and
+ * the mark stays). */
+HIDDEN bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf);
+/* A read through h missed at pos (wanting up to end): read what it needs,
+ * with a window ahead if it is part of a stream (*stream in: the hint
+ * says so; out: whether it is).  *f: the folio at pos, referenced (NULL:
+ * look again); *read_to: how far the caller's own read was issued. */
+HIDDEN int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, bool *stream,
+			  struct pc_folio **f, uint64_t *read_to);
 /* Make [foff, foff+n) of f readable (nowait: -EAGAIN rather than wait
  * for its lock or a read); *waited is set when I/O or a wait was needed. */
 HIDDEN int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,

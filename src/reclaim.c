@@ -256,3 +256,14 @@ bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 		atomic_fetch_add_explicit(&c->st_drops, 1, memory_order_relaxed);
 	return ok;
 }
+
+void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
+{
+	if (!folio_test(f, PF_DROPBEHIND) || folio_try_drop(c, f, false))
+		return;
+	/* Busy: the read that brought it in is still letting go of it (the
+	 * folio lock, its reference), or someone else holds it.  Whoever lets
+	 * go last drops it (folio_put); a cached use meanwhile keeps it. */
+	if (!folio_test(f, PF_REFERENCED))
+		folio_set(f, PF_DROP_PENDING);
+}

@@ -7,7 +7,7 @@
  * file (truncate, punch, invalidation), but its memory is not freed, so
  * not reused, until pc_read_end drops the reference; eviction passes
  * referenced folios over.  It is found, read and counted as pc_pread finds,
- * reads and counts it (mapping_lookup, readahead_range,
+ * reads and counts it (mapping_lookup, cache_read_range,
  * folio_make_readable), and holds no lock.
  *
  * A write span is one folio of a buffered write, stopped between its steps
@@ -66,7 +66,7 @@ static int span_find_folio(struct pc_mapping *m, uint64_t off, uint64_t to, bool
 		}
 		if (nowait)
 			return -EAGAIN;
-		int err = readahead_range(m, off, to, dontcache, &f);
+		int err = cache_read_range(m, off, to, RF_SYNC | (dontcache ? RF_DONTCACHE : 0), &f);
 		if (err)
 			return err;
 		*missed = true;
@@ -124,9 +124,9 @@ void span_read_end(struct pc_span *s)
 	/* As pc_pread with PC_DONTCACHE once it is done with a folio: one that
 	 * an uncached call created (this one, or read-ahead of an earlier one)
 	 * goes, unless somebody else uses it.  Out of the index already (a
-	 * truncate), it is only ours: folio_try_drop then does nothing. */
-	if ((s->priv.flags & PC_DONTCACHE) && folio_test(f, PF_DROPBEHIND))
-		folio_try_drop(c, f, false);
+	 * truncate), it is only ours: dropping it then does nothing. */
+	if (s->priv.flags & PC_DONTCACHE)
+		folio_drop_behind(c, f);
 	folio_put(c, f); /* may free it: never touched after this */
 	s->priv.folio = NULL;
 }

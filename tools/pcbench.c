@@ -40,6 +40,12 @@
  *      zero-copy pc_read_begin/pc_read_end pair (see bench_hits()).
  *      targets: >= 2.5x kernel, >= 0.75x memcpy, 2 threads >= 1.8x one,
  *      span pair >= 10x kernel.
+ *   r. read-ahead streams on a cold file of 4 x --mem (see bench_streams()):
+ *      a scan with hot random reads through one handle (>= 1.0x the kernel
+ *      on one descriptor, and within 1.15x of two handles), 4 threads a
+ *      quarter each on one handle (>= 1.0x), an uncached scan (>= 0.9x the
+ *      kernel's buffered cold read, nothing left cached), and single cold
+ *      random misses (>= 1.0x the kernel's reads/s).
  *
  * --only LETTERS runs only those workloads (e.g. --only f).
  *
@@ -77,7 +83,7 @@ struct row {
 	char note[1024];
 };
 
-static struct row rows[16];
+static struct row rows[32];
 static int nrows;
 
 static struct opts o = {
@@ -1295,6 +1301,281 @@ out:
 	free(buf);
 }
 
+/* ---------------------------------------------------------------- r */
+
+/*
+ * r. read-ahead that follows streams (issue 13), cold start each time, on
+ * a file of 4 x --mem bytes:
+ *   scan+hot: one thread scans the file in 128 KiB reads and after each
+ *     makes 32 random 4 KiB reads of its first 64 MiB, all through one
+ *     descriptor (kernel) or one handle (pagecache), and through two
+ *     handles (scan, hot) as the base pagecache must match;
+ *   quarters: 4 threads each scan their own quarter through one shared
+ *     descriptor / handle;
+ *   uncached: a PC_DONTCACHE sequential 1 MiB read of the file against the
+ *     kernel's buffered cold read; nothing may stay cached;
+ *   cold miss: single random 4 KiB reads of the cold file, one at a time.
+ */
+#define STREAM_CHUNK (128 * 1024)
+#define STREAM_HOT_READS 32
+#define STREAM_HOT_BYTES (64 * BU_MiB)
+#define STREAM_MISSES 2000
+#define STREAM_ROUNDS 3
+
+/* Where the reads of a stream workload go: a kernel descriptor, or a scan
+ * handle and a hot-read handle (the same one, or two). */
+struct stream_io {
+	int fd;
+	struct pc_file *scan, *hot;
+	int flags;
+};
+
+static ssize_t stream_read(const struct stream_io *s, bool hot, char *buf, size_t len, uint64_t off)
+{
+	if (s->fd >= 0)
+		return pread(s->fd, buf, len, (off_t)off);
+	return pc_pread(hot ? s->hot : s->scan, buf, len, (off_t)off, s->flags);
+}
+
+/* The scan with hot reads; seconds, NAN on a failed read. */
+static double stream_scan_hot(const struct stream_io *s, uint64_t size, char *buf)
+{
+	struct bu_rng rng;
+	uint64_t hot = size < STREAM_HOT_BYTES ? size : STREAM_HOT_BYTES, t0 = bu_now_ns();
+
+	bu_rng_seed(&rng, 13);
+	for (uint64_t off = 0; off < size; off += STREAM_CHUNK) {
+		if (stream_read(s, false, buf, STREAM_CHUNK, off) <= 0)
+			return NAN;
+		for (int i = 0; i < STREAM_HOT_READS; i++)
+			if (stream_read(s, true, buf, 4096, bu_rng_next(&rng) % (hot / 4096) * 4096) != 4096)
+				return NAN;
+	}
+	return bu_secs(bu_now_ns() - t0);
+}
+
+/* Open the kernel side cold, or a fresh cache with one or two handles. */
+static struct pc_cache *stream_open(struct row *r, const char *path, struct stream_io *s, bool kernel, int handles)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	bu_drop_file_cache(path, true);
+	if (kernel) {
+		s->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (s->fd < 0)
+			bu_die("open %s:", path);
+		return NULL;
+	}
+	struct pc_cache *c = new_cache(r, (size_t)-1);
+	if (!c)
+		return NULL;
+	s->scan = pc_open(c, path, O_RDONLY, 0);
+	s->hot = handles == 2 ? pc_open(c, path, O_RDONLY, 0) : s->scan;
+	if (!s->scan || !s->hot)
+		PC_FAIL(r, "pc_open(O_RDONLY)");
+	return c;
+}
+
+static void stream_close(struct row *r, struct pc_cache *c, struct stream_io *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->hot && s->hot != s->scan && pc_close(s->hot) < 0)
+		PC_FAIL(r, "pc_close");
+	finish_cache(r, c, s->scan);
+}
+
+/* One cold run of the scan with hot reads; MiB/s of the file scanned. */
+static double stream_scan_hot_run(struct row *r, const char *path, uint64_t size, char *buf, bool kernel,
+				  int handles)
+{
+	struct stream_io s;
+	struct pc_cache *c = stream_open(r, path, &s, kernel, handles);
+	double secs = NAN;
+
+	if (kernel || (c && s.scan && s.hot))
+		secs = stream_scan_hot(&s, size, buf);
+	if (isnan(secs) && !kernel)
+		PC_FAIL(r, "pc_pread (scan + hot reads)");
+	if (!kernel && c && handles == 1 && !strstr(r->note, "one handle:")) {
+		struct pc_stats st;
+
+		pc_cache_stats(c, &st);
+		size_t l = strlen(r->note);
+		snprintf(r->note + l, sizeof(r->note) - l,
+			 "%sone handle: windows %" PRIu64 " by a miss, %" PRIu64 " by a mark, %" PRIu64
+			 " random misses", l ? "; " : "", st.ra_sync_windows, st.ra_async_windows, st.ra_random_reads);
+	}
+	if (!kernel)
+		stream_close(r, c, &s);
+	else
+		close(s.fd);
+	return (double)size / BU_MiB / secs;
+}
+
+static void bench_stream_scan_hot(const char *path, uint64_t size, char *buf)
+{
+	struct row *rk = add_row("r. scan + hot reads, one handle", "MiB/s", ">= 1.0x");
+	struct row *rh = add_row("r. ... one handle vs two (in kernel column)", "MiB/s", ">= 0.87x");
+	double k[STREAM_ROUNDS], one[STREAM_ROUNDS], two[STREAM_ROUNDS];
+
+	rk->min_ratio = 1.0;
+	rh->min_ratio = 1 / 1.15;
+	for (int i = 0; i < STREAM_ROUNDS; i++) {
+		k[i] = stream_scan_hot_run(rk, path, size, buf, true, 1);
+		one[i] = stream_scan_hot_run(rk, path, size, buf, false, 1);
+		two[i] = stream_scan_hot_run(rh, path, size, buf, false, 2);
+	}
+	rk->kernel = median(k, STREAM_ROUNDS);
+	rk->pc = rh->pc = median(one, STREAM_ROUNDS);
+	rh->kernel = median(two, STREAM_ROUNDS);
+	size_t l = strlen(rh->note);
+	snprintf(rh->note + l, sizeof(rh->note) - l, "%s'kernel' column: pagecache with scan and hot reads on two "
+		 "handles; medians of %d cold rounds, file %s", l ? "; " : "", STREAM_ROUNDS, bu_human(size));
+}
+
+struct quarter_arg {
+	struct stream_io s;
+	uint64_t from, to;
+	int failed;
+};
+
+static void *quarter_thread(void *p)
+{
+	struct quarter_arg *a = p;
+	char *buf = bu_alloc_aligned(STREAM_CHUNK, 4096);
+
+	for (uint64_t off = a->from; off < a->to && !a->failed; off += STREAM_CHUNK)
+		a->failed = stream_read(&a->s, false, buf, STREAM_CHUNK, off) <= 0;
+	free(buf);
+	return NULL;
+}
+
+/* 4 threads scanning a quarter each through s; MiB/s, NAN on a failure. */
+static double stream_quarters(const struct stream_io *s, uint64_t size)
+{
+	struct quarter_arg a[4];
+	pthread_t t[4];
+	uint64_t q = size / 4 / STREAM_CHUNK * STREAM_CHUNK, t0 = bu_now_ns();
+	bool failed = false;
+
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct quarter_arg){ .s = *s, .from = i * q, .to = (i + 1) * q };
+		if (pthread_create(&t[i], NULL, quarter_thread, &a[i]))
+			bu_die("pthread_create:");
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		failed |= a[i].failed;
+	}
+	return failed ? NAN : (double)(4 * q) / BU_MiB / bu_secs(bu_now_ns() - t0);
+}
+
+/* One workload of r, kernel and pagecache interleaved over STREAM_ROUNDS
+ * cold rounds (pagecache with `flags` on every read); medians into r.
+ * Returns the most that any pagecache round left cached. */
+typedef double (*stream_fn)(const struct stream_io *s, uint64_t size, char *buf);
+static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, char *buf, stream_fn fn, int flags,
+			      const char *what)
+{
+	double k[STREAM_ROUNDS], p[STREAM_ROUNDS];
+	uint64_t cached = 0;
+	struct stream_io s;
+
+	for (int i = 0; i < STREAM_ROUNDS; i++) {
+		stream_open(r, path, &s, true, 1);
+		k[i] = fn(&s, size, buf);
+		close(s.fd);
+		struct pc_cache *c = stream_open(r, path, &s, false, 1);
+		s.flags = flags;
+		p[i] = c && s.scan ? fn(&s, size, buf) : NAN;
+		if (isnan(p[i]))
+			PC_FAIL(r, what);
+		if (c) {
+			struct pc_stats st;
+
+			pc_cache_stats(c, &st);
+			cached = cached > st.cached_bytes ? cached : st.cached_bytes;
+		}
+		stream_close(r, c, &s);
+	}
+	r->kernel = median(k, STREAM_ROUNDS);
+	r->pc = median(p, STREAM_ROUNDS);
+	return cached;
+}
+
+static double stream_quarters_fn(const struct stream_io *s, uint64_t size, char *buf)
+{
+	(void)buf;
+	return stream_quarters(s, size);
+}
+
+static void bench_stream_quarters(const char *path, uint64_t size, char *buf)
+{
+	struct row *r = add_row("r. 4 threads, a quarter each, one handle", "MiB/s", ">= 1.0x");
+
+	r->min_ratio = 1.0;
+	stream_rounds(r, path, size, buf, stream_quarters_fn, 0, "pc_pread (quarters)");
+	snprintf(r->note, sizeof(r->note), "cold, medians of %d rounds, file %s", STREAM_ROUNDS, bu_human(size));
+}
+
+/* A whole sequential read in 1 MiB pieces; MiB/s, NAN on a failure. */
+static double stream_seq_read(const struct stream_io *s, uint64_t size, char *buf)
+{
+	uint64_t got = 0, t0 = bu_now_ns();
+	ssize_t n;
+
+	while (got < size && (n = stream_read(s, false, buf, BU_MiB, got)) > 0)
+		got += (uint64_t)n;
+	return got == size ? (double)size / BU_MiB / bu_secs(bu_now_ns() - t0) : NAN;
+}
+
+static void bench_stream_uncached(const char *path, uint64_t size, char *buf)
+{
+	struct row *r = add_row("r. uncached seq read vs kernel buffered", "MiB/s", ">= 0.9x");
+
+	r->min_ratio = 0.9;
+	uint64_t cached = stream_rounds(r, path, size, buf, stream_seq_read, PC_DONTCACHE, "pc_pread (PC_DONTCACHE)");
+	if (cached)
+		r->pc = NAN; /* the promise is that nothing stays */
+	snprintf(r->note, sizeof(r->note), "cold, medians of %d rounds, file %s (4x memory_limit); left cached "
+		 "after the read: %s", STREAM_ROUNDS, bu_human(size), bu_human(cached));
+}
+
+/* STREAM_MISSES single random 4 KiB reads of a cold file; reads/s. */
+static double stream_cold_misses(const struct stream_io *s, uint64_t size, char *buf)
+{
+	struct bu_rng rng;
+	uint64_t t0 = bu_now_ns();
+
+	bu_rng_seed(&rng, 1313);
+	for (int i = 0; i < STREAM_MISSES; i++)
+		if (stream_read(s, false, buf, 4096, bu_rng_next(&rng) % (size / 4096) * 4096) != 4096)
+			return NAN;
+	return STREAM_MISSES / bu_secs(bu_now_ns() - t0);
+}
+
+static void bench_stream_cold_misses(const char *path, uint64_t size, char *buf)
+{
+	struct row *r = add_row("r. cold random 4 KiB miss", "reads/s", ">= 1.0x");
+
+	r->min_ratio = 1.0;
+	stream_rounds(r, path, size, buf, stream_cold_misses, 0, "pc_pread (cold miss)");
+	snprintf(r->note, sizeof(r->note), "%d reads one at a time, medians of %d rounds: kernel %.1f us, "
+		 "pagecache %.1f us per read", STREAM_MISSES, STREAM_ROUNDS, 1e6 / r->kernel, 1e6 / r->pc);
+}
+
+static void bench_streams(const char *path, uint64_t size)
+{
+	char *buf = bu_alloc_aligned(BU_MiB, 4096);
+
+	bench_stream_scan_hot(path, size, buf);
+	bench_stream_quarters(path, size, buf);
+	bench_stream_uncached(path, size, buf);
+	bench_stream_cold_misses(path, size, buf);
+	free(buf);
+}
+
 static void fmt_num(char *b, size_t len, double v)
 {
 	if (isnan(v))
@@ -1381,6 +1662,8 @@ static void usage(FILE *fp)
 		"                f  5000 small files: create+write+close, reopen+read+close\n"
 		"                g  pc_cache_new time at 256 MiB .. the machine's memory\n"
 		"                h  cache hits: 1 and 2 threads vs kernel and memcpy; spans\n"
+		"                r  read-ahead streams, cold: scan + hot reads on one handle,\n"
+		"                   4 threads a quarter each, uncached scan, random misses\n"
 		"                G  (never by default: 4 minutes, 8 GiB) first writes\n"
 		"                   into a new cache, fresh / lazy / warm latencies\n");
 }
@@ -1396,7 +1679,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char rpath[PATH_MAX], wpath[PATH_MAX], spath[PATH_MAX];
+	char rpath[PATH_MAX], wpath[PATH_MAX], spath[PATH_MAX], tpath[PATH_MAX];
 	bool seconds_given = false;
 	uint64_t rsize, big;
 	int ch;
@@ -1448,6 +1731,7 @@ int main(int argc, char **argv)
 	bu_join(rpath, sizeof(rpath), o.dir, "pcbench-random.dat");
 	bu_join(wpath, sizeof(wpath), o.dir, "pcbench-fstime.dat");
 	bu_join(spath, sizeof(spath), o.dir, "pcbench-seq.dat");
+	bu_join(tpath, sizeof(tpath), o.dir, "pcbench-stream.dat");
 
 	if (wanted('a')) {
 		bu_make_file(rpath, rsmall, 1);
@@ -1482,8 +1766,14 @@ int main(int argc, char **argv)
 		bench_hits(rpath, hsize);
 	}
 
+	if (wanted('r')) {
+		bu_make_file(tpath, big, 3);
+		bench_streams(tpath, big);
+	}
+
 	print_table();
 
+	unlink(tpath);
 	unlink(rpath);
 	unlink(wpath);
 	unlink(spath);

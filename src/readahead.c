@@ -1,0 +1,222 @@
+/*
+ * readahead.c - read-ahead that follows streams through the cache, not
+ * through handles.
+ *
+ * One handle carries many access patterns at once: a database scans a
+ * table and looks up rows through one descriptor, threads share handles,
+ * and every request of a file on a FUSE mount arrives on one handle.  So
+ * the handle's last position says little about whether a read is part of
+ * a stream.  As in the kernel, a stream's state lives in the cache itself:
+ *
+ *  - Marks.  The first folio of the newest window carries PF_READAHEAD.  A
+ *    read that reaches it issues the next window at once and without
+ *    waiting for it, twice the size of what is cached from the mark on.
+ *    So a steady scan keeps one window in flight ahead of it and finds
+ *    its data cached.  Cache hits on unmarked folios do nothing here (and
+ *    read_hit.c serves them without a lock); a marked folio is declined by
+ *    read_hit.c so that its reader comes here.
+ *  - Context.  A miss looks at the folios right before it.  If the cache
+ *    holds at least as much just before the miss as this read asks for,
+ *    the miss continues a stream whose window was lost (evicted, or never
+ *    started because the stream began mid-file), and it gets a window
+ *    sized by that history.
+ *  - A hint.  The handle remembers where its last read that came here
+ *    ended, without a lock.  It only ever adds a stream: it lets a scan
+ *    that starts mid-file ramp up at its second read, and it carries an
+ *    uncached stream (which leaves nothing cached behind it, so context
+ *    cannot see it) past a lost mark.
+ *
+ * A read that is none of these is random: it reads what it asked for, in
+ * the caller's thread (one device I/O, no handoff), and leaves no state
+ * that could end another stream.  Several streams on one handle therefore
+ * each keep their own growing window.
+ *
+ * pc_fadvise(POSIX_FADV_RANDOM) turns read-ahead off for the handle (its
+ * reads leave marks for other handles); POSIX_FADV_SEQUENTIAL doubles the
+ * largest window and starts streams at it instead of ramping up, as the
+ * kernel's does for a file.
+ */
+#include "internal.h"
+
+#define RA_MIN_WINDOW (128u * 1024u)
+
+/* The largest window for reads through h; 0: no read-ahead. */
+static size_t ra_max_window(const struct pc_file *h)
+{
+	size_t max = h->m->c->cfg.readahead_max_bytes;
+	switch (atomic_load_explicit(&h->ra_advice, memory_order_relaxed)) {
+	case PC_RA_RANDOM:
+		return 0;
+	case PC_RA_SEQUENTIAL:
+		return 2 * max;
+	default:
+		return max;
+	}
+}
+
+static uint64_t clamp_window(uint64_t w, size_t max)
+{
+	if (w < RA_MIN_WINDOW)
+		w = RA_MIN_WINDOW;
+	return w > max ? max : w;
+}
+
+/* The window of a stream's first read of `want` bytes: a few times the
+ * read for small reads (the kernel's ramp), all of it for large ones. */
+static uint64_t initial_window(const struct pc_file *h, uint64_t want, size_t max)
+{
+	if (atomic_load_explicit(&h->ra_advice, memory_order_relaxed) == PC_RA_SEQUENTIAL)
+		return max;
+	uint64_t n = pc_roundup_pow2(want);
+	if (n <= max / 32)
+		n *= 4;
+	else if (n <= max / 4)
+		n *= 2;
+	else
+		n = max;
+	return clamp_window(n, max);
+}
+
+/* Bytes cached contiguously right before off, looking back at most limit.
+ * Lookups only: nothing is written. */
+static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit)
+{
+	uint64_t pos = off;
+	while (pos > 0 && off - pos < limit) {
+		struct pc_folio *f = mapping_lookup(m, pos - 1);
+		if (!f)
+			break;
+		pos = folio_pos(f);
+		folio_put(m->c, f);
+	}
+	return pc_min_u64(off - pos, limit);
+}
+
+/* The first byte at or after off that no folio holds (a folio being read
+ * counts as cached); off + limit when all of that is cached. */
+static uint64_t next_uncached(struct pc_mapping *m, uint64_t off, uint64_t limit)
+{
+	uint64_t pos = off;
+	while (pos - off < limit) {
+		struct pc_folio *f = mapping_lookup(m, pos);
+		if (!f)
+			return pos;
+		pos = folio_pos(f) + folio_size(f);
+		folio_put(m->c, f);
+	}
+	return off + limit;
+}
+
+/* Mark the folio at pos as the place where the next window of a stream is
+ * due, recording the size of the current one (the next is twice that: the
+ * window's history travels with the stream, not with a handle). */
+static void set_mark(struct pc_mapping *m, uint64_t pos, uint64_t window)
+{
+	struct pc_folio *f = mapping_lookup(m, pos);
+	if (f) {
+		unsigned order = (unsigned)__builtin_ctzll(pc_roundup_pow2(pc_max_u64(window / PC_PAGE_SIZE, 1)));
+		atomic_store_explicit(&f->ra_order, (uint8_t)order, memory_order_relaxed);
+		folio_set(f, PF_READAHEAD); /* a release: the order is seen with it */
+		folio_put(m->c, f);
+	}
+}
+
+/* Clear f's mark; whether it had one (one reader wins a race for it). */
+static bool take_mark(struct pc_folio *f)
+{
+	return atomic_fetch_and_explicit(&f->flags, ~(uint32_t)PF_READAHEAD, memory_order_acq_rel) & PF_READAHEAD;
+}
+
+static void count_window(struct pc_mapping *m, bool async, uint64_t bytes)
+{
+	struct pc_cache *c = m->c;
+	if (async) {
+		atomic_fetch_add_explicit(&m->st_ra_async, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->st_ra_async, 1, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&m->st_ra_sync, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->st_ra_sync, 1, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&m->st_ra_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->st_ra_bytes, bytes, memory_order_relaxed);
+}
+
+bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len)
+{
+	int64_t prev = atomic_load_explicit(&h->ra_prev_end, memory_order_relaxed);
+	if (prev != (int64_t)(off + len))
+		atomic_store_explicit(&h->ra_prev_end, (int64_t)(off + len), memory_order_relaxed);
+	return prev == (int64_t)off || off == 0;
+}
+
+bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
+{
+	struct pc_mapping *m = h->m;
+	size_t max = ra_max_window(h);
+	if (!max || !take_mark(f))
+		return false; /* RANDOM leaves the mark to the stream's readers */
+	uint64_t window = (uint64_t)PC_PAGE_SIZE << atomic_load_explicit(&f->ra_order, memory_order_relaxed);
+	uint64_t mark = folio_pos(f);
+	uint64_t from = next_uncached(m, mark, 2 * (uint64_t)max);
+	if (from - mark > max) {
+		/* More than the largest window is cached ahead (a re-read, or
+		 * another reader went first): nothing to read yet, but the
+		 * stream goes on: mark where a window's worth is left. */
+		set_mark(m, from - max, window);
+		return true;
+	}
+	uint64_t size = (uint64_t)atomic_load(&m->i_size);
+	uint64_t next = pc_min_u64(2 * window, max);
+	uint64_t to = pc_min_u64(from + next, size);
+	if (from >= to)
+		return true;
+	count_window(m, true, to - from);
+	if (cache_read_range(m, from, to, rf, NULL) == 0)
+		set_mark(m, from, next);
+	return true;
+}
+
+int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, bool *stream,
+		   struct pc_folio **f, uint64_t *read_to)
+{
+	struct pc_mapping *m = h->m;
+	size_t max = ra_max_window(h);
+	uint64_t want = pc_min_u64(end - pos, m->c->cfg.max_io_bytes);
+	*read_to = pos + want;
+	uint64_t window = 0;
+	if (max && *stream) {
+		window = initial_window(h, want, max);
+	} else if (max) {
+		/* More cached right before the miss than this read asks for
+		 * (as the kernel's context read-ahead: not just as much, or
+		 * random reads next to each other would pass for a stream):
+		 * a stream that lost its window, or one that starts mid-file
+		 * with its hint lost to other readers of the handle. */
+		uint64_t before = cached_before(m, pos, max);
+		if (before > want) {
+			/* Twice the read: a small start, as random reads in a
+			 * partly cached region pass this test too; a real
+			 * stream doubles from here at each mark. */
+			window = pc_min_u64(2 * want, max);
+			*stream = true;
+		}
+	}
+	if (window <= want) {
+		/* Random, or the read covers the window: no I/O to wait for but
+		 * the caller's own, so do it in this thread. */
+		if (window) {
+			count_window(m, false, want);
+		} else {
+			atomic_fetch_add_explicit(&m->st_ra_random, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&m->c->st_ra_random, 1, memory_order_relaxed);
+		}
+		return cache_read_range(m, pos, *read_to, rf | RF_SYNC, f);
+	}
+	uint64_t size = (uint64_t)atomic_load(&m->i_size);
+	uint64_t to = pc_min_u64(pos + window, size);
+	count_window(m, false, to - pos);
+	int err = cache_read_range(m, pos, to, rf, f);
+	if (!err && *read_to < to)
+		set_mark(m, *read_to, to - pos);
+	return err;
+}
