@@ -419,8 +419,7 @@ PC_API int pc_cache_destroy(struct pc_cache *c);
 /* Open `path`.  flags: O_RDONLY, O_WRONLY or O_RDWR, optionally with O_CREAT,
  * O_EXCL, O_TRUNC (not with O_RDONLY), O_DSYNC or O_SYNC (every write as
  * with PC_DSYNC), O_DIRECT (every call as with PC_DIRECT), O_CLOEXEC
- * (accepted, always on), O_LARGEFILE (accepted), O_NOATIME and O_NOFOLLOW
- * (see pc_openat).  `mode` is
+ * (accepted, always on), O_LARGEFILE (accepted) and O_NOATIME.  `mode` is
  * that of open(2) with O_CREAT.  The file is opened with O_DIRECT underneath,
  * and read-write for O_WRONLY too (the cache reads the rest of blocks it
  * writes in part), so O_WRONLY needs read permission (else EACCES).

@@ -67,6 +67,10 @@ static int handle_check_writable(struct pc_file *h)
 
 struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t mode)
 {
+	if (flags & O_NOFOLLOW) { /* pc_openat's alone */
+		errno = EINVAL;
+		return NULL;
+	}
 	return pc_openat(c, AT_FDCWD, path, flags, mode);
 }
 
