@@ -446,6 +446,27 @@ PC_API int pc_cache_destroy(struct pc_cache *c);
 PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
 			       mode_t mode);
 
+/* pc_open relative to a directory, as openat(2) is to open(2): a relative
+ * `path` is looked up from the directory `dirfd` (AT_FDCWD: the current
+ * directory, which makes it pc_open).  `dirfd` may be an O_PATH descriptor.
+ * The flags are pc_open's, and O_NOFOLLOW: a symlink as the last component
+ * is refused with ELOOP (before anything is opened or created), as open(2)
+ * refuses it.  So a program that owns a directory tree (a file system
+ * server, say) opens files by a directory descriptor and one name, and no
+ * `..` or rename of a directory above makes it leave the tree.  Errors:
+ * those of pc_open, and EBADF for a bad dirfd with a relative path. */
+PC_API struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode);
+
+/* What close(2) does for one of several descriptors of a file (a FUSE
+ * FLUSH): report the first write error not yet reported to this handle,
+ * as pc_close would, and start write-back of the file's dirty data
+ * without waiting for it (wait = 0), or write it back and wait as pc_close
+ * does with PC_CFG_CLOSE_TO_OPEN (wait != 0; the device is not flushed:
+ * that is pc_fsync).  The handle stays open.  Returns 0, or -1 with errno:
+ * EBADF (NULL or closed handle), EPERM (inherited through fork), a write
+ * error. */
+PC_API int pc_flush(struct pc_file *f, int wait);
+
 /* Frees the handle (always, even on error) and returns -1 with the first
  * write error not yet reported to this handle, or with EBADF for a NULL or
  * closed handle.  It does not wait for write-back, as close(2) does not:
@@ -686,6 +707,38 @@ PC_API int pc_fallocate(struct pc_file *f, int mode, off_t off, off_t len);
 /* The file size as the cache sees it (including unwritten-back writes), or
  * -1/EBADF (NULL or closed handle). */
 PC_API off_t pc_size(struct pc_file *f);
+
+/* lseek(2)'s SEEK_DATA and SEEK_HOLE over the file as the cache sees it:
+ * its size is the cached size, and a range is data if the backing file
+ * has data there or the cache holds any of it (dirty data not yet written
+ * included).  As on Linux, a hole may be reported as data (cached zeros
+ * are data here), never data as a hole, and the end of the file is a
+ * hole.  SEEK_SET, SEEK_CUR (taken as from 0: a handle has no position)
+ * and SEEK_END return off, off and size + off.  Returns the offset, or
+ * -1 with errno: EBADF (NULL or closed handle), EPERM (inherited through
+ * fork), EINVAL (unknown whence, a negative result), ENXIO (SEEK_DATA or
+ * SEEK_HOLE at or past the end of the file, SEEK_DATA with no data after
+ * off). */
+PC_API off_t pc_lseek(struct pc_file *f, off_t off, int whence);
+
+/* What the cache holds of the file with device `dev` and inode `ino`
+ * (st_dev, st_ino of its backing file), open or closed: for a program
+ * that reports a file's attributes while a handle of it may have data
+ * that is not written yet (a file system server answering stat).  */
+struct pc_file_info {
+	off_t size;              /* the size as the cache sees it */
+	uint64_t cached_bytes;   /* folio memory of the file */
+	uint64_t dirty_bytes;    /* not yet written back */
+	uint32_t open_handles;   /* handles open now */
+	uint32_t unsettled;      /* 1: closed with data still to be written (or
+				  * being written): the backing file's size
+				  * and times are not final yet */
+};
+/* 0 and *out filled, or -1 with errno: EINVAL (NULL c or out), EPERM
+ * (inherited through fork), ENOENT (the cache holds nothing of that file:
+ * the backing file is all there is).  A snapshot: handles of other
+ * threads may change it at once. */
+PC_API int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_info *out);
 
 /* POSIX_FADV_DONTNEED: drop clean cached folios of the range and start
  * writeback of dirty ones (they are dropped when it completes).

@@ -8,14 +8,17 @@
 # Required: build-essential (gcc with its ASan/UBSan/TSan runtimes, make,
 # binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch),
 # e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: test_fullfs makes small ext4
-# and XFS file systems on loop devices when run as root).
+# and XFS file systems on loop devices when run as root), fuse3 and
+# libfuse3-dev (pcfs, the FUSE file system, and its mounts in the tests),
+# fio, git and sqlite3 (programs the pcfs tests run through a mount).
 # Fuzz build (build-fuzz in scripts/test.sh): clang and libclang-rt-dev (the
 # sanitizer and libFuzzer runtimes of Debian's default clang).  Installed
 # like the required ones; when they cannot be, this says so and goes on, so
 # the other builds still run, and test.sh counts build-fuzz as failed.
 set -euo pipefail
 
-REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs)
+REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs
+	  fuse3 libfuse3-dev fio git sqlite3)
 OPTIONAL=()
 FUZZ=(clang libclang-rt-dev)
 

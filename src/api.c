@@ -36,7 +36,7 @@ static ssize_t fail(int err)
 static int open_args_check(struct pc_cache *c, const char *path, int flags)
 {
 	const int allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_DSYNC | O_SYNC | O_DIRECT | O_CLOEXEC |
-			    O_NOATIME | O_LARGEFILE;
+			    O_NOATIME | O_LARGEFILE | O_NOFOLLOW;
 	int acc = flags & O_ACCMODE;
 	if (!c || !path || (flags & ~allowed) || acc == O_ACCMODE || ((flags & O_TRUNC) && acc == O_RDONLY))
 		return -EINVAL;
@@ -67,6 +67,15 @@ static int handle_check_writable(struct pc_file *h)
 
 struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t mode)
 {
+	if (flags & O_NOFOLLOW) { /* pc_openat's alone */
+		errno = EINVAL;
+		return NULL;
+	}
+	return pc_openat(c, AT_FDCWD, path, flags, mode);
+}
+
+struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode)
+{
 	int bad = open_args_check(c, path, flags);
 	if (bad) {
 		errno = -bad;
@@ -82,7 +91,7 @@ struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags, mode_t 
 		return NULL;
 	}
 	struct pc_mapping *m;
-	int err = file_open(c, path, flags, mode, &m);
+	int err = file_open(c, dirfd, path, flags, mode, &m);
 	if (err) {
 		free(h);
 		errno = -err;
@@ -194,6 +203,24 @@ int pc_close(struct pc_file *h)
 	handle_retire(c, h);
 	pthread_mutex_unlock(&c->files_lock);
 	file_release(m);
+	return err ? (int)fail(err) : 0;
+}
+
+int pc_flush(struct pc_file *h, int wait)
+{
+	int err = handle_check(h);
+	if (err)
+		return (int)fail(err);
+	struct pc_mapping *m = h->m;
+	if (m->writable) {
+		if (wait)
+			err = mapping_flush(m);
+		else
+			writeback_range(m, 0, UINT64_MAX, WB_ALL, NULL); /* started, not waited for */
+	}
+	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
+	if (seen)
+		err = seen;
 	return err ? (int)fail(err) : 0;
 }
 

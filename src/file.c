@@ -27,7 +27,7 @@ static unsigned hash_of(struct pc_cache *c, dev_t dev, ino_t ino)
 	return (unsigned)(h >> 32) % c->file_hash_size;
 }
 
-static struct pc_mapping *hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
+struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
 {
 	for (struct pc_mapping *m = c->file_hash[hash_of(c, dev, ino)]; m; m = m->hash_next)
 		if (m->dev == dev && m->ino == ino)
@@ -92,25 +92,25 @@ int ofd_lock(int fd, short type)
  * O_WRONLY handle still needs a readable descriptor: a write of part of a
  * block reads the rest (read-modify-write), so ask for O_RDWR and fall
  * back to O_WRONLY only when the file's permissions refuse reading. */
-static int open_backing(struct pc_cache *c, const char *path, int flags, mode_t mode, bool *direct)
+static int open_backing(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, bool *direct)
 {
 	/* The cache reads what it writes in part (the rest of a partly
 	 * written block, data for later readers): a write-only handle still
 	 * needs a descriptor that reads. */
 	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
-	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME)) | O_CLOEXEC;
-	int fd = open(path, oflags | O_DIRECT, mode);
+	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME | O_NOFOLLOW)) | O_CLOEXEC;
+	int fd = openat(dirfd, path, oflags | O_DIRECT, mode);
 	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_WRONLY) {
 		oflags = (oflags & ~O_ACCMODE) | O_WRONLY;
-		fd = open(path, oflags | O_DIRECT, mode);
+		fd = openat(dirfd, path, oflags | O_DIRECT, mode);
 	}
 	*direct = true;
 	struct stat st;
-	if (fd < 0 && errno == EINVAL && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+	if (fd < 0 && errno == EINVAL && fstatat(dirfd, path, &st, 0) == 0 && S_ISDIR(st.st_mode))
 		return -EISDIR; /* some file systems refuse O_DIRECT on directories first */
 	if (fd < 0 && errno == EINVAL && (c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND)) {
 		/* O_CREAT may have created it already: don't insist on O_EXCL. */
-		fd = open(path, oflags & ~O_EXCL, mode);
+		fd = openat(dirfd, path, oflags & ~O_EXCL, mode);
 		*direct = false;
 	}
 	return fd < 0 ? -errno : fd;
@@ -404,7 +404,7 @@ static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, con
 {
 	*err = 0;
 	pthread_mutex_lock(&c->files_lock);
-	struct pc_mapping *m = hash_find(c, st->st_dev, st->st_ino);
+	struct pc_mapping *m = files_hash_find(c, st->st_dev, st->st_ino);
 	if (m && can_reuse_fd(m, want_write, st))
 		*err = attach_handle(m, want_write);
 	else
@@ -423,15 +423,16 @@ static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 }
 
 /* Open with open(2): a new mapping, or the descriptor for an old one. */
-static int open_backing_file(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
+			     struct pc_mapping **out)
 {
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	bool direct;
-	int fd = open_backing(c, path, flags, mode, &direct);
+	int fd = open_backing(c, dirfd, path, flags, mode, &direct);
 	if (fd == -EMFILE || fd == -ENFILE) {
 		/* Out of descriptors: the closed files' go first. */
 		closed_release_fds(c);
-		fd = open_backing(c, path, flags, mode, &direct);
+		fd = open_backing(c, dirfd, path, flags, mode, &direct);
 	}
 	if (fd < 0)
 		return fd;
@@ -447,7 +448,7 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 	}
 	int err = 0;
 	pthread_mutex_lock(&c->files_lock);
-	struct pc_mapping *m = hash_find(c, st.st_dev, st.st_ino);
+	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
 	if (m) {
 		bool adopted = m->fd < 0;
 		if (adopted) {
@@ -497,15 +498,19 @@ static int open_backing_file(struct pc_cache *c, const char *path, int flags, mo
 	return 0;
 }
 
-int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, struct pc_mapping **out)
 {
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	bool excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
 	struct stat st;
 	/* stat first: a FIFO's open(2) would wait for a peer (O_DIRECT is
 	 * refused only after that), and a file whose mapping holds its
-	 * descriptor is reopened without open(2). */
-	if (!excl && stat(path, &st) == 0) {
+	 * descriptor is reopened without open(2).  O_NOFOLLOW: a symlink is
+	 * refused as open(2) refuses it. */
+	int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+	if (!excl && fstatat(dirfd, path, &st, at) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return -ELOOP;
 		if (!S_ISREG(st.st_mode))
 			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		int err;
@@ -517,7 +522,7 @@ int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, stru
 			return 0;
 		}
 	}
-	return open_backing_file(c, path, flags, mode, out);
+	return open_backing_file(c, dirfd, path, flags, mode, out);
 }
 
 void file_release(struct pc_mapping *m)

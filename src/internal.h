@@ -1087,7 +1087,10 @@ HIDDEN void iov_copy_to(const struct iovec *iov, int iovcnt, size_t skip, const 
 
 /* file.c */
 /* Open (or share) the mapping of path; a handle's reference is taken. */
-HIDDEN int file_open(struct pc_cache *c, const char *path, int flags, mode_t mode, struct pc_mapping **out);
+HIDDEN int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
+		     struct pc_mapping **out);
+/* The mapping of (dev, ino), or NULL; files_lock held, no reference taken. */
+HIDDEN struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino);
 /* Drop a handle's reference (after its writeback). */
 HIDDEN void file_release(struct pc_mapping *m);
 /* pc_cache_destroy: write back every mapping (first error), then, once no

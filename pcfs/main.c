@@ -1,0 +1,262 @@
+/*
+ * main.c - pcfs: mount a directory through pagecache.
+ *
+ *   pcfs [options] BACKING_DIR MOUNTPOINT
+ *
+ * Order of things: options and paths are checked, and a cache of the
+ * asked size is tried, before anything is mounted (a bad one is one line
+ * and exit status 1).  Then the mount; then, without -f, the daemon forks
+ * (the cache is created in the daemon: a cache belongs to the process
+ * that made it) and the parent exits 0 once the daemon reports it is
+ * ready, 1 if it could not get there.  At unmount (fusermount3 -u, umount,
+ * SIGTERM, SIGINT) the cache writes everything back; data it could not
+ * write is reported (stderr, syslog) and makes the exit status 1.
+ */
+#include "pcfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "options.h"
+
+struct pcfs *pcfs_fs;
+
+static void config_from_options(const struct pcfs_options *o, struct pc_config *cfg)
+{
+	pc_config_init(cfg);
+	if (o->memory)
+		cfg->memory_limit = o->memory;
+	if (o->max_folio)
+		cfg->max_folio_size = o->max_folio;
+	if (o->block)
+		cfg->block_size = o->block;
+	if (o->dirty_limit)
+		cfg->dirty_limit_bytes = o->dirty_limit;
+	if (o->close_to_open)
+		cfg->flags |= PC_CFG_CLOSE_TO_OPEN;
+	/* Backing directories on tmpfs and the like refuse O_DIRECT. */
+	cfg->flags |= PC_CFG_ALLOW_BUFFERED_BACKEND;
+}
+
+/* A cache of this configuration can be made (checked before mounting;
+ * lazily, so that the check costs no memory). */
+static void check_cache_config(const struct pcfs_options *o)
+{
+	struct pc_config cfg;
+	config_from_options(o, &cfg);
+	cfg.flags |= PC_CFG_LAZY_MEMORY;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	if (!c)
+		die("cannot make a cache with these options (memory, max_folio, block, dirty_limit): %s",
+		    strerror(errno));
+	pc_cache_destroy(c);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* 1 MiB requests: libfuse asks the kernel for max_pages to match. */
+	conn->max_write = 1u << 20;
+	conn->max_readahead = 0; /* direct I/O: the kernel reads nothing ahead */
+	if (conn->max_background < 64)
+		conn->max_background = 64;
+	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_EXPORT_SUPPORT);
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+static struct fuse_session *session_new(struct pcfs *fs, const char *fuse_opts)
+{
+	static struct fuse_lowlevel_ops ops;
+	ops.init = op_init;
+	ops_meta_fill(&ops);
+	ops_data_fill(&ops);
+	char opts[8192];
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=pcfs,subtype=pcfs%s%s%s%s",
+		 fs->opt.allow_other ? ",allow_other" : "", fs->opt.ro ? ",ro" : "", *fuse_opts ? "," : "",
+		 fuse_opts);
+	char *argv[] = { "pcfs", "-o", opts, fs->opt.debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(fs->opt.debug ? 4 : 3, argv);
+	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+	fuse_opt_free_args(&args);
+	return se;
+}
+
+/* Without -f: fork; the parent waits for the daemon's word and exits with
+ * it.  Returns the write end of the pipe in the daemon (-1 with -f). */
+static int daemonise(void)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		die("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0) {
+		close(p[1]);
+		char ok = 0;
+		ssize_t n = read(p[0], &ok, 1);
+		_exit(n == 1 && ok == 'y' ? 0 : 1);
+	}
+	close(p[0]);
+	setsid();
+	return p[1];
+}
+
+static void daemon_ready(int fd)
+{
+	if (fd < 0)
+		return;
+	int null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+	if (write(fd, "y", 1) != 1) {
+		/* The parent is gone: nothing to tell. */
+	}
+	close(fd);
+}
+
+static void report(struct pcfs *fs, int prio, const char *fmt, const char *arg)
+{
+	syslog(prio, fmt, arg);
+	if (fs->opt.foreground) {
+		fputs("pcfs: ", stderr);
+		fprintf(stderr, fmt, arg);
+		fputc('\n', stderr);
+	}
+}
+
+/* ------------------------------------------------- the housekeeping thread */
+
+static atomic_bool housekeeping_stop;
+
+/* SIGUSR1 prints the stats; once a second, write times owed to backing
+ * files whose data is written now are put on them (times.c). */
+static void *housekeeping(void *arg)
+{
+	struct pcfs *fs = arg;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (!atomic_load(&housekeeping_stop)) {
+		struct timespec t = { 1, 0 };
+		if (sigtimedwait(&set, NULL, &t) == SIGUSR1) {
+			size_t len;
+			char *text = stats_text(fs, &len);
+			if (text) {
+				for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+					report(fs, LOG_INFO, "stats: %s", l);
+				free(text);
+			}
+		}
+		inode_settle_times(fs, false);
+	}
+	return NULL;
+}
+
+static int root_init(struct pcfs *fs, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	fs->root.fd = fd;
+	fs->root.dev = st.st_dev;
+	fs->root.ino = st.st_ino;
+	fs->root.is_root = true;
+	fs->root.nlookup = 1;
+	pthread_mutex_init(&fs->root.lock, NULL);
+	return 0;
+}
+
+static int serve(struct pcfs *fs)
+{
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -1;
+	fuse_loop_cfg_set_max_threads(lc, fs->opt.threads);
+	fuse_loop_cfg_set_idle_threads(lc, fs->opt.threads);
+	int r = fuse_session_loop_mt(fs->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct cmdline cl;
+	parse_cmdline(&cl, argc, argv);
+	static struct pcfs fs;
+	pcfs_fs = &fs;
+	fs.opt = cl.opt;
+	fs.owner = getuid();
+	int backing_fd = check_paths(&fs.opt);
+	check_cache_config(&fs.opt);
+	if (root_init(&fs, backing_fd) != 0 || inode_table_init(&fs) != 0)
+		die("out of memory");
+	openlog("pcfs", LOG_PID, LOG_DAEMON);
+
+	fs.se = session_new(&fs, cl.fuse_opts);
+	if (!fs.se)
+		die("bad FUSE options: %s", cl.fuse_opts);
+	if (fuse_set_signal_handlers(fs.se) != 0)
+		die("cannot set signal handlers");
+	if (fuse_session_mount(fs.se, fs.opt.mountpoint) != 0)
+		die("cannot mount at %s", fs.opt.mountpoint);
+
+	int ready_fd = fs.opt.foreground ? -1 : daemonise();
+	/* The daemon's own /proc/self/fd, and its own cache. */
+	fs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct pc_config cfg;
+	config_from_options(&fs.opt, &cfg);
+	fs.cache = fs.proc_fd >= 0 ? pc_cache_new(&cfg) : NULL;
+	if (!fs.cache) {
+		fprintf(stderr, "pcfs: cannot start: %s\n", strerror(errno));
+		fuse_session_unmount(fs.se);
+		return 1;
+	}
+	/* SIGUSR1 is the housekeeping thread's (sigtimedwait): blocked in
+	 * every thread, before the FUSE workers start. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_t hk;
+	bool have_hk = pthread_create(&hk, NULL, housekeeping, &fs) == 0;
+	daemon_ready(ready_fd);
+
+	int loop = serve(&fs);
+	atomic_store(&housekeeping_stop, true);
+	if (have_hk)
+		pthread_join(hk, NULL);
+	fuse_session_unmount(fs.se);
+	fuse_remove_signal_handlers(fs.se);
+
+	/* Everything is written back here; what could not be is reported. */
+	int status = 0;
+	if (pc_cache_destroy(fs.cache) != 0) {
+		report(&fs, LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
+		status = 1;
+	}
+	fs.cache = NULL;
+	inode_settle_times(&fs, true);
+	fuse_session_destroy(fs.se);
+	inode_table_free(&fs);
+	if (loop < 0 && status == 0)
+		report(&fs, LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
+	return status;
+}

@@ -1,0 +1,321 @@
+/*
+ * ops_data.c - file data, all of it through pagecache: one pc_file handle
+ * per FUSE open, opened relative to the inode's O_PATH descriptor.
+ *
+ * What programs ask for maps to pagecache's flags: an O_DIRECT open is a
+ * PC_DIRECT handle; O_DSYNC / O_SYNC opens, and writes the kernel flags
+ * O_DSYNC / O_SYNC (RWF_DSYNC, RWF_SYNC: there is no separate fsync
+ * request for them), are PC_DSYNC writes; -o uncached= adds PC_DONTCACHE.
+ *
+ * close(2) sends FLUSH, which reports the errors pc_close would (and
+ * starts write-back: pc_flush); RELEASE, which comes later and
+ * asynchronously, closes the handle.  Nothing depends on RELEASE having
+ * run when close() returns.
+ */
+#include "pcfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+static struct pcfs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct pcfs_handle *handle_of(struct fuse_file_info *fi)
+{
+	return (struct pcfs_handle *)(uintptr_t)fi->fh;
+}
+
+/* The flags pc_openat takes for an open(2) with flags fl. */
+static int pc_open_flags(int fl)
+{
+	int acc = fl & O_ACCMODE;
+	int f = acc | (fl & (O_DSYNC | O_SYNC | O_DIRECT | O_NOATIME));
+	if ((fl & O_TRUNC) && acc != O_RDONLY)
+		f |= O_TRUNC;
+	return f;
+}
+
+/* PC_DONTCACHE by -o uncached=, for a request of len bytes. */
+static int uncached_flag(const struct pcfs *fs, size_t len)
+{
+	switch (fs->opt.uncached) {
+	case UNCACHED_ALWAYS:
+		return PC_DONTCACHE;
+	case UNCACHED_SIZE:
+		return len >= fs->opt.uncached_min ? PC_DONTCACHE : 0;
+	default:
+		return 0;
+	}
+}
+
+/* O_DSYNC in an open's or a write's flags (O_SYNC includes its bit). */
+static int dsync_flag(int fl)
+{
+	return (fl & O_DSYNC) ? PC_DSYNC : 0;
+}
+
+static struct pcfs_handle *handle_new(struct pcfs *fs, struct pcfs_inode *in, struct pc_file *pf, int fl)
+{
+	struct pcfs_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->pf = pf;
+	h->in = in;
+	h->write_flags = dsync_flag(fl);
+	inode_open_count(fs, in, 1);
+	return h;
+}
+
+static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
+{
+	int err = 0;
+	if (h->pf && pc_close(h->pf) != 0)
+		err = errno;
+	if (h->in)
+		inode_open_count(fs, h->in, -1);
+	free(h->text);
+	free(h);
+	return err;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct pcfs *fs = fs_of(req);
+	if (ino == PCFS_STATS_INO) {
+		stats_open(req, fi);
+		return;
+	}
+	struct pcfs_inode *in = inode_of(req, ino);
+	char name[32];
+	inode_proc_name(in, name);
+	struct pc_file *pf = pc_openat(fs->cache, fs->proc_fd, name, pc_open_flags(fi->flags), 0);
+	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
+	if (!h) {
+		int err = pf ? ENOMEM : errno;
+		if (pf)
+			pc_close(pf);
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (fi->flags & O_TRUNC)
+		times_data_changed(in);
+	if (reply_open_direct(req, (uint64_t)(uintptr_t)h) == -ENOENT)
+		handle_close(fs, h); /* the open was interrupted */
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_inode *dir = inode_of(req, parent);
+	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME)) {
+		fuse_reply_err(req, EEXIST);
+		return;
+	}
+	int fl = pc_open_flags(fi->flags) | O_CREAT | O_NOFOLLOW | (fi->flags & O_EXCL);
+	struct pc_file *pf = pc_openat(fs->cache, dir->fd, name, fl, mode);
+	if (!pf) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	struct fuse_entry_param e;
+	int err = entry_lookup(fs, dir, name, &e);
+	struct pcfs_handle *h = err ? NULL : handle_new(fs, (struct pcfs_inode *)(uintptr_t)e.ino, pf, fi->flags);
+	if (!h) {
+		if (!err) {
+			inode_forget(fs, (struct pcfs_inode *)(uintptr_t)e.ino, 1);
+			err = -ENOMEM;
+		}
+		pc_close(pf);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	times_data_changed(h->in);
+	if (reply_create_direct(req, &e, (uint64_t)(uintptr_t)h) == -ENOENT) {
+		struct pcfs_inode *in = h->in;
+		handle_close(fs, h);
+		inode_forget(fs, in, 1);
+	}
+}
+
+/* A per-thread buffer for read replies (up to max_read, 1 MiB). */
+static char *read_buffer(size_t size)
+{
+	static __thread char *buf;
+	static __thread size_t cap;
+	if (size > cap) {
+		char *nb = realloc(buf, size);
+		if (!nb)
+			return NULL;
+		buf = nb;
+		cap = size;
+	}
+	return buf;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_handle *h = handle_of(fi);
+	if (h->text) {
+		size_t n = off >= 0 && (size_t)off < h->text_len ? h->text_len - (size_t)off : 0;
+		fuse_reply_buf(req, h->text + (n ? off : 0), n < size ? n : size);
+		return;
+	}
+	char *buf = read_buffer(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = pc_pread(h->pf, buf, size, off, uncached_flag(fs, size));
+	if (n < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&fs->read_bytes, (uint64_t)n, memory_order_relaxed);
+	fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_handle *h = handle_of(fi);
+	if (!h->pf) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	/* fi->flags here are the write's: the open's, with O_DSYNC / O_SYNC
+	 * for RWF_DSYNC / RWF_SYNC writes. */
+	int flags = h->write_flags | dsync_flag(fi->flags) | uncached_flag(fs, size);
+	ssize_t n = pc_pwrite(h->pf, buf, size, off, flags);
+	if (n < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	times_data_changed(h->in);
+	atomic_fetch_add_explicit(&fs->writes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&fs->write_bytes, (uint64_t)n, memory_order_relaxed);
+	fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_handle *h = handle_of(fi);
+	int err = 0;
+	if (h->pf && pc_flush(h->pf, fs->opt.close_to_open) != 0) {
+		err = errno;
+		atomic_fetch_add_explicit(&fs->flush_errors, 1, memory_order_relaxed);
+	}
+	fuse_reply_err(req, err);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_handle *h = handle_of(fi);
+	struct pcfs_inode *in = h->in;
+	int err = handle_close(fs, h);
+	/* Nobody can hear it now: FLUSH reported what was known then. */
+	if (err)
+		syslog(LOG_ERR, "pcfs: write error after the last close of a file: %s", strerror(err));
+	if (in)
+		times_try_settle(fs, in, false);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs_handle *h = handle_of(fi);
+	int r = !h->pf ? 0 : datasync ? pc_fdatasync(h->pf) : pc_fsync(h->pf);
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs_handle *h = handle_of(fi);
+	if (!h->pf) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	int r = pc_fallocate(h->pf, mode, off, len);
+	if (r == 0)
+		times_data_changed(h->in);
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct pcfs_handle *h = handle_of(fi);
+	if (!h->pf) {
+		fuse_reply_err(req, ESPIPE);
+		return;
+	}
+	off_t r = pc_lseek(h->pf, off, whence);
+	if (r < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, r);
+}
+
+int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse_file_info *fi)
+{
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_handle *h = fi ? handle_of(fi) : NULL;
+	struct pc_file *pf = h ? h->pf : NULL, *tmp = NULL;
+	if ((uintptr_t)in == PCFS_STATS_INO)
+		return -EPERM;
+	if (!pf) {
+		/* truncate(2) by name: a handle of our own for the call. */
+		char name[32];
+		inode_proc_name(in, name);
+		pf = tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		if (!pf)
+			return -errno;
+	}
+	int err = pc_ftruncate(pf, size) ? -errno : 0;
+	if (err == -EBADF && !tmp) {
+		/* A read-only handle of a writer's ftruncate? Open our own. */
+		char name[32];
+		inode_proc_name(in, name);
+		tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		err = !tmp ? -errno : pc_ftruncate(tmp, size) ? -errno : 0;
+	}
+	if (tmp && pc_close(tmp) != 0 && !err)
+		err = -errno;
+	if (!err)
+		times_data_changed(in);
+	return err;
+}
+
+void ops_data_fill(struct fuse_lowlevel_ops *ops)
+{
+	ops->open = op_open;
+	ops->create = op_create;
+	ops->read = op_read;
+	ops->write = op_write;
+	ops->flush = op_flush;
+	ops->release = op_release;
+	ops->fsync = op_fsync;
+	ops->fallocate = op_fallocate;
+	ops->lseek = op_lseek;
+	/* No copy_file_range: the kernel falls back to reads and writes. */
+}

@@ -1,0 +1,490 @@
+/*
+ * ops_meta.c - metadata operations, passed through to the backing
+ * directory.  Every call is relative to the O_PATH descriptor of an inode
+ * (or to /proc/self/fd/<fd> for calls that refuse O_PATH descriptors), and
+ * names are single components the kernel gave us, opened with O_NOFOLLOW:
+ * no path, `..` or symlink in the backing directory can take a call
+ * outside it.  The kernel resolves symlinks itself, in the mount.
+ *
+ * Truncation goes through pagecache (ops_data.c): it has cached data.
+ */
+#include "pcfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+static struct pcfs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* A name from the kernel that must not leave the directory. */
+static bool bad_name(const char *name)
+{
+	return !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e)
+{
+	if (bad_name(name))
+		return -ENOENT;
+	int fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	struct pcfs_inode *in = inode_get(fs, fd, &st);
+	if (!in)
+		return -ENOMEM;
+	int err = attr_of(fs, in, &st);
+	if (err) {
+		inode_forget(fs, in, 1);
+		return err;
+	}
+	fill_entry(in, &st, e);
+	return 0;
+}
+
+static void reply_entry_or_err(fuse_req_t req, int err, const struct fuse_entry_param *e)
+{
+	if (err)
+		fuse_reply_err(req, -err);
+	else if (fuse_reply_entry(req, e) == -ENOENT && e->ino != FUSE_ROOT_ID)
+		inode_forget(fs_of(req), (struct pcfs_inode *)(uintptr_t)e->ino, 1);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME)) {
+		stats_lookup(req);
+		return;
+	}
+	struct fuse_entry_param e;
+	int err = entry_lookup(fs_of(req), inode_of(req, parent), name, &e);
+	if (err == -ENOENT) {
+		/* A negative entry the kernel may cache for a while. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = PCFS_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry_or_err(req, err, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (ino != PCFS_STATS_INO)
+		inode_forget(fs_of(req), inode_of(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		if (forgets[i].ino != PCFS_STATS_INO)
+			inode_forget(fs_of(req), inode_of(req, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (ino == PCFS_STATS_INO) {
+		stats_getattr(req);
+		return;
+	}
+	struct stat st;
+	int err = attr_of(fs_of(req), inode_of(req, ino), &st);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, PCFS_TIMEOUT);
+}
+
+/* A time to set: now, omitted, or given. */
+static struct timespec set_time(int to_set, int now_bit, int set_bit, struct timespec given)
+{
+	struct timespec t = { .tv_nsec = UTIME_OMIT };
+	if (to_set & now_bit)
+		t.tv_nsec = UTIME_NOW;
+	else if (to_set & set_bit)
+		t = given;
+	return t;
+}
+
+static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, const struct stat *attr, int to_set)
+{
+	char name[32];
+	inode_proc_name(in, name);
+	if ((to_set & FUSE_SET_ATTR_MODE) && fchmodat(fs->proc_fd, name, attr->st_mode, 0) != 0)
+		return -errno;
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+		if (fchownat(in->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+			return -errno;
+	}
+	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
+	if (to_set & times) {
+		struct timespec tv[2] = {
+			set_time(to_set, FUSE_SET_ATTR_ATIME_NOW, FUSE_SET_ATTR_ATIME, attr->st_atim),
+			set_time(to_set, FUSE_SET_ATTR_MTIME_NOW, FUSE_SET_ATTR_MTIME, attr->st_mtim),
+		};
+		if (utimensat(fs->proc_fd, name, tv, 0) != 0)
+			return -errno;
+		if (tv[1].tv_nsec != UTIME_OMIT) {
+			struct stat st;
+			if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+				times_explicit_mtime(in, &st.st_mtim); /* re-applied once data is written */
+		}
+	} else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		times_meta_changed(in);
+	}
+	return 0;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	struct pcfs *fs = fs_of(req);
+	if (ino == PCFS_STATS_INO) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	struct pcfs_inode *in = inode_of(req, ino);
+	int err = 0;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		err = data_truncate(req, in, attr->st_size, fi);
+	if (!err)
+		err = setattr_meta(fs, in, attr, to_set);
+	struct stat st;
+	if (!err)
+		err = attr_of(fs, in, &st);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, PCFS_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(inode_of(req, ino)->fd, "", buf, sizeof(buf));
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (n >= (ssize_t)sizeof(buf))
+		fuse_reply_err(req, ENAMETOOLONG);
+	else {
+		buf[n] = 0;
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+/* Make a node (mknod, mkdir, symlink) and reply with its entry. */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		      const char *link)
+{
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_inode *dir = inode_of(req, parent);
+	if (bad_name(name) || (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME))) {
+		fuse_reply_err(req, bad_name(name) ? EINVAL : EEXIST);
+		return;
+	}
+	int r;
+	if (link)
+		r = symlinkat(link, dir->fd, name);
+	else if (S_ISDIR(mode))
+		r = mkdirat(dir->fd, name, mode);
+	else
+		r = mknodat(dir->fd, name, mode, rdev);
+	if (r != 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	struct fuse_entry_param e;
+	reply_entry_or_err(req, entry_lookup(fs, dir, name, &e), &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | mode, 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_node(req, parent, name, S_IFLNK, 0, link);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_inode *in = inode_of(req, ino), *dir = inode_of(req, newparent);
+	if (bad_name(newname) || ino == PCFS_STATS_INO) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc name does not. */
+	char name[32];
+	inode_proc_name(in, name);
+	if (linkat(in->fd, "", dir->fd, newname, AT_EMPTY_PATH) != 0 &&
+	    linkat(fs->proc_fd, name, dir->fd, newname, AT_SYMLINK_FOLLOW) != 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	times_meta_changed(in);
+	struct fuse_entry_param e;
+	reply_entry_or_err(req, entry_lookup(fs, dir, newname, &e), &e);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct pcfs_inode *dir = inode_of(req, parent);
+	if (bad_name(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* An open file keeps working: its pagecache handle holds the
+	 * backing descriptor, and its inode keeps its O_PATH one. */
+	fuse_reply_err(req, unlinkat(dir->fd, name, 0) ? errno : 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct pcfs_inode *dir = inode_of(req, parent);
+	if (bad_name(name)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_err(req, unlinkat(dir->fd, name, AT_REMOVEDIR) ? errno : 0);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct pcfs_inode *a = inode_of(req, parent), *b = inode_of(req, newparent);
+	if (bad_name(name) || bad_name(newname)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT: as the backing
+	 * file system does them.  Cached data follows the inode, not the
+	 * name, so a renamed open file keeps its data. */
+	fuse_reply_err(req, renameat2(a->fd, name, b->fd, newname, flags) ? errno : 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	if (fstatvfs(inode_of(req, ino == PCFS_STATS_INO ? FUSE_ROOT_ID : ino)->fd, &sv) != 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/* ------------------------------------------------------------ directories */
+
+struct dir_handle {
+	DIR *dp;
+	off_t offset;
+	struct dirent *entry; /* read but not yet sent */
+};
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int fd = openat(inode_of(req, ino)->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dir_handle *d = fd >= 0 ? calloc(1, sizeof(*d)) : NULL;
+	if (d)
+		d->dp = fdopendir(fd);
+	if (!d || !d->dp) {
+		int err = fd < 0 ? errno : ENOMEM;
+		if (fd >= 0)
+			close(fd);
+		free(d);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		closedir(d->dp);
+		free(d);
+	}
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (off != d->offset) {
+		seekdir(d->dp, off);
+		d->entry = NULL;
+		d->offset = off;
+	}
+	size_t used = 0;
+	for (;;) {
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				if (errno && used == 0) {
+					free(buf);
+					fuse_reply_err(req, errno);
+					return;
+				}
+				break;
+			}
+		}
+		struct stat st = { .st_ino = d->entry->d_ino, .st_mode = (mode_t)d->entry->d_type << 12 };
+		off_t next = d->entry->d_off;
+		size_t n = fuse_add_direntry(req, buf + used, size - used, d->entry->d_name, &st, next);
+		if (n > size - used)
+			break; /* full: this entry goes first next time */
+		used += n;
+		d->entry = NULL;
+		d->offset = next;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	int fd = dirfd(((struct dir_handle *)(uintptr_t)fi->fh)->dp);
+	int r = datasync ? fdatasync(fd) : fsync(fd);
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+/* ----------------------------------------------------------------- xattrs */
+
+/* xattr calls take paths: /proc/self/fd/N names the inode itself.  A
+ * symlink's xattrs are not reachable that way (the l-calls would act on
+ * the /proc link): ENOTSUP, as for user xattrs on symlinks anyway. */
+static bool xattr_path(fuse_req_t req, fuse_ino_t ino, char path[64])
+{
+	struct pcfs_inode *in = inode_of(req, ino);
+	struct stat st;
+	if (ino == PCFS_STATS_INO || fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
+	    S_ISLNK(st.st_mode)) {
+		fuse_reply_err(req, ENOTSUP);
+		return false;
+	}
+	snprintf(path, 64, "/proc/self/fd/%d", in->fd);
+	return true;
+}
+
+/* Reply to a get/list call: the size (size 0 asked), the data, or errno. */
+static void reply_xattr(fuse_req_t req, ssize_t n, size_t size, const char *buf)
+{
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char path[64];
+	if (!xattr_path(req, ino, path))
+		return;
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, getxattr(path, name, buf, size), size, buf);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char path[64];
+	if (!xattr_path(req, ino, path))
+		return;
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, listxattr(path, buf, size), size, buf);
+	free(buf);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags)
+{
+	char path[64];
+	if (!xattr_path(req, ino, path))
+		return;
+	int r = setxattr(path, name, value, size, flags);
+	if (r == 0)
+		times_meta_changed(inode_of(req, ino));
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	char path[64];
+	if (!xattr_path(req, ino, path))
+		return;
+	int r = removexattr(path, name);
+	if (r == 0)
+		times_meta_changed(inode_of(req, ino));
+	fuse_reply_err(req, r ? errno : 0);
+}
+
+void ops_meta_fill(struct fuse_lowlevel_ops *ops)
+{
+	ops->lookup = op_lookup;
+	ops->forget = op_forget;
+	ops->forget_multi = op_forget_multi;
+	ops->getattr = op_getattr;
+	ops->setattr = op_setattr;
+	ops->readlink = op_readlink;
+	ops->mknod = op_mknod;
+	ops->mkdir = op_mkdir;
+	ops->symlink = op_symlink;
+	ops->link = op_link;
+	ops->unlink = op_unlink;
+	ops->rmdir = op_rmdir;
+	ops->rename = op_rename;
+	ops->statfs = op_statfs;
+	ops->opendir = op_opendir;
+	ops->readdir = op_readdir;
+	ops->releasedir = op_releasedir;
+	ops->fsyncdir = op_fsyncdir;
+	ops->getxattr = op_getxattr;
+	ops->listxattr = op_listxattr;
+	ops->setxattr = op_setxattr;
+	ops->removexattr = op_removexattr;
+}

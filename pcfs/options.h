@@ -1,0 +1,20 @@
+/* options.h - pcfs's command line (options.c). */
+#ifndef PCFS_OPTIONS_H
+#define PCFS_OPTIONS_H
+
+#include <stdio.h>
+
+struct cmdline {
+	struct pcfs_options opt;
+	char fuse_opts[4096]; /* FUSE options passed on, comma separated */
+};
+
+/* One line "pcfs: ..." on stderr, exit status 1. */
+__attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
+void usage(FILE *out);
+void parse_cmdline(struct cmdline *cl, int argc, char **argv);
+/* Check BACKING_DIR and MOUNTPOINT (die on a bad one); the O_PATH
+ * descriptor of BACKING_DIR. */
+int check_paths(const struct pcfs_options *opt);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * pcfs.h - what the parts of pcfs share: the mount's state, the inode
+ * table, the open-file handles, and the operations each file provides.
+ *
+ * pcfs is a FUSE file system (libfuse3's low-level API) that mirrors a
+ * backing directory.  Metadata passes through to the backing directory;
+ * the data of every regular file goes through one pagecache instance.
+ * See README-pcfs.md for what a user sees.
+ */
+#ifndef PCFS_H
+#define PCFS_H
+
+#define _GNU_SOURCE
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+#include <fuse_lowlevel.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "pagecache.h"
+
+/* How -o uncached= maps to PC_DONTCACHE. */
+enum uncached_mode { UNCACHED_NEVER, UNCACHED_ALWAYS, UNCACHED_SIZE };
+
+struct pcfs_options {
+	size_t memory, max_folio, block, dirty_limit;
+	enum uncached_mode uncached;
+	size_t uncached_min; /* UNCACHED_SIZE: requests of at least this */
+	unsigned threads;
+	bool ro, allow_other, close_to_open, foreground, debug;
+	const char *backing, *mountpoint;
+};
+
+/*
+ * One backing file or directory the kernel knows (it holds lookups on it).
+ * The node id the kernel sees is the address of this structure.  `fd` is
+ * an O_PATH descriptor: every access to the backing file goes through it
+ * (or through /proc/self/fd/<fd>), never through a path.
+ */
+struct pcfs_inode {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+	bool is_root;
+	uint64_t nlookup;          /* under the table lock */
+	unsigned nopen;            /* open pcfs handles, under the table lock */
+	struct pcfs_inode *hash_next;
+	/*
+	 * Times of data written through the mount (under `lock`).  The
+	 * backing file's mtime and ctime change when pagecache writes the
+	 * data back, seconds after the write: pcfs reports the time of the
+	 * write instead, and puts that mtime on the backing file once the
+	 * data is all written (times_pending).  ctime cannot be set: pcfs
+	 * keeps showing its own for as long as the backing file's ctime is
+	 * the one that followed pcfs's last change (shown_ctime_valid).
+	 */
+	pthread_mutex_t lock;
+	bool times_pending, shown_ctime_valid;
+	struct timespec mtime, ctime, settled_backing_ctime;
+};
+
+/* An open regular file: one pagecache handle per FUSE open. */
+struct pcfs_handle {
+	struct pc_file *pf;
+	struct pcfs_inode *in;
+	int write_flags; /* PC_DSYNC for O_DSYNC / O_SYNC opens */
+	/* The .pcfs-stats file: its text, made at open. */
+	char *text;
+	size_t text_len;
+};
+
+struct pcfs {
+	struct pcfs_options opt;
+	struct pc_cache *cache;
+	struct fuse_session *se;
+	int proc_fd; /* /proc/self/fd, to reopen O_PATH descriptors */
+	uid_t owner;
+	struct pcfs_inode root;
+	/* The inode table, by (dev, ino). */
+	pthread_mutex_t table_lock;
+	struct pcfs_inode **buckets;
+	size_t nbuckets, ninodes;
+	/* Requests served (for the stats). */
+	_Atomic uint64_t reads, writes, read_bytes, write_bytes, flush_errors;
+};
+
+extern struct pcfs *pcfs_fs;
+
+/* The node id of the .pcfs-stats file in the mount's root. */
+#define PCFS_STATS_INO ((fuse_ino_t)2)
+#define PCFS_STATS_NAME ".pcfs-stats"
+
+/* inode.c */
+int inode_table_init(struct pcfs *fs);
+struct pcfs_inode *inode_of(fuse_req_t req, fuse_ino_t ino);
+/* The inode for the O_PATH descriptor fd with attributes st: an existing
+ * one gets another lookup (fd is closed), else a new one takes fd. */
+struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st);
+/* The kernel forgot n lookups of in. */
+void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n);
+void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta);
+/* "/proc/self/fd"-relative name of in's descriptor, for calls that
+ * refuse O_PATH descriptors. */
+void inode_proc_name(const struct pcfs_inode *in, char buf[32]);
+/* Put pending write times on backing files whose data is all written;
+ * free inodes nobody needs any more.  `all`: the cache is gone, every
+ * file is written. */
+void inode_settle_times(struct pcfs *fs, bool all);
+void inode_table_free(struct pcfs *fs);
+
+/* times.c */
+void times_data_changed(struct pcfs_inode *in);
+void times_meta_changed(struct pcfs_inode *in);
+void times_explicit_mtime(struct pcfs_inode *in, const struct timespec *mtime);
+/* Fill *st for in (fstat of the backing file, the cached size and the
+ * write times). */
+int attr_of(struct pcfs *fs, struct pcfs_inode *in, struct stat *st);
+/* Apply a pending mtime if the file's data is all written; true if
+ * nothing is pending any more. */
+bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written);
+
+/* ops_meta.c: look name up in parent: the entry (with a lookup counted),
+ * or -errno. */
+int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e);
+/* ops_data.c: truncate through pagecache (fi: the open file, or NULL). */
+int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse_file_info *fi);
+
+/* ops_meta.c / ops_data.c / stats.c */
+void ops_meta_fill(struct fuse_lowlevel_ops *ops);
+void ops_data_fill(struct fuse_lowlevel_ops *ops);
+void stats_lookup(fuse_req_t req);
+void stats_getattr(fuse_req_t req);
+void stats_open(fuse_req_t req, struct fuse_file_info *fi);
+/* The counters as text (caller frees); also what SIGUSR1 prints. */
+char *stats_text(struct pcfs *fs, size_t *len);
+
+/* reply.c: replies libfuse 3.14 cannot build */
+int reply_open_direct(fuse_req_t req, uint64_t fh);
+int reply_create_direct(fuse_req_t req, const struct fuse_entry_param *e, uint64_t fh);
+void fill_entry(struct pcfs_inode *in, const struct stat *st, struct fuse_entry_param *e);
+
+#define PCFS_TIMEOUT 1.0
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * stats.c - the cache's counters, for the user: the file .pcfs-stats in the
+ * mount's root (mode 0400, owned by the user who mounted: only that user,
+ * and root, can read it; it is not listed by readdir), and SIGUSR1, which
+ * writes the same text to the daemon's stderr (with -f) and to syslog.
+ * The text is made when the file is opened: reopen to read new figures.
+ */
+#include "pcfs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+char *stats_text(struct pcfs *fs, size_t *len)
+{
+	struct pc_stats s;
+	pc_cache_stats(fs->cache, &s);
+	uint64_t writes = atomic_load(&fs->writes);
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return NULL;
+	fprintf(f, "hit_bytes %llu\nmiss_bytes %llu\n", (unsigned long long)s.hit_bytes,
+		(unsigned long long)s.miss_bytes);
+	fprintf(f, "cached_bytes %llu\ndirty_bytes %llu\ndirty_uncached_bytes %llu\npeak_dirty_bytes %llu\n",
+		(unsigned long long)s.cached_bytes, (unsigned long long)s.dirty_bytes,
+		(unsigned long long)s.dirty_uncached_bytes, (unsigned long long)s.peak_dirty_bytes);
+	fprintf(f, "writeback_bytes %llu\nfolios %llu\nevictions %llu\ndropbehind_drops %llu\n",
+		(unsigned long long)s.writeback_bytes, (unsigned long long)s.folios,
+		(unsigned long long)s.evictions, (unsigned long long)s.dropbehind_drops);
+	fprintf(f, "dev_read_ios %llu\ndev_read_bytes %llu\ndev_write_ios %llu\ndev_write_bytes %llu\n",
+		(unsigned long long)s.dev_read_ios, (unsigned long long)s.dev_read_bytes,
+		(unsigned long long)s.dev_write_ios, (unsigned long long)s.dev_write_bytes);
+	fprintf(f, "edge_kept %llu\nedge_completed %llu\nedge_expired %llu\ndeferred_rmw %llu\nrmw_reads %llu\n",
+		(unsigned long long)s.edge_kept, (unsigned long long)s.edge_completed,
+		(unsigned long long)s.edge_expired, (unsigned long long)s.deferred_rmw,
+		(unsigned long long)s.rmw_reads);
+	fprintf(f, "throttle_waits %llu\nwrite_errors %llu\nio_uring %u\n", (unsigned long long)s.throttle_waits,
+		(unsigned long long)s.write_errors, s.io_uring);
+	fprintf(f, "fuse_reads %llu\nfuse_read_bytes %llu\nfuse_writes %llu\nfuse_write_bytes %llu\n",
+		(unsigned long long)atomic_load(&fs->reads), (unsigned long long)atomic_load(&fs->read_bytes),
+		(unsigned long long)writes, (unsigned long long)atomic_load(&fs->write_bytes));
+	fprintf(f, "flush_errors %llu\n", (unsigned long long)atomic_load(&fs->flush_errors));
+	/* edgebench's figure: 4 KiB device reads per write request. */
+	fprintf(f, "dev_reads_per_write %.3f\n", writes ? (double)s.dev_read_bytes / 4096.0 / (double)writes : 0.0);
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+static void stats_attr(struct pcfs *fs, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = PCFS_STATS_INO;
+	st->st_mode = S_IFREG | 0400;
+	st->st_nlink = 1;
+	st->st_uid = fs->owner;
+	st->st_gid = getgid();
+	st->st_blksize = 4096;
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+void stats_lookup(fuse_req_t req)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = PCFS_STATS_INO;
+	stats_attr(fuse_req_userdata(req), &e.attr);
+	fuse_reply_entry(req, &e); /* timeouts 0: always asked again */
+}
+
+void stats_getattr(fuse_req_t req)
+{
+	struct stat st;
+	stats_attr(fuse_req_userdata(req), &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+void stats_open(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct pcfs *fs = fuse_req_userdata(req);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	struct pcfs_handle *h = calloc(1, sizeof(*h));
+	if (h)
+		h->text = stats_text(fs, &h->text_len);
+	if (!h || !h->text) {
+		free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* Direct I/O: the kernel reads what we have, whatever the size says. */
+	if (reply_open_direct(req, (uint64_t)(uintptr_t)h) == -ENOENT) {
+		free(h->text);
+		free(h);
+	}
+}

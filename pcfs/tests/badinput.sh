@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# badinput.sh - bad options and paths (one line on stderr, exit status 1,
+# nothing mounted), a path escape through a symlink in the backing
+# directory, and kill -9 of the daemon: fusermount3 -u cleans the mount and
+# a remount finds the fsynced data.
+. "$(dirname "$0")/lib.sh"
+need_fuse
+setup_scratch pcfs-badinput
+# The mount one level deeper than the backing directory: a relative link
+# that climbs out of the backing directory lands elsewhere in the mount.
+B=$T/back M=$T/m/mnt
+mkdir -p "$B" "$M"
+
+# refuse WHY ARGS...: exit 1, one line on stderr, nothing mounted at $M.
+refuse() {
+	local why=$1 rc=0
+	shift
+	"$PCFS" "$@" >"$T/out" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 1 ] || fail "$why: exit status $rc, want 1 ($*)"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || { cat "$T/err"; fail "$why: want one line on stderr"; }
+	grep -q '^pcfs: ' "$T/err" || fail "$why: message does not start with 'pcfs: '"
+	if mountpoint -q "$M"; then fusermount3 -u "$M"; fail "$why: mounted anyway"; fi
+	echo "refused ($why): $(cat "$T/err")"
+}
+touch "$T/file"
+refuse "unknown option" -o bogus "$B" "$M"
+refuse "unknown flag" --bogus "$B" "$M"
+refuse "bad memory" -o memory=lots "$B" "$M"
+refuse "memory too small for the cache" -o memory=4K "$B" "$M"
+refuse "bad max_folio" -o max_folio=3000 "$B" "$M"
+refuse "bad block" -o block=100 "$B" "$M"
+refuse "bad uncached" -o uncached=sometimes "$B" "$M"
+refuse "bad threads" -o threads=0 "$B" "$M"
+refuse "bad dirty_limit" -o dirty_limit=1T "$B" "$M"
+refuse "no arguments"
+refuse "one argument" "$B"
+refuse "three arguments" "$B" "$M" "$T"
+refuse "missing BACKING_DIR" "$T/nosuch" "$M"
+refuse "BACKING_DIR a file" "$T/file" "$M"
+refuse "missing MOUNTPOINT" "$B" "$T/nosuch"
+refuse "MOUNTPOINT a file" "$B" "$T/file"
+refuse "MOUNTPOINT inside BACKING_DIR" "$B" "$B"
+pcfs_mount "$B" "$M"
+refuse_busy() {
+	local rc=0
+	"$PCFS" "$B" "$M" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] || { cat "$T/err"; fail "MOUNTPOINT in use: rc $rc"; }
+	echo "refused (MOUNTPOINT in use): $(cat "$T/err")"
+}
+refuse_busy
+
+# Symlink escape: a relative link in the backing directory that points out
+# of it must resolve inside the mount's own tree, never reach $T/outside.
+mkdir -p "$T/outside" "$B/sub"
+echo secret >"$T/outside/secret"
+ln -s ../outside "$B/esc"
+ln -s ../../outside "$B/sub/esc2"
+for p in "$M/esc/secret" "$M/sub/esc2/secret"; do
+	if cat "$p" 2>/dev/null | grep -q secret; then fail "read $T/outside/secret through $p"; fi
+done
+(echo x >"$M/esc/new") 2>/dev/null || true
+(echo x >"$M/sub/esc2/new") 2>/dev/null || true
+[ ! -e "$T/outside/new" ] || fail "created a file outside BACKING_DIR through a symlink"
+[ "$(readlink "$M/esc")" = ../outside ] || fail "readlink through the mount"
+echo "symlink escape: refused"
+
+# kill -9: fsynced data survives; the dead mount is cleaned by fusermount3 -u.
+head -c 3000000 /dev/urandom >"$T/data"
+dd if="$T/data" of="$M/synced" bs=64k conv=fsync status=none
+head -c 100000 /dev/urandom >"$M/unsynced"
+pid=$(pgrep -f "pcfs $B $M\$" | head -1)
+[ -n "$pid" ] || fail "no daemon pid"
+kill -9 "$pid"
+for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+stat "$M" >/dev/null 2>&1 && fail "mount still answers after kill -9"
+refuse_dead() {
+	local rc=0
+	"$PCFS" "$B" "$M" 2>"$T/err" || rc=$?
+	[ "$rc" -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] || { cat "$T/err"; fail "dead mount: rc $rc"; }
+	echo "refused (dead mount): $(cat "$T/err")"
+}
+refuse_dead
+fusermount3 -u "$M" || fail "fusermount3 -u of the dead mount"
+mountpoint -q "$M" && fail "still mounted after fusermount3 -u"
+pcfs_mount "$B" "$M"
+cmp "$T/data" "$M/synced" || fail "fsynced data lost after kill -9"
+pcfs_umount "$M"
+echo "kill -9: fsynced data kept, mount cleaned"
+echo "badinput: all passed"

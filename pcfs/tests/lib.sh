@@ -1,0 +1,63 @@
+# lib.sh - shared by the pcfs test scripts: a scratch directory on the
+# build tree's file system (O_DIRECT works there), mounting and unmounting.
+#
+# Environment: PCFS (the binary), PC_TEST_DIR (scratch space).  A test
+# that cannot run here (not root, no /dev/fuse, no fusermount3) exits 77,
+# which ctest counts as skipped.
+
+set -euo pipefail
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+need_fuse() {
+	if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+		echo "skipped: needs root, /dev/fuse and fusermount3" >&2
+		exit 77
+	fi
+}
+
+# T: this test's scratch directory, removed at exit (mounts first).
+setup_scratch() {
+	local name=$1
+	T=$(mktemp -d "${PC_TEST_DIR:-/tmp}/$name.XXXXXX")
+	MOUNTS=()
+	trap cleanup EXIT
+}
+
+cleanup() {
+	local m
+	for m in "${MOUNTS[@]}"; do
+		mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true
+		mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
+	done
+	rm -rf "$T"
+}
+
+# pcfs_mount BACKING MOUNTPOINT [pcfs options...]
+pcfs_mount() {
+	local b=$1 m=$2
+	shift 2
+	mkdir -p "$b" "$m"
+	"$PCFS" "$@" "$b" "$m" || fail "pcfs $* $b $m exited $?"
+	MOUNTS+=("$m")
+	mountpoint -q "$m" || fail "$m is not mounted"
+}
+
+pcfs_umount() {
+	fusermount3 -u "$1" || fail "fusermount3 -u $1"
+	# The daemon writes everything back after the unmount: wait for it.
+	local i
+	for i in $(seq 100); do
+		pgrep -f "pcfs.* $1\$" >/dev/null || return 0
+		sleep 0.1
+	done
+	fail "pcfs daemon of $1 still running 10 s after unmount"
+}
+
+# stat_field MOUNTPOINT NAME: a counter from .pcfs-stats.
+stat_field() {
+	awk -v k="$2" '$1 == k { print $2 }' "$1/.pcfs-stats"
+}
