@@ -343,7 +343,10 @@ struct pc_config {
 #define PC_NOWAIT 0x2
 /* Uncached buffered I/O: folios this call creates are dropped once the call
  * is done with them (reads: after copying out; writes: when their writeback
- * completes).  Folios already cached stay cached.  A block an uncached write
+ * completes).  Folios already cached stay cached.  Read-ahead of an
+ * uncached stream is dropped as the stream reads it; what a stream that
+ * stops never reads stays until evicted (it is never used, so it goes
+ * first).  A block an uncached write
  * covers only partly is kept until a neighbouring write completes it (or the
  * file is fsynced/closed, or it ages past edge_expire_ms). */
 #define PC_DONTCACHE 0x4
@@ -395,7 +398,7 @@ struct pc_stats {
 	 * asked, in the caller's thread. */
 	uint64_t ra_sync_windows;   /* windows started by a miss of a stream */
 	uint64_t ra_async_windows;  /* windows started by reaching a mark */
-	uint64_t ra_window_bytes;   /* bytes those windows asked the device for */
+	uint64_t ra_window_bytes;   /* bytes those windows covered (cached parts too) */
 	uint64_t ra_random_reads;   /* misses read with no window */
 	uint32_t io_uring;          /* 1: device I/O through io_uring, 0: sync */
 	uint32_t block_size;        /* pc_file_stats: the file's block size */

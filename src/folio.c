@@ -73,8 +73,9 @@ void folio_wait_clear(struct pc_folio *f, uint32_t flag)
  * The last user of a clean drop-behind folio (besides the index) drops it.
  * Writeback completion tries first, but a reader or a batch walk may hold a
  * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
- * go last does it.  (Not for folios of uncached reads: read-ahead must not
- * lose them before the reader copies them.)  Only with
+ * go last does it.  (For folios of uncached reads only once their reader
+ * is done with them, folio_drop_behind: read-ahead must not lose them
+ * before the reader copies them.)  Only with
  * the folio lock (trylock), which keeps its mapping alive.
  */
 static void drop_if_last_user(struct pc_cache *c, struct pc_folio *f)

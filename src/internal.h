@@ -413,7 +413,7 @@ struct pc_file {
 	uint64_t wb_err_seen;
 	/* Read-ahead (readahead.c): only a hint and the fadvise mode; a
 	 * stream's state lives in the cache. */
-	_Atomic int64_t ra_prev_end; /* end of the last read that missed or met a mark */
+	_Atomic int64_t ra_prev_end; /* end of the last read that the read path saw (not hits) */
 	_Atomic int ra_advice;       /* PC_RA_NORMAL / _SEQUENTIAL / _RANDOM */
 	struct pc_file *next_closed; /* quarantine of closed handles */
 	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
@@ -941,11 +941,11 @@ HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovc
 /* read_io.c: bringing a range into the cache */
 enum {
 	RF_DONTCACHE = 1 << 0, /* created folios are dropped behind their reader */
-	RF_SYNC = 1 << 1,      /* read in the caller's thread, not the I/O queue */
+	RF_SYNC = 1 << 1,      /* the first run read in the caller's thread */
 	RF_NOWAIT = 1 << 2,    /* never sleep for memory (the range may stay short) */
 };
 /* Create the missing folios of [start, end) and read them (they stay
- * locked until read; asynchronously unless RF_SYNC).  Error only if not
+ * locked until read; asynchronously, except the first run with RF_SYNC).  Error only if not
  * even the first could be created.  With `first`, the folio holding
  * `start` (created or found) is returned with a reference. */
 HIDDEN int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf,

@@ -106,9 +106,10 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			waited = true;
 			if (!f)
 				continue;
-		} else if (folio_test(f, PF_READAHEAD) && readahead_reached(h, f, rf)) {
-			/* (PC_NOWAIT too: it starts the window without
-			 * waiting, or the stream would end at its read.) */
+		} else if (folio_test(f, PF_READAHEAD) && !nowait && readahead_reached(h, f, rf)) {
+			/* (A PC_NOWAIT read leaves the mark: issuing the window
+			 * may wait, for a queue slot or a synchronous device.
+			 * The stream's next blocking read takes it.) */
 			stream = true;
 		}
 		size_t foff = pos - folio_pos(f);

@@ -16,6 +16,10 @@
 
 #define RD_MAX_FOLIOS 256
 
+/* Tests only (test_readahead.c): called in the thread that did a read
+ * with RF_SYNC, right after it completed. */
+HIDDEN void (*read_io_test_sync_done)(void);
+
 struct rd_req {
 	struct pc_ioreq io;
 	struct pc_mapping *m;
@@ -54,8 +58,8 @@ static void rd_done(struct pc_ioreq *io, ssize_t res)
 }
 
 /* The device read of r's folios.  RF_SYNC: in this thread, so a reader
- * whose miss is a single I/O does not pay a handoff to the completion
- * thread and back (the kernel's synchronous read does not either). */
+ * waiting for this read does not pay a handoff to the completion thread
+ * and back (the kernel's synchronous read does not either). */
 static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 {
 	if (!r)
@@ -92,10 +96,13 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 	r->io.done = rd_done;
 	atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
-	if (rf & RF_SYNC)
+	if (rf & RF_SYNC) {
 		rd_done(&r->io, backend_preadv(m->c, m->fd, r->iov, k, r->io.off));
-	else
+		if (read_io_test_sync_done)
+			read_io_test_sync_done();
+	} else {
 		ioq_submit(m->dom->ioq, &r->io);
+	}
 }
 
 /* Whether folio f cannot join request r (which then goes to the device). */
@@ -142,6 +149,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 		if (!created) {
 			folio_put(m->c, f);
 			rd_submit(m, r, rf);
+			rf = r ? rf & ~RF_SYNC : rf;
 			r = NULL;
 			continue;
 		}
@@ -150,6 +158,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 			folio_set(f, PF_DROPBEHIND);
 		if (r && rd_full(r, f, max_io)) {
 			rd_submit(m, r, rf);
+			rf &= ~RF_SYNC; /* only the first run: the caller waits for it */
 			r = NULL;
 		}
 		if (!r) {

@@ -8,18 +8,19 @@
  * the handle's last position says little about whether a read is part of
  * a stream.  As in the kernel, a stream's state lives in the cache itself:
  *
- *  - Marks.  The first folio of the newest window carries PF_READAHEAD.  A
- *    read that reaches it issues the next window at once and without
- *    waiting for it, twice the size of what is cached from the mark on.
+ *  - Marks.  The first folio of the newest window carries PF_READAHEAD and
+ *    the window's size.  A read that reaches it issues the next window at
+ *    once and without waiting for it, twice that size (up to the largest),
+ *    from the first folio not cached.
  *    So a steady scan keeps one window in flight ahead of it and finds
  *    its data cached.  Cache hits on unmarked folios do nothing here (and
  *    read_hit.c serves them without a lock); a marked folio is declined by
  *    read_hit.c so that its reader comes here.
  *  - Context.  A miss looks at the folios right before it.  If the cache
- *    holds at least as much just before the miss as this read asks for,
- *    the miss continues a stream whose window was lost (evicted, or never
- *    started because the stream began mid-file), and it gets a window
- *    sized by that history.
+ *    holds more just before the miss than this read asks for, the miss
+ *    continues a stream whose window was lost (evicted, or never started
+ *    because the stream began mid-file): it gets a window of twice the
+ *    read, and the marks grow it from there.
  *  - A hint.  The handle remembers where its last read that came here
  *    ended, without a lock.  It only ever adds a stream: it lets a scan
  *    that starts mid-file ramp up at its second read, and it carries an
@@ -27,7 +28,8 @@
  *    cannot see it) past a lost mark.
  *
  * A read that is none of these is random: it reads what it asked for, in
- * the caller's thread (one device I/O, no handoff), and leaves no state
+ * the caller's thread (one device I/O, no handoff; a window's first run is
+ * read in the caller's thread too), and leaves no state
  * that could end another stream.  Several streams on one handle therefore
  * each keep their own growing window.
  *
@@ -43,12 +45,14 @@
 /* The largest window for reads through h; 0: no read-ahead. */
 static size_t ra_max_window(const struct pc_file *h)
 {
-	size_t max = h->m->c->cfg.readahead_max_bytes;
+	const struct pc_config *cfg = &h->m->c->cfg;
+	size_t max = cfg->readahead_max_bytes;
 	switch (atomic_load_explicit(&h->ra_advice, memory_order_relaxed)) {
 	case PC_RA_RANDOM:
 		return 0;
 	case PC_RA_SEQUENTIAL:
-		return 2 * max;
+		/* The same cap as readahead_max_bytes itself (cache.c). */
+		return max ? pc_min_u64(2 * (uint64_t)max, pc_max_u64(max, cfg->memory_limit / 4)) : 0;
 	default:
 		return max;
 	}
@@ -192,7 +196,7 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 		 * random reads next to each other would pass for a stream):
 		 * a stream that lost its window, or one that starts mid-file
 		 * with its hint lost to other readers of the handle. */
-		uint64_t before = cached_before(m, pos, max);
+		uint64_t before = cached_before(m, pos, want + 1);
 		if (before > want) {
 			/* Twice the read: a small start, as random reads in a
 			 * partly cached region pass this test too; a real
@@ -215,7 +219,7 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
 	uint64_t to = pc_min_u64(pos + window, size);
 	count_window(m, false, to - pos);
-	int err = cache_read_range(m, pos, to, rf, f);
+	int err = cache_read_range(m, pos, to, rf | RF_SYNC, f);
 	if (!err && *read_to < to)
 		set_mark(m, *read_to, to - pos);
 	return err;
