@@ -282,12 +282,30 @@ struct pc_config {
 	 * kicks the flusher.  Default 8 MiB (also what 0 means); more than half
 	 * the background threshold is cut to that. */
 	size_t uncached_kick_bytes;
-	/* An edge block kept for a neighbouring uncached write is dropped after
-	 * this long even if no neighbour completes it (fsync and close drop it
-	 * at once).  Also how long a deferred partial block waits for its
-	 * neighbour before background writeback reads and merges it.  Default
-	 * 5000 ms.  0 means "the default". */
+	/* How long a dirty edge block (one an uncached write covered only
+	 * partly, kept for the neighbouring write) or a deferred partial block
+	 * waits for its neighbour before background writeback writes it (a
+	 * partial block is read and merged first).  Writing an edge does not
+	 * drop it: it stays cached, clean, for the neighbour.  Age never drops
+	 * an edge (it once did, and a late neighbour then read the block back;
+	 * edge_budget_bytes says what drops one now).  Default 5000 ms.  0
+	 * means "the default". */
 	unsigned edge_expire_ms;
+	/* Memory the kept edges of uncached writes may hold, in bytes of
+	 * folios (an edge is one smallest folio: 4 KiB, or a block when blocks
+	 * are larger).  An edge is kept until the write that completes it
+	 * comes, however late (slow or drifting writers), and goes early only
+	 *   - at pc_fsync/pc_fdatasync and close of its file (nobody is left
+	 *     to complete it), or
+	 *   - when the edges of the cache would hold more than this: the
+	 *     oldest go first (clean ones at once, dirty ones once written), or
+	 *   - when memory_limit is reached: a clean edge is evicted like any
+	 *     clean folio (oldest first too).
+	 * An edge that goes early costs its neighbour a device read.  0 (what
+	 * pc_config_init sets): memory_limit / 16, which keeps 4096 4 KiB
+	 * edges in the default 256 MiB (a few blocks per writer of hundreds
+	 * of writers).  At most memory_limit / 4 (else EINVAL). */
+	size_t edge_budget_bytes;
 	/* Closed files whose backing descriptor the cache keeps open (so that
 	 * reopening them costs no open(2)); past it the oldest's is closed
 	 * (their clean data stays cached).  Files closed with dirty data keep
@@ -348,7 +366,8 @@ struct pc_config {
  * stops never reads stays until evicted (it is never used, so it goes
  * first).  A block an uncached write
  * covers only partly is kept until a neighbouring write completes it (or the
- * file is fsynced/closed, or it ages past edge_expire_ms). */
+ * file is fsynced/closed, or the edges outgrow edge_budget_bytes or memory
+ * runs short, the oldest first: never for its age). */
 #define PC_DONTCACHE 0x4
 /* Direct I/O, coherent with the cache: dirty cached data of the range is
  * written back first and cached folios of the range are invalidated after a
@@ -384,7 +403,12 @@ struct pc_stats {
 	uint64_t dropbehind_drops;  /* folios dropped by uncached I/O */
 	uint64_t edge_kept;         /* edge folios created unmarked */
 	uint64_t edge_completed;    /* edge folios completed by a neighbour */
-	uint64_t edge_expired;      /* edge folios dropped at fsync/close/age */
+	uint64_t edge_expired;      /* lone edge folios dropped at fsync/close
+	                               (never for their age) */
+	uint64_t edge_evicted_budget; /* edge folios dropped, oldest first, to
+	                               keep edges within edge_budget_bytes
+	                               (edges evicted under memory_limit count
+	                               in evictions) */
 	uint64_t deferred_rmw;      /* partial blocks written without a read */
 	uint64_t rmw_reads;         /* blocks read to merge a partial write */
 	uint64_t hit_bytes, miss_bytes; /* read bytes found / not found cached */

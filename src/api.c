@@ -174,7 +174,7 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	if (serr && !err)
 		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
-	drop_edges(m, 0);
+	drop_edges(m);
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
 	return seen ? seen : err;
 }
@@ -198,7 +198,7 @@ int pc_close(struct pc_file *h)
 	if (seen)
 		err = seen;
 	/* Lone edges of uncached writes go with the file's last close. */
-	drop_edges(m, 0);
+	drop_edges(m);
 	pthread_mutex_lock(&c->files_lock);
 	handle_retire(c, h);
 	pthread_mutex_unlock(&c->files_lock);

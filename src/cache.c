@@ -102,6 +102,10 @@ static int config_validate(struct pc_config *cfg)
 		cfg->uncached_kick_bytes = cfg->dirty_background_bytes / 2;
 	if (!cfg->edge_expire_ms)
 		cfg->edge_expire_ms = 5000;
+	if (!cfg->edge_budget_bytes)
+		cfg->edge_budget_bytes = cfg->memory_limit / 16;
+	if (cfg->edge_budget_bytes > cfg->memory_limit / 4)
+		return -EINVAL;
 	if (!cfg->max_closed_files)
 		cfg->max_closed_files = default_max_closed_files();
 	if (cfg->max_closed_files > (1u << 20))
@@ -141,6 +145,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
+	edges_init(c);
 	rt_pool_init(&c->node_pool);
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING
@@ -196,6 +201,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	progress_destroy(&c->wb_progress);
 	pthread_mutex_destroy(&c->throttle_lock);
 	pthread_mutex_destroy(&c->files_lock);
+	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
 	free(c);
 	if (err) {
@@ -238,6 +244,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->edge_kept = ld(&c->st_edge_kept);
 	s->edge_completed = ld(&c->st_edge_completed);
 	s->edge_expired = ld(&c->st_edge_expired);
+	s->edge_evicted_budget = ld(&c->st_edge_evicted);
 	s->deferred_rmw = ld(&c->st_deferred);
 	s->rmw_reads = ld(&c->st_rmw_reads);
 	s->hit_bytes = counter_sum(&c->hits);

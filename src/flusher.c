@@ -134,8 +134,8 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 
 /*
  * One round of the flusher.  Short runs of young data wait for the data
- * around them, and deferred partial blocks and edges for their neighbours
- * (a read or a second write saved), unless memory is short.  Over the
+ * around them, and deferred partial blocks and dirty edges for their
+ * neighbours (a read or a second write saved), unless memory is short.  Over the
  * dirty limit with nothing else to write, first the short runs go, then
  * the rest.
  */
@@ -153,11 +153,11 @@ static int64_t flush_round(struct pc_domain *d)
 			break;
 		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
 	}
-	for (unsigned i = 0; i < n; i++) {
-		if (atomic_load(&v[i]->nr_edges) > 0)
-			drop_edges(v[i], c->cfg.edge_expire_ms);
+	/* Edges are never dropped for their age (edges.c); the budget is
+	 * kept here too, for a trim a writer left because a folio was busy. */
+	edges_trim(c);
+	for (unsigned i = 0; i < n; i++)
 		mapping_put(v[i]);
-	}
 	free(v);
 	closed_settle_written(c);
 	closed_sweep(c);

@@ -402,6 +402,12 @@ struct pc_mapping {
 	gid_t open_gid;
 };
 
+/* An edge folio in the cache's FIFO of edges: its descriptor and the
+ * generation it had when it became an edge (edges.c). */
+struct pc_edge_ref {
+	uint32_t pfn, gen;
+};
+
 /* ------------------------------------------------------------- handles */
 
 struct pc_file {
@@ -488,7 +494,13 @@ struct pc_cache {
 	/* counters */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
-	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired;
+	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired, st_edge_evicted;
+	/* edges.c: the kept edges' bytes, and their FIFO, oldest first */
+	_Atomic int64_t edge_bytes;
+	_Atomic bool edge_trimming;
+	pthread_mutex_t edge_lock;
+	struct pc_edge_ref *edge_fifo;
+	uint32_t edge_cap, edge_head, edge_count;
 	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
 	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
@@ -763,6 +775,24 @@ HIDDEN void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f);
 HIDDEN void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f);
 HIDDEN void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f);
 
+/* edges.c: edge folios of uncached writes, kept within edge_budget_bytes */
+HIDDEN void edges_init(struct pc_cache *c);
+HIDDEN void edges_destroy(struct pc_cache *c);
+/* The bytes of edges the cache keeps before it drops the oldest. */
+HIDDEN size_t edge_budget(const struct pc_cache *c);
+/* Keep the locked folio f, which an uncached write covers only partly,
+ * for the neighbouring write (PF_EDGE), as the newest edge. */
+HIDDEN void edge_keep(struct pc_mapping *m, struct pc_folio *f);
+/* Do the clean edges hold more than the budget? */
+HIDDEN bool edges_over_budget(struct pc_cache *c);
+/* While the clean edges hold more than the budget, let the oldest clean
+ * ones go (a dirty edge stays: it counts as dirty data).  Takes
+ * folio locks by trylock only; call it holding none of the cache's locks
+ * but, at most, folio locks and inval_lock. */
+HIDDEN void edges_trim(struct pc_cache *c);
+/* Let every edge of m go (fsync, close): no neighbour is coming. */
+HIDDEN void drop_edges(struct pc_mapping *m);
+
 /* reclaim.c */
 HIDDEN void lru_add(struct pc_cache *c, struct pc_folio *f);
 HIDDEN void lru_del(struct pc_cache *c, struct pc_folio *f);
@@ -912,8 +942,6 @@ HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
 /* Write back all dirty data of a writable file, wait, and set the backing
  * file's exact size (fsync, close, cache destroy); the first error. */
 HIDDEN int mapping_flush(struct pc_mapping *m);
-/* Drop clean edge folios of m (all, or only those older than max_age_ms). */
-HIDDEN void drop_edges(struct pc_mapping *m, uint64_t max_age_ms);
 
 /* backing.c: the backing file's size and allocation */
 /* Reserve space for a write of [off, end) that extends the file (fallocate

@@ -200,6 +200,17 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 	}
 }
 
+/* Clear PF_EDGE and uncount the edge, once however many clear it at once
+ * (removal and a neighbour's write may race); true if this call did. */
+static bool edge_flag_clear(struct pc_mapping *m, struct pc_folio *f)
+{
+	if (!(atomic_fetch_and_explicit(&f->flags, ~PF_EDGE, memory_order_acq_rel) & PF_EDGE))
+		return false;
+	atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&m->c->edge_bytes, (int64_t)folio_size(f), memory_order_relaxed);
+	return true;
+}
+
 /*
  * Take f out of the index, with everything else that names the mapping
  * (tree lock held for writing).  Once the lock is released, m may be gone:
@@ -211,10 +222,7 @@ static void remove_locked_tree(struct pc_mapping *m, struct pc_folio *f)
 {
 	rt_remove(&m->tree, f->index, 1ull << f->order);
 	folio_clear(f, PF_INDEXED);
-	if (folio_test(f, PF_EDGE)) {
-		folio_clear(f, PF_EDGE);
-		atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
-	}
+	edge_flag_clear(m, f);
 	lru_del(m->c, f);
 	atomic_fetch_sub_explicit(&m->st_cached, (int64_t)folio_size(f), memory_order_relaxed);
 }
@@ -265,11 +273,11 @@ void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f)
 
 void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
 {
-	if (folio_test(f, PF_EDGE))
+	if (atomic_fetch_or_explicit(&f->flags, PF_EDGE, memory_order_acq_rel) & PF_EDGE)
 		return;
 	f->stamp = cache_clock_ms(m->c);
-	folio_set(f, PF_EDGE);
 	atomic_fetch_add_explicit(&m->nr_edges, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->edge_bytes, (int64_t)folio_size(f), memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->st_edge_kept, 1, memory_order_relaxed);
 	pthread_rwlock_wrlock(&m->tree_lock);
 	rt_tag_set(&m->tree, f->index, RT_TAG_EDGE);
@@ -278,10 +286,8 @@ void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
 
 void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f)
 {
-	if (!folio_test(f, PF_EDGE))
+	if (!edge_flag_clear(m, f))
 		return;
-	folio_clear(f, PF_EDGE);
-	atomic_fetch_sub_explicit(&m->nr_edges, 1, memory_order_relaxed);
 	pthread_rwlock_wrlock(&m->tree_lock);
 	if (folio_test(f, PF_INDEXED))
 		rt_tag_clear(&m->tree, f->index, RT_TAG_EDGE);

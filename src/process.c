@@ -147,6 +147,8 @@ void cache_free_inherited(struct pc_cache *c)
 			bs_free(f);
 	}
 	arena_free_table(c);
+	if (pthread_mutex_trylock(&c->edge_lock) == 0)
+		free(c->edge_fifo);
 	free(c);
 }
 

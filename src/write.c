@@ -191,7 +191,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 		if (whole || (m->c->cfg.flags & PC_CFG_NO_EDGE_KEEP))
 			folio_set(f, PF_DROPBEHIND);
 		else
-			mapping_set_edge(m, f); /* kept for the neighbour */
+			edge_keep(m, f); /* kept for the neighbour */
 		return;
 	}
 	/* An edge this write completes: drop it once both writes are clean.
@@ -358,12 +358,25 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
+/* After an uncached write: the edges it kept may take the cache's clean
+ * edges past their budget (the oldest then go).  A few loads when not. */
+static void write_trim_edges(struct pc_mapping *m, int flags)
+{
+	if ((flags & PC_DONTCACHE) && edges_over_budget(m->c))
+		edges_trim(m->c);
+}
+
 int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 {
-	if (flags & PC_DSYNC)
-		return write_sync(m, pos, pos + n);
-	throttle_account(n);
-	return balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
+	int err;
+	if (flags & PC_DSYNC) {
+		err = write_sync(m, pos, pos + n);
+	} else {
+		throttle_account(n);
+		err = balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
+	}
+	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */
+	return err;
 }
 
 int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags)

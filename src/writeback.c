@@ -567,37 +567,3 @@ int mapping_flush(struct pc_mapping *m)
 	int e2 = mapping_sync_size(m);
 	return err ? err : e2;
 }
-
-/* --------------------------------------------------------------- edges */
-
-void drop_edges(struct pc_mapping *m, uint64_t max_age_ms)
-{
-	uint64_t idx = 0;
-	struct pc_folio *batch[32];
-	while (atomic_load(&m->nr_edges) > 0) {
-		unsigned n = mapping_gather(m, &idx, UINT64_MAX, RT_TAG_EDGE, batch, 32);
-		if (!n)
-			break;
-		for (unsigned i = 0; i < n; i++) {
-			struct pc_folio *f = batch[i];
-			bool old = max_age_ms == 0 || folio_age_ms(m->c, f) >= max_age_ms;
-			if (old && folio_trylock(f)) {
-				if (folio_test(f, PF_EDGE) && folio_test(f, PF_INDEXED)) {
-					if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
-						/* Not completed in time: write it back and
-						 * drop it then, as an uncached folio. */
-						mapping_clear_edge(m, f);
-						folio_set(f, PF_DROPBEHIND);
-						account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
-						atomic_fetch_add(&m->c->st_edge_expired, 1);
-						flusher_kick(m->dom);
-					} else if (mapping_remove_if_unused(m, f, 2)) {
-						atomic_fetch_add(&m->c->st_edge_expired, 1);
-					}
-				}
-				folio_unlock(f);
-			}
-			folio_put(m->c, f);
-		}
-	}
-}

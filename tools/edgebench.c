@@ -536,14 +536,15 @@ static void print_details(const struct path_def *p, uint64_t rsize,
 		return;
 	printf("        %-26s device reads %"
 	       PRIu64 " (%s), writes %" PRIu64 " (%s); edges kept %" PRIu64
-	       " completed %" PRIu64 " expired %" PRIu64 "; deferred rmw %" PRIu64
+	       " completed %" PRIu64 " expired %" PRIu64 " evicted (budget) %" PRIu64
+	       " evictions %" PRIu64 "; deferred rmw %" PRIu64
 	       ", rmw reads %" PRIu64 "; drops %" PRIu64 ", kicks %" PRIu64
 	       ", throttle waits %" PRIu64 ", peak dirty %s; io_uring %u, "
 	       "block size %u\n",
 	       "", s->dev_read_ios,
 	       bu_human(s->dev_read_bytes), s->dev_write_ios,
 	       bu_human(s->dev_write_bytes), s->edge_kept, s->edge_completed,
-	       s->edge_expired, s->deferred_rmw, s->rmw_reads, s->dropbehind_drops,
+	       s->edge_expired, s->edge_evicted_budget, s->evictions, s->deferred_rmw, s->rmw_reads, s->dropbehind_drops,
 	       s->flusher_kicks, s->throttle_waits, bu_human(s->peak_dirty_bytes),
 	       s->io_uring, s->block_size);
 }

@@ -90,6 +90,7 @@ static void print_stats(const struct pc_stats *s)
 		{ "edge_kept", s->edge_kept },
 		{ "edge_completed", s->edge_completed },
 		{ "edge_expired", s->edge_expired },
+		{ "edge_evicted_budget", s->edge_evicted_budget },
 		{ "deferred_rmw", s->deferred_rmw },
 		{ "rmw_reads", s->rmw_reads },
 		{ "hit_bytes", s->hit_bytes },
