@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,10 +197,23 @@ static int serve(struct pcfs *fs)
 	return r;
 }
 
+/* Every inode the kernel knows holds an O_PATH descriptor (inode.c), so a
+ * tree of a few thousand files needs more than the usual soft limit of
+ * 1024: take the hard limit, as libfuse's passthrough_ll does. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cmdline cl;
 	parse_cmdline(&cl, argc, argv);
+	raise_fd_limit();
 	static struct pcfs fs;
 	pcfs_fs = &fs;
 	fs.opt = cl.opt;
