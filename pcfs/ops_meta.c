@@ -412,7 +412,9 @@ static void reply_xattr(fuse_req_t req, ssize_t n, size_t size, const char *buf)
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* getxattr and listxattr: the value (or name list) of `ino` into a buffer
+ * of the size the kernel asked for (0: just the size), replied. */
+static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char path[64];
 	if (!xattr_path(req, ino, path))
@@ -422,22 +424,19 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, getxattr(path, name, buf, size), size, buf);
+	ssize_t n = name ? getxattr(path, name, buf, size) : listxattr(path, buf, size);
+	reply_xattr(req, n, size, buf);
 	free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	get_or_list_xattr(req, ino, name, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	char path[64];
-	if (!xattr_path(req, ino, path))
-		return;
-	char *buf = size ? malloc(size) : NULL;
-	if (size && !buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	reply_xattr(req, listxattr(path, buf, size), size, buf);
-	free(buf);
+	get_or_list_xattr(req, ino, NULL, size);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
