@@ -570,6 +570,10 @@ int files_writeback_all(struct pc_cache *c)
 	int first_err = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int err = mapping_flush(v[i]);
+		/* A flusher write that failed while we waited for it left its
+		 * blocks dirty again without this call having tried them. */
+		if (err && atomic_load(&v[i]->nr_dirty) > 0)
+			(void)mapping_flush(v[i]);
 		/* An error of write-back that no handle reported (the file was
 		 * closed): destroy is the last one who can. */
 		uint64_t none = 0;

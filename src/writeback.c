@@ -81,7 +81,7 @@ struct wb_req {
 };
 
 /* One segment's write ended: on error its blocks are dirty again. */
-static void end_segment(struct pc_mapping *m, struct wb_seg *s, int err)
+static void segment_redirty_on_error(struct pc_mapping *m, struct wb_seg *s, int err)
 {
 	struct pc_folio *f = s->f;
 	int64_t bytes = (int64_t)s->count << m->block_shift;
@@ -94,6 +94,17 @@ static void end_segment(struct pc_mapping *m, struct wb_seg *s, int err)
 	}
 	atomic_fetch_sub_explicit(&m->dom->writeback, bytes, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&m->c->writeback, bytes, memory_order_relaxed);
+}
+
+/*
+ * The segment's folio is no longer under write-back for this request.  Only
+ * after the error is recorded: fsync waits for PF_WRITEBACK and then reads
+ * the errseq, so a flag cleared before the error is set would let it report
+ * success for data that is dirty again and not on the device.
+ */
+static void segment_release(struct pc_mapping *m, struct wb_seg *s, int err)
+{
+	struct pc_folio *f = s->f;
 	if (atomic_fetch_sub(&f->wb_pending, 1) == 1) {
 		folio_clear_and_wake(f, PF_WRITEBACK);
 		if (!err && folio_test(f, PF_DROPBEHIND) && !folio_try_drop(m->c, f, false))
@@ -141,13 +152,16 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 		atomic_fetch_add_explicit(&m->st_write_bytes, io->len, memory_order_relaxed);
 	}
 	for (int i = 0; i < r->nseg; i++)
-		end_segment(m, &r->seg[i], err);
-	/* After the segments: a failed one is dirty again before writers
-	 * waiting in the throttle see the error. */
+		segment_redirty_on_error(m, &r->seg[i], err);
+	/* After the redirty: a failed block is dirty again before writers
+	 * waiting in the throttle see the error.  Before the release: a
+	 * syncer waiting for the folios finds the error recorded. */
 	if (err)
 		writeback_failed(m, err);
 	else if (mapping_failing(m))
 		writeback_recovered(m);
+	for (int i = 0; i < r->nseg; i++)
+		segment_release(m, &r->seg[i], err);
 	req_inflight_end(m, err);
 	if (r->w)
 		waiter_done(r->w, err);
