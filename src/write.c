@@ -390,16 +390,18 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
  * is ahead of the writer that will complete it: it first waits a little
  * for such writers (edges_wait_for_neighbours) rather than push out edges
  * they are about to complete.  A writer behind all its neighbours (it
- * completes edges, leaves none) never waits, so the slowest catch up.  A
- * few loads when within the budget.
+ * completes edges, leaves none) never waits, so the slowest catch up.
  */
 static void write_trim_edges(struct pc_mapping *m, int flags)
 {
 	int64_t made = thread_edges_made;
 	thread_edges_made = 0;
-	if (!(flags & PC_DONTCACHE) || !edges_over_budget(m->c))
+	/* Only a write that added edges trims: one that added none took the
+	 * edges no further past the budget, and trimming there would drop
+	 * what the writers that wait are waiting to see completed. */
+	if (!(flags & PC_DONTCACHE) || made <= 0 || !edges_over_budget(m->c))
 		return;
-	if (made > 0 && !(flags & PC_NOWAIT))
+	if (!(flags & PC_NOWAIT))
 		edges_wait_for_neighbours(m);
 	edges_trim(m->c);
 }

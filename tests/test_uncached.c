@@ -496,7 +496,7 @@ static void budget_order_run(int flags)
 			CHECK(is_edge(h[k % 2], (uint64_t)k * 65536));
 		for (int i = 0; i < 2; i++)
 			CHECK(writeback_and_wait(h[i]->m, 0, UINT64_MAX, WB_ALL) == 0);
-		edges_trim(c); /* what the next uncached write or flusher round does */
+		edges_trim(c); /* what the next uncached write leaving an edge does */
 	}
 	CHECK(!is_cached(h[0], 0) && !is_cached(h[1], 65536));
 	for (int k = 2; k < 6; k++)
