@@ -257,8 +257,8 @@ struct pc_config {
 	 * and under-writeback bytes exceed this, and are let through in order
 	 * of the bytes their thread has dirtied (fewest first), so writers of
 	 * any write size and mode (buffered, PC_DONTCACHE) get equal shares.
-	 * Before that, past half way from dirty_background_bytes to this, a
-	 * writer sleeps a little after each write (PC_NOWAIT and PC_DSYNC
+	 * Before that, past dirty_background_bytes, a writer sleeps a little
+	 * after each write (PC_NOWAIT and PC_DSYNC
 	 * writes do not), so that together the writers dirty data about as
 	 * fast as write-back completes it, each its share: the dirty data
 	 * settles below the limit and writes take about the same time each,

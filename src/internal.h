@@ -950,8 +950,10 @@ HIDDEN int mapping_flush(struct pc_mapping *m);
 
 /* pace.c: writers paced by the write-back bandwidth below the limit */
 #define PACE_ONE 1024
-/* pos (PACE_ONE = 1): 2 at or below freerun (half way from the background
- * threshold to the limit), 1 at the setpoint, 0 at the limit and past. */
+#define PACE_MIN_POS (PACE_ONE / 4)
+/* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
+ * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
+ * just under the limit, 0 at the limit and past. */
 HIDDEN uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit);
 /* The time `bytes` take at ratelimit * pos bytes per second (at most the
  * longest pause). */

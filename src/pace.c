@@ -7,14 +7,16 @@
  * until dirty + writeback reach the limit, then waits there for whole
  * device writes to end: most writes take a memcpy, some take a device
  * write or several, and the tail latency is the stall.  With pacing, past
- * the "freerun" point (half way between the background threshold and the
- * limit) every write is followed by a short sleep sized so that the
- * writer's rate is
+ * the "freerun" point (the background threshold; the kernel's is half way
+ * from there to the limit, but a device that stalls for a moment should
+ * not bring writers to the limit) every write is followed by a short
+ * sleep sized so that the writer's rate is
  *
  *     rate = ratelimit * pos
  *
  * where pos falls linearly from 2 at freerun through 1 at the setpoint
- * (half way from freerun to the limit) to 0 at the limit, and ratelimit
+ * (half way from freerun to the limit) to 1/4 just under the limit (0 at
+ * the limit and past it, where the throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
  * every PACE_SAMPLE_MS by how the writers' total dirtying rate compares
  * with the bandwidth measured (N writers at ratelimit * pos dirty N times
@@ -51,12 +53,19 @@ static uint64_t now_ns(void)
 
 uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit)
 {
-	uint64_t freerun = (background + limit) / 2;
+	/* Freerun ends at the background threshold, where the flusher is
+	 * writing anyway: the setpoint half way to the limit leaves room for
+	 * the device to stall a while before writers meet the limit. */
+	uint64_t freerun = background;
 	if (used <= freerun)
 		return 2 * PACE_ONE;
 	if (used >= limit || limit <= freerun)
 		return 0;
-	return 2 * PACE_ONE * (limit - used) / (limit - freerun);
+	uint64_t pos = 2 * PACE_ONE * (limit - used) / (limit - freerun);
+	/* Never slower than a quarter of the share just under the limit: a
+	 * write's pause stays within a few times the usual one (the tail
+	 * latency), and the limit itself stops the rest. */
+	return pos > PACE_MIN_POS ? pos : PACE_MIN_POS;
 }
 
 uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos)
@@ -114,9 +123,11 @@ static void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / dt);
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		uint64_t bw = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);
-		bw = bw ? (3 * bw + bw_now) / 4 : bw_now;
+		bw = bw ? (bw + bw_now) / 2 : bw_now;
+		/* The first ratelimit is the whole bandwidth (one writer's); a
+		 * start from nothing would take many samples to grow. */
 		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
-		rl = pace_balanced_ratelimit(rl, pos, bw, dirty_rate);
+		rl = rl ? pace_balanced_ratelimit(rl, pos, bw, dirty_rate) : bw;
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
 		c->pace_stamp_ns = now;
@@ -144,8 +155,10 @@ void pace_writer(struct pc_cache *c, size_t bytes)
 	uint64_t since = thread_last_ns ? now - thread_last_ns : UINT64_MAX;
 	thread_last_ns = now;
 	uint64_t pos = pace_position(dirty_used(c), c->cfg.dirty_background_bytes, c->cfg.dirty_limit_bytes);
-	if (pos >= 2 * PACE_ONE) {
-		thread_debt_ns = 0; /* freerun: nothing owed, nothing saved up */
+	if (pos >= 2 * PACE_ONE || pos == 0) {
+		/* Freerun: nothing owed, nothing saved up.  At the limit: the
+		 * throttle's wait is the pause. */
+		thread_debt_ns = 0;
 		return;
 	}
 	pace_sample(c, now, pos);

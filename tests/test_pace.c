@@ -2,9 +2,10 @@
  * test_pace.c - writers paced below the dirty limit by the write-back
  * bandwidth (src/pace.c), the mechanism, not its timings:
  *
- *   a  the position: 2 up to freerun (half way from the background
- *      threshold to the limit), 1 at the setpoint, 0 at the limit and
- *      past it, never rising with more dirty data
+ *   a  the position: 2 up to freerun (the background threshold), 1 at
+ *      the setpoint (half way to the limit), at least a quarter
+ *      under the limit, 0 at the limit and past it, never rising with
+ *      more dirty data
  *   b  the pause: proportional to the bytes, inversely to ratelimit * pos,
  *      bounded
  *   c  the ratelimit: from any start, N writers dirtying at ratelimit * pos
@@ -23,12 +24,13 @@
 static void test_position(void)
 {
 	printf("-- (a) position\n");
-	uint64_t bg = 10 * MiB, limit = 20 * MiB, freerun = 15 * MiB, setpoint = 17 * MiB + MiB / 2;
+	uint64_t bg = 10 * MiB, limit = 20 * MiB, freerun = bg, setpoint = 15 * MiB;
 	CHECK(pace_position(0, bg, limit) == 2 * PACE_ONE);
 	CHECK(pace_position(freerun, bg, limit) == 2 * PACE_ONE);
 	CHECK(pace_position(setpoint, bg, limit) == PACE_ONE);
 	CHECK(pace_position(limit, bg, limit) == 0);
 	CHECK(pace_position(limit + MiB, bg, limit) == 0);
+	CHECK(pace_position(limit - 1, bg, limit) == PACE_MIN_POS);
 	uint64_t prev = 2 * PACE_ONE;
 	for (uint64_t used = 0; used <= limit + MiB; used += 64 * 1024) {
 		uint64_t p = pace_position(used, bg, limit);
