@@ -299,18 +299,22 @@ struct pc_config {
 	 * edge_budget_bytes says what drops one now).  Default 5000 ms.  0
 	 * means "the default". */
 	unsigned edge_expire_ms;
-	/* Memory the kept edges of uncached writes may hold, in bytes of
-	 * folios (an edge is one smallest folio: 4 KiB, or a block when blocks
-	 * are larger).  An edge is kept until the write that completes it
-	 * comes, however late (slow or drifting writers), and goes early only
+	/* Memory the kept clean edges of uncached writes may hold, in bytes
+	 * of folios (an edge is one smallest folio: 4 KiB, or a block when
+	 * blocks are larger).  An edge is kept until the write that completes
+	 * it comes, however late (slow or drifting writers), and goes early
+	 * only
 	 *   - at pc_fsync/pc_fdatasync and close of its file (nobody is left
 	 *     to complete it), or
-	 *   - when the edges of the cache would hold more than this: the
-	 *     oldest go first (clean ones at once, dirty ones once written), or
+	 *   - when an uncached write leaves an edge and the clean edges of
+	 *     the cache hold more than this: the oldest clean ones go, or
 	 *   - when memory_limit is reached: a clean edge is evicted like any
 	 *     clean folio (oldest first too).
 	 * An edge that goes early costs its neighbour a device read.  Dirty
-	 * edges do not count (they are dirty data, under dirty_limit_bytes).
+	 * edges (and those under writeback) do not count: they are dirty
+	 * data, under dirty_limit_bytes; the check subtracts all dirty data
+	 * from the edges' bytes, so clean edges may pass the budget by at most
+	 * the dirty data there is.
 	 * Before the budget drops edges, a writer whose write left an edge
 	 * while others complete edges of the same file waits for them (up to
 	 * 2 s; PC_NOWAIT writes do not): many writers of one file that drift
