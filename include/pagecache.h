@@ -259,8 +259,9 @@ struct pc_config {
 	 * any write size and mode (buffered, PC_DONTCACHE) get equal shares.
 	 * Before that, past dirty_background_bytes, a writer sleeps a little
 	 * after each write of at least max_io_bytes / 4 (smaller writes, and
-	 * PC_NOWAIT and PC_DSYNC writes, do not), so that together the writers dirty data about as
-	 * fast as write-back completes it, each its share: the dirty data
+	 * PC_NOWAIT and PC_DSYNC writes, do not), so that together the
+	 * writers dirty data about as fast as write-back completes it, each
+	 * its share: the dirty data
 	 * settles below the limit and writes take about the same time each,
 	 * instead of running at memory speed into the limit and stopping
 	 * there (pc_stats throttle_pauses counts the sleeps, throttle_waits
