@@ -257,6 +257,15 @@ struct pc_config {
 	 * and under-writeback bytes exceed this, and are let through in order
 	 * of the bytes their thread has dirtied (fewest first), so writers of
 	 * any write size and mode (buffered, PC_DONTCACHE) get equal shares.
+	 * Before that, past dirty_background_bytes, a writer sleeps a little
+	 * after each write of at least max_io_bytes / 4 (smaller writes, and
+	 * PC_NOWAIT and PC_DSYNC writes, do not), so that together the
+	 * writers dirty data about as fast as write-back completes it, each
+	 * its share: the dirty data
+	 * settles below the limit and writes take about the same time each,
+	 * instead of running at memory speed into the limit and stopping
+	 * there (pc_stats throttle_pauses counts the sleeps, throttle_waits
+	 * the waits at the limit).
 	 * 0 (what pc_config_init sets): 20 % of memory_limit.  At most 50 % of
 	 * memory_limit (else EINVAL). */
 	size_t dirty_limit_bytes;
@@ -291,20 +300,28 @@ struct pc_config {
 	 * edge_budget_bytes says what drops one now).  Default 5000 ms.  0
 	 * means "the default". */
 	unsigned edge_expire_ms;
-	/* Memory the kept edges of uncached writes may hold, in bytes of
-	 * folios (an edge is one smallest folio: 4 KiB, or a block when blocks
-	 * are larger).  An edge is kept until the write that completes it
-	 * comes, however late (slow or drifting writers), and goes early only
+	/* Memory the kept clean edges of uncached writes may hold, in bytes
+	 * of folios (an edge is one smallest folio: 4 KiB, or a block when
+	 * blocks are larger).  An edge is kept until the write that completes
+	 * it comes, however late (slow or drifting writers), and goes early
+	 * only
 	 *   - at pc_fsync/pc_fdatasync and close of its file (nobody is left
 	 *     to complete it), or
-	 *   - when the edges of the cache would hold more than this: the
-	 *     oldest go first (clean ones at once, dirty ones once written), or
+	 *   - when an uncached write leaves an edge and the clean edges of
+	 *     the cache hold more than this: the oldest clean ones go, or
 	 *   - when memory_limit is reached: a clean edge is evicted like any
 	 *     clean folio (oldest first too).
-	 * An edge that goes early costs its neighbour a device read.  0 (what
-	 * pc_config_init sets): memory_limit / 16, which keeps 4096 4 KiB
-	 * edges in the default 256 MiB (a few blocks per writer of hundreds
-	 * of writers).  At most memory_limit / 4 (else EINVAL). */
+	 * An edge that goes early costs its neighbour a device read.  Dirty
+	 * edges (and those under writeback) do not count: they are dirty
+	 * data, under dirty_limit_bytes; the check subtracts all dirty data
+	 * from the edges' bytes, so clean edges may pass the budget by at most
+	 * the dirty data there is.
+	 * Before the budget drops edges, a writer whose write left an edge
+	 * while others complete edges of the same file waits for them (up to
+	 * 2 s; PC_NOWAIT writes do not): many writers of one file that drift
+	 * apart are kept within the budget of each other.  0 (what
+	 * pc_config_init sets): memory_limit / 8, which keeps 8192 4 KiB edges
+	 * in the default 256 MiB.  At most memory_limit / 4 (else EINVAL). */
 	size_t edge_budget_bytes;
 	/* Closed files whose backing descriptor the cache keeps open (so that
 	 * reopening them costs no open(2)); past it the oldest's is closed
@@ -413,6 +430,8 @@ struct pc_stats {
 	uint64_t rmw_reads;         /* blocks read to merge a partial write */
 	uint64_t hit_bytes, miss_bytes; /* read bytes found / not found cached */
 	uint64_t throttle_waits;    /* writer waits on the dirty limit */
+	uint64_t throttle_pauses;   /* short sleeps of writers paced below the
+	                               limit by the write-back bandwidth */
 	uint64_t flusher_kicks;     /* uncached-writer kicks of the flusher */
 	uint64_t write_errors;      /* failed device writes (data kept dirty) */
 	/* Read-ahead (see pc_fadvise).  A window is issued for a sequential

@@ -103,7 +103,7 @@ static int config_validate(struct pc_config *cfg)
 	if (!cfg->edge_expire_ms)
 		cfg->edge_expire_ms = 5000;
 	if (!cfg->edge_budget_bytes)
-		cfg->edge_budget_bytes = cfg->memory_limit / 16;
+		cfg->edge_budget_bytes = cfg->memory_limit / 8;
 	if (cfg->edge_budget_bytes > cfg->memory_limit / 4)
 		return -EINVAL;
 	if (!cfg->max_closed_files)
@@ -143,6 +143,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	progress_init(&c->mem_progress);
 	progress_init(&c->wb_progress);
 	pthread_mutex_init(&c->throttle_lock, NULL);
+	pthread_mutex_init(&c->pace_lock, NULL);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
 	pthread_mutex_init(&c->files_lock, NULL);
 	edges_init(c);
@@ -200,6 +201,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	progress_destroy(&c->mem_progress);
 	progress_destroy(&c->wb_progress);
 	pthread_mutex_destroy(&c->throttle_lock);
+	pthread_mutex_destroy(&c->pace_lock);
 	pthread_mutex_destroy(&c->files_lock);
 	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
@@ -250,6 +252,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->hit_bytes = counter_sum(&c->hits);
 	s->miss_bytes = ld(&c->st_miss);
 	s->throttle_waits = ld(&c->st_throttle_waits);
+	s->throttle_pauses = ld(&c->st_throttle_pauses);
 	s->flusher_kicks = ld(&c->st_kicks);
 	s->write_errors = ld(&c->st_write_errors);
 	s->ra_sync_windows = ld(&c->st_ra_sync);

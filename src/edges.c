@@ -18,6 +18,9 @@
  *     then the neighbour's read), or
  *   - the memory limit is reached: clean edges are evicted like any other
  *     clean folio (reclaim.c's FIFO order, also oldest first).
+ * Before the budget drops edges, a writer that only adds edges waits a
+ * little for the writers completing them (edges_wait_for_neighbours): it
+ * bounds how far writers of one file drift apart.
  *
  * The order is a FIFO of (folio, generation) pairs in creation order.  An
  * edge that stops being one (completed, removed, freed) is not looked for
@@ -29,8 +32,14 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #define EDGE_FIFO_MIN 1024
+/* How long a writer that ran ahead waits for the edges it left to be
+ * completed (edges_wait_for_neighbours), and how long without any edge
+ * completed anywhere before it stops waiting. */
+#define EDGE_WAIT_MAX_MS 2000
+#define EDGE_WAIT_IDLE_MS 100
 
 static uint32_t folio_generation(const struct pc_folio *f)
 {
@@ -251,6 +260,45 @@ void edges_trim(struct pc_cache *c)
 		return;
 	trim_to_budget(c);
 	atomic_store_explicit(&c->edge_trimming, false, memory_order_release);
+}
+
+/*
+ * Many writers filling one file drift apart (a few get the CPU, or their
+ * device writes back first); every record a leader writes ahead of its
+ * neighbours is an edge or two until they come.  Past the budget, dropping
+ * the oldest costs those neighbours a read each; so a writer that left an
+ * edge waits while other writers of the same file are completing edges
+ * (they are catching up), at most EDGE_WAIT_MAX_MS.  With nobody
+ * completing edges of the file (writers that never meet, lone edges) it
+ * does not wait past EDGE_WAIT_IDLE_MS, and the trim drops the oldest.
+ */
+void edge_completed(struct pc_mapping *m)
+{
+	atomic_fetch_add_explicit(&m->c->st_edge_completed, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->edges_completed, 1, memory_order_relaxed);
+	uint64_t now = pc_now_ms();
+	if (atomic_load_explicit(&m->edge_completed_ms, memory_order_relaxed) != now)
+		atomic_store_explicit(&m->edge_completed_ms, now, memory_order_relaxed);
+}
+
+void edges_wait_for_neighbours(struct pc_mapping *m)
+{
+	struct pc_cache *c = m->c;
+	uint64_t start = pc_now_ms();
+	uint64_t last_change = atomic_load_explicit(&m->edge_completed_ms, memory_order_relaxed);
+	uint64_t done = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);
+	while (edges_over_budget(c)) {
+		uint64_t now = pc_now_ms();
+		uint64_t d = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);
+		if (d != done) {
+			done = d;
+			last_change = now;
+		}
+		if (now - start >= EDGE_WAIT_MAX_MS || now - last_change >= EDGE_WAIT_IDLE_MS)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 void drop_edges(struct pc_mapping *m)

@@ -153,9 +153,8 @@ static int64_t flush_round(struct pc_domain *d)
 			break;
 		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
 	}
-	/* Edges are never dropped for their age (edges.c); the budget is
-	 * kept here too, for a trim a writer left because a folio was busy. */
-	edges_trim(c);
+	/* Edges are never dropped for their age, and the budget is kept by
+	 * the writers that add edges (edges.c), not here. */
 	for (unsigned i = 0; i < n; i++)
 		mapping_put(v[i]);
 	free(v);

@@ -380,6 +380,8 @@ struct pc_mapping {
 	_Atomic bool on_dirty_list;
 	_Atomic uint64_t dirtied_when_ms; /* oldest dirty data, 0: clean */
 	_Atomic int64_t nr_dirty, nr_uncached, nr_edges;
+	/* edges of this file completed, and pc_now_ms of the latest (edges.c) */
+	_Atomic uint64_t edges_completed, edge_completed_ms;
 	_Atomic uint64_t last_error_ms; /* back off retries after errors */
 	/* POSIX_FADV_NOREUSE range; len 0 with set: to EOF */
 	pthread_mutex_t advice_lock;
@@ -504,7 +506,13 @@ struct pc_cache {
 	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
 	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
-	_Atomic uint64_t st_throttle_waits, st_kicks, st_write_errors;
+	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
+	/* pace.c: write-back completed and bytes dirtied (all writers), the
+	 * last sample of both, and the estimates made from them (bytes/s) */
+	_Atomic uint64_t wb_done_bytes, dirtied_bytes;
+	pthread_mutex_t pace_lock;
+	uint64_t pace_stamp_ns, pace_done, pace_dirtied;
+	_Atomic uint64_t pace_bw, pace_ratelimit;
 	_Atomic int64_t peak_dirty;
 	/* tests: fail device I/O; returns 0 or a negative errno */
 	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
@@ -790,6 +798,11 @@ HIDDEN bool edges_over_budget(struct pc_cache *c);
  * folio locks by trylock only; call it holding none of the cache's locks
  * but, at most, folio locks and inval_lock. */
 HIDDEN void edges_trim(struct pc_cache *c);
+/* A write completed an edge of m (counted, and when: see below). */
+HIDDEN void edge_completed(struct pc_mapping *m);
+/* A write of m that left edges, with the clean edges over the budget:
+ * wait (bounded, no locks held) while other writers complete m's edges. */
+HIDDEN void edges_wait_for_neighbours(struct pc_mapping *m);
 /* Let every edge of m go (fsync, close): no neighbour is coming. */
 HIDDEN void drop_edges(struct pc_mapping *m);
 
@@ -907,8 +920,9 @@ HIDDEN void flusher_kick(struct pc_domain *d);
  * or uncached thresholds; sleeps while dirty+writeback > dirty_limit, let
  * through in order of bytes their thread dirtied. */
 HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
-/* The calling thread dirtied `bytes` (its place in the throttle queue). */
-HIDDEN void throttle_account(size_t bytes);
+/* The calling thread dirtied `bytes` (its place in the throttle queue,
+ * and the dirtying rate pacing measures). */
+HIDDEN void throttle_account(struct pc_cache *c, size_t bytes);
 HIDDEN bool dirty_over_limit(struct pc_cache *c);
 /* Writeback of m failed with err: new writes fail up front. */
 HIDDEN void mapping_set_failing(struct pc_mapping *m, int err);
@@ -942,6 +956,24 @@ HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
 /* Write back all dirty data of a writable file, wait, and set the backing
  * file's exact size (fsync, close, cache destroy); the first error. */
 HIDDEN int mapping_flush(struct pc_mapping *m);
+
+/* pace.c: writers paced by the write-back bandwidth below the limit */
+#define PACE_ONE 1024
+#define PACE_MIN_POS (PACE_ONE / 4)
+/* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
+ * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
+ * just under the limit, 0 at the limit and past. */
+HIDDEN uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit);
+/* The time `bytes` take at ratelimit * pos bytes per second (at most the
+ * longest pause). */
+HIDDEN uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos);
+/* The next per-writer ratelimit, from what writers were let do (ratelimit
+ * at pos), the bandwidth and the dirtying rate measured (bytes/s). */
+HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate);
+/* Count bytes dirtied by any writer (the dirtying rate). */
+HIDDEN void pace_account(struct pc_cache *c, size_t bytes);
+/* After a write of `bytes` under the limit: sleep what they owe. */
+HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
 
 /* backing.c: the backing file's size and allocation */
 /* Reserve space for a write of [off, end) that extends the file (fallocate

@@ -15,6 +15,10 @@
  * gives, which keeps interleaved writers in step and gives a buffered and
  * an uncached writer the same bandwidth.
  *
+ * Below the limit, writers are paced (pace.c): each sleeps a little after
+ * its writes, as the write-back bandwidth allows, so that the limit is
+ * seldom reached at all.
+ *
  * A thread's count is its "virtual time".  A thread that has been idle (or
  * is new) is moved up to within THROTTLE_CREDIT of the last writer let
  * through, so it cannot claim the room for a long burst on its past.
@@ -34,10 +38,20 @@ struct throttle_waiter {
 };
 
 static _Thread_local uint64_t thread_dirtied;
+static _Thread_local uint64_t thread_paced; /* thread_dirtied when last paced */
 
-void throttle_account(size_t bytes)
+void throttle_account(struct pc_cache *c, size_t bytes)
 {
 	thread_dirtied += bytes;
+	pace_account(c, bytes);
+}
+
+/* The bytes this thread dirtied since it was last paced (pace.c). */
+static uint64_t take_unpaced(void)
+{
+	uint64_t bytes = thread_dirtied > thread_paced ? thread_dirtied - thread_paced : 0;
+	thread_paced = thread_dirtied;
+	return bytes;
 }
 
 /*
@@ -161,8 +175,12 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	int err = mapping_write_error(m);
 	if (err)
 		return err;
-	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c))
+	uint64_t unpaced = nowait ? 0 : take_unpaced();
+	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c)) {
+		if (!nowait)
+			pace_writer(c, unpaced);
 		return 0;
+	}
 	if (nowait)
 		return dirty_over_limit(c) ? -EAGAIN : 0;
 	struct throttle_waiter w;
@@ -183,7 +201,13 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	wake_first(c);
 	pthread_mutex_unlock(&c->throttle_lock);
 	pthread_cond_destroy(&w.cv);
+	thread_paced = thread_dirtied; /* moved up to the queue's clock: not dirtied */
 	if (waited)
 		atomic_fetch_add(&c->st_throttle_waits, 1);
+	/* Paced after the wait too (what the wait took counts as slept): a
+	 * writer that reached the limit before the bandwidth was known is
+	 * slowed below it from then on, instead of meeting it every write. */
+	if (!err)
+		pace_writer(c, unpaced);
 	return err;
 }

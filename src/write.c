@@ -99,8 +99,12 @@ static int defer_partial_block(struct pc_mapping *m, struct pc_folio *f, bool ha
 /*
  * Prepare a partly written block blk of the locked folio for a write of
  * [s, e) (block offsets).  Returns 1 when the rest of the block is valid
- * (zeroed or read), 0 when the write is deferred, or a negative errno.
+ * without a read (uptodate, or zeroed: nothing written there yet, or read
+ * where the file had data at open), PARTIAL_READ when it was read from
+ * where only this cache's writes put data (a neighbour wrote the rest
+ * already), 0 when the write is deferred, or a negative errno.
  */
+enum { PARTIAL_READ = 2 };
 static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, unsigned blk, uint32_t s,
 				 uint32_t e)
 {
@@ -118,17 +122,28 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 	if (w->flags & PC_NOWAIT)
 		return -EAGAIN;
 	int err = folio_fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
-	return err ? err : 1;
+	if (err)
+		return err;
+	/* Past the size at open only our own writes put data: the rest of
+	 * this block is a neighbour's, written already. */
+	uint64_t bpos = folio_pos(f) + ((uint64_t)blk << m->block_shift);
+	return bpos >= m->written.base_end ? PARTIAL_READ : 1;
 }
 
-/* Prepare the first and last blocks of [foff, foff+n) in the folio. */
+/*
+ * Prepare the first and last blocks of [foff, foff+n) in the folio.
+ * *awaits gets whether a partly covered block's rest is still to come (a
+ * neighbour that has not written it yet, or a deferred partial write): not
+ * when each was read from the device, where the neighbour wrote already.
+ */
 static int prepare_edges(const struct write_ctx *w, struct pc_folio *f, size_t foff, size_t n, bool *head_full,
-			 bool *tail_full)
+			 bool *tail_full, bool *awaits)
 {
 	struct pc_mapping *m = w->m;
 	size_t bs = m->block_size, end = foff + n;
 	unsigned first = (unsigned)(foff >> m->block_shift), last = (unsigned)((end - 1) >> m->block_shift);
 	*head_full = *tail_full = true;
+	*awaits = false;
 	if (foff % bs) {
 		uint32_t e = first == last ? (uint32_t)(end - (size_t)first * bs) : (uint32_t)bs;
 		int r = prepare_partial_block(w, f, first, (uint32_t)(foff % bs), e);
@@ -137,12 +152,14 @@ static int prepare_edges(const struct write_ctx *w, struct pc_folio *f, size_t f
 		*head_full = r;
 		if (first == last)
 			*tail_full = r;
+		*awaits |= r != PARTIAL_READ;
 	}
 	if (end % bs && !(first == last && foff % bs)) {
 		int r = prepare_partial_block(w, f, last, 0, (uint32_t)(end % bs));
 		if (r < 0)
 			return r;
 		*tail_full = r;
+		*awaits |= r != PARTIAL_READ;
 	}
 	return 0;
 }
@@ -170,9 +187,13 @@ static bool completes_edge(struct pc_mapping *m, struct pc_folio *f, size_t foff
 	return false;
 }
 
-/* Drop-behind marking of a folio this write found or created. */
+/* Edges this thread's current write kept (see write_trim_edges). */
+static _Thread_local int64_t thread_edges_made;
+
+/* Drop-behind marking of a folio this write found or created.  `awaits`:
+ * a partly covered block of it waits for the rest (prepare_edges). */
 static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool created, size_t foff, size_t n,
-			   bool completes)
+			   bool completes, bool awaits)
 {
 	struct pc_mapping *m = w->m;
 	/* Shared with a neighbour only if a *block* is partly ours. */
@@ -188,10 +209,15 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 		return;
 	}
 	if (created) {
-		if (whole || (m->c->cfg.flags & PC_CFG_NO_EDGE_KEEP))
+		/* A block whose rest was read is complete: the neighbour came
+		 * first (its edge went before it could be completed), and
+		 * keeping this one would wait for nobody. */
+		if (whole || !awaits || (m->c->cfg.flags & PC_CFG_NO_EDGE_KEEP))
 			folio_set(f, PF_DROPBEHIND);
-		else
+		else {
 			edge_keep(m, f); /* kept for the neighbour */
+			thread_edges_made++;
+		}
 		return;
 	}
 	/* An edge this write completes: drop it once both writes are clean.
@@ -201,7 +227,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 		mapping_clear_edge(m, f);
 		folio_set(f, PF_DROPBEHIND);
 		account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
-		atomic_fetch_add_explicit(&m->c->st_edge_completed, 1, memory_order_relaxed);
+		edge_completed(m);
 	}
 }
 
@@ -217,14 +243,14 @@ int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_foli
 	size_t n = pc_min_u64(folio_size(f) - foff, w->end - pos);
 	bool completes = (w->flags & PC_DONTCACHE) && !created && folio_test(f, PF_EDGE) &&
 			 completes_edge(m, f, foff, n);
-	bool head_full, tail_full;
-	int err = prepare_edges(w, f, foff, n, &head_full, &tail_full);
+	bool head_full, tail_full, awaits;
+	int err = prepare_edges(w, f, foff, n, &head_full, &tail_full, &awaits);
 	if (err) {
 		folio_unlock(f);
 		folio_put(m->c, f);
 		return err;
 	}
-	mark_for_write(w, f, created, foff, n, completes);
+	mark_for_write(w, f, created, foff, n, completes, awaits);
 	*wf = (struct write_folio){ f, foff, n, created, head_full, tail_full };
 	return 0;
 }
@@ -358,12 +384,26 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 	return err;
 }
 
-/* After an uncached write: the edges it kept may take the cache's clean
- * edges past their budget (the oldest then go).  A few loads when not. */
+/*
+ * After an uncached write: the edges it kept may take the cache's clean
+ * edges past their budget (the oldest then go).  A write that left an edge
+ * is ahead of the writer that will complete it: it first waits a little
+ * for such writers (edges_wait_for_neighbours) rather than push out edges
+ * they are about to complete.  A writer behind all its neighbours (it
+ * completes edges, leaves none) never waits, so the slowest catch up.
+ */
 static void write_trim_edges(struct pc_mapping *m, int flags)
 {
-	if ((flags & PC_DONTCACHE) && edges_over_budget(m->c))
-		edges_trim(m->c);
+	int64_t made = thread_edges_made;
+	thread_edges_made = 0;
+	/* Only a write that added edges trims: one that added none took the
+	 * edges no further past the budget, and trimming there would drop
+	 * what the writers that wait are waiting to see completed. */
+	if (!(flags & PC_DONTCACHE) || made <= 0 || !edges_over_budget(m->c))
+		return;
+	if (!(flags & PC_NOWAIT))
+		edges_wait_for_neighbours(m);
+	edges_trim(m->c);
 }
 
 int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
@@ -372,7 +412,7 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 	if (flags & PC_DSYNC) {
 		err = write_sync(m, pos, pos + n);
 	} else {
-		throttle_account(n);
+		throttle_account(m->c, n);
 		err = balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
 	}
 	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */

@@ -139,6 +139,7 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	struct pc_mapping *m = r->m;
 	struct pc_domain *d = m->dom;
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
+	atomic_fetch_add_explicit(&m->c->wb_done_bytes, io->len, memory_order_relaxed); /* pace.c's bandwidth */
 	if (atomic_load(&d->io_waiters)) {
 		pthread_mutex_lock(&d->lock);
 		pthread_cond_broadcast(&d->io_cv);

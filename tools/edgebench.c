@@ -41,7 +41,8 @@
  * drop_caches when root).
  *
  * Table 3 (sequential): one writer, 1 MiB writes, --seq-total bytes to a new
- * file, then fsync: kernel buffered, kernel O_DIRECT, pagecache uncached.
+ * file, then fsync: kernel buffered, kernel O_DIRECT, kernel RWF_DONTCACHE,
+ * pagecache uncached (with its paced sleeps and limit waits).
  * MiB/s (with the fsync), p99 / p99.9 / max latency of the write calls, and
  * peak dirty bytes: for pagecache the library's peak_dirty_bytes; for the
  * kernel the highest Dirty + Writeback of /proc/meminfo sampled every 10 ms
@@ -629,7 +630,7 @@ static void interleaved_table(bool overwrite, struct verdicts *v)
 
 /* ------------------------------------------------------------ sequential */
 
-enum seq_kind { SEQ_KBUF, SEQ_KDIRECT, SEQ_PC };
+enum seq_kind { SEQ_KBUF, SEQ_KDIRECT, SEQ_KDONTCACHE, SEQ_PC };
 
 struct sampler {
 	pthread_t th;
@@ -665,7 +666,7 @@ static void seq_run(enum seq_kind kind, const char *file)
 {
 	static const char *const names[] = { "Dirty", "Writeback", NULL };
 	static const char *const label[] = { "kernel buffered", "kernel O_DIRECT",
-					     "pagecache uncached" };
+					     "kernel RWF_DONTCACHE", "pagecache uncached" };
 	uint64_t n = o.seq_total / BU_MiB, i, t0 = 0, t1 = 0, *lat;
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
 	struct sampler smp;
@@ -718,10 +719,15 @@ static void seq_run(enum seq_kind kind, const char *file)
 		uint64_t a = bu_now_ns();
 		ssize_t w;
 
-		if (kind == SEQ_PC)
+		if (kind == SEQ_PC) {
 			w = pc_pwrite(pf, buf, BU_MiB, (off_t)(i * BU_MiB), PC_DONTCACHE);
-		else
+		} else if (kind == SEQ_KDONTCACHE) {
+			struct iovec v = { buf, BU_MiB };
+
+			w = pwritev2(fd, &v, 1, (off_t)(i * BU_MiB), RWF_DONTCACHE);
+		} else {
 			w = pwrite(fd, buf, BU_MiB, (off_t)(i * BU_MiB));
+		}
 		lat[i] = bu_now_ns() - a;
 		if (w != (ssize_t)BU_MiB) {
 			int e = w < 0 ? errno : EIO;
@@ -775,10 +781,11 @@ report:
 		if (kind == SEQ_PC)
 			printf("%-20s device writes %" PRIu64 " (%s), reads %" PRIu64
 			       ", drops %" PRIu64 ", kicks %" PRIu64
-			       ", throttle waits %" PRIu64 ", cached after fsync %s\n",
+			       ", throttle waits %" PRIu64 ", paced sleeps %" PRIu64
+			       ", cached after fsync %s\n",
 			       "", st.dev_write_ios, bu_human(st.dev_write_bytes),
 			       st.dev_read_ios, st.dropbehind_drops, st.flusher_kicks,
-			       st.throttle_waits, bu_human(st.cached_bytes));
+			       st.throttle_waits, st.throttle_pauses, bu_human(st.cached_bytes));
 	}
 	if (pf && pc_close(pf) < 0) {
 		int e = errno;
@@ -960,6 +967,7 @@ static void seq_table(void)
 	       "p99 us", "p99.9 us", "max us", "peak dirty");
 	seq_run(SEQ_KBUF, file);
 	seq_run(SEQ_KDIRECT, file);
+	seq_run(SEQ_KDONTCACHE, file);
 	seq_run(SEQ_PC, file);
 }
 

@@ -96,6 +96,7 @@ static void print_stats(const struct pc_stats *s)
 		{ "hit_bytes", s->hit_bytes },
 		{ "miss_bytes", s->miss_bytes },
 		{ "throttle_waits", s->throttle_waits },
+		{ "throttle_pauses", s->throttle_pauses },
 		{ "flusher_kicks", s->flusher_kicks },
 		{ "write_errors", s->write_errors },
 		{ "io_uring", s->io_uring },

@@ -1,0 +1,192 @@
+/*
+ * pace.c - writers paced by the rate at which write-back completes, so
+ * that they slow down smoothly before the dirty limit instead of running
+ * into it and stopping (the idea of the kernel's balance_dirty_pages).
+ *
+ * Without pacing, a writer faster than its device copies at memory speed
+ * until dirty + writeback reach the limit, then waits there for whole
+ * device writes to end: most writes take a memcpy, some take a device
+ * write or several, and the tail latency is the stall.  With pacing, past
+ * the "freerun" point (the background threshold; the kernel's is half way
+ * from there to the limit, but a device that stalls for a moment should
+ * not bring writers to the limit) every write is followed by a short
+ * sleep sized so that the writer's rate is
+ *
+ *     rate = ratelimit * pos
+ *
+ * where pos falls linearly from 2 at freerun through 1 at the setpoint
+ * (half way from freerun to the limit) to 1/4 just under the limit (0 at
+ * the limit and past it, where the throttle waits instead), and ratelimit
+ * is each writer's share of the write-back bandwidth: it is corrected
+ * every PACE_SAMPLE_MS by how the writers' total dirtying rate compares
+ * with the bandwidth measured (N writers at ratelimit * pos dirty N times
+ * that; ratelimit moves towards bandwidth / N).  The dirty data then
+ * settles near the setpoint, every write waits about as long, and none
+ * waits for the limit.  Past the limit the throttle (throttle.c) still
+ * makes writers wait, in fair order.
+ *
+ * A sleep is owed per thread: what each write owes (its bytes at the
+ * rate) less the time the thread spent since its last write (copying,
+ * its own work).  Debts under PACE_MIN_SLEEP_NS are carried to the next
+ * write instead of sleeping a few microseconds at a time; one sleep is at
+ * most PACE_MAX_SLEEP_NS.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <time.h>
+
+#define PACE_SAMPLE_MS 50
+#define PACE_MIN_SLEEP_NS 200000ull      /* 0.2 ms */
+#define PACE_MAX_SLEEP_NS 50000000ull    /* 50 ms */
+#define NS_PER_S 1000000000ull
+
+static _Thread_local uint64_t thread_last_ns;  /* when this thread last left pacing */
+static _Thread_local uint64_t thread_debt_ns;  /* sleep owed, not yet slept */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit)
+{
+	/* Freerun ends at the background threshold, where the flusher is
+	 * writing anyway: the setpoint half way to the limit leaves room for
+	 * the device to stall a while before writers meet the limit. */
+	uint64_t freerun = background;
+	if (used <= freerun)
+		return 2 * PACE_ONE;
+	if (used >= limit || limit <= freerun)
+		return 0;
+	uint64_t pos = 2 * PACE_ONE * (limit - used) / (limit - freerun);
+	/* Never slower than a quarter of the share just under the limit: a
+	 * write's pause stays within a few times the usual one (the tail
+	 * latency), and the limit itself stops the rest. */
+	return pos > PACE_MIN_POS ? pos : PACE_MIN_POS;
+}
+
+uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos)
+{
+	if (!bytes)
+		return 0;
+	uint64_t rate = ratelimit * pos / PACE_ONE; /* bytes per second */
+	if (rate == 0)
+		return PACE_MAX_SLEEP_NS;
+	long double ns = (long double)bytes * NS_PER_S / rate;
+	return ns > PACE_MAX_SLEEP_NS ? PACE_MAX_SLEEP_NS : (uint64_t)ns;
+}
+
+uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate)
+{
+	if (!dirty_rate || !bw)
+		return ratelimit ? ratelimit : bw;
+	uint64_t task = ratelimit * pos / PACE_ONE; /* what each writer was let do */
+	long double balanced = (long double)task * bw / dirty_rate;
+	/* Move half way, within [bw / 1024, bw]: one writer may use it all. */
+	long double next = ((long double)ratelimit + balanced) / 2;
+	long double lo = bw / 1024.0L + 1;
+	if (next < lo)
+		next = lo;
+	if (next > bw)
+		next = bw;
+	return (uint64_t)next;
+}
+
+static uint64_t dirty_used(struct pc_cache *c)
+{
+	int64_t used = atomic_load(&c->dirty) + atomic_load(&c->writeback);
+	return used > 0 ? (uint64_t)used : 0;
+}
+
+/*
+ * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
+ * last figures): the write-back bandwidth and the dirtying rate since the
+ * last sample, and the ratelimit corrected by them.  Only over freerun,
+ * where the flusher is busy and the bandwidth is the device's.
+ */
+static void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
+{
+	if (pthread_mutex_trylock(&c->pace_lock))
+		return;
+	uint64_t done = atomic_load_explicit(&c->wb_done_bytes, memory_order_relaxed);
+	uint64_t dirtied = atomic_load_explicit(&c->dirtied_bytes, memory_order_relaxed);
+	uint64_t dt = now - c->pace_stamp_ns;
+	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
+		/* First sample, or the last is stale (idle since): restart. */
+		c->pace_stamp_ns = now;
+		c->pace_done = done;
+		c->pace_dirtied = dirtied;
+	} else if (dt >= PACE_SAMPLE_MS * 1000000ull) {
+		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / dt);
+		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
+		uint64_t bw = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);
+		bw = bw ? (bw + bw_now) / 2 : bw_now;
+		/* The first ratelimit is the whole bandwidth (one writer's); a
+		 * start from nothing would take many samples to grow. */
+		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
+		rl = rl ? pace_balanced_ratelimit(rl, pos, bw, dirty_rate) : bw;
+		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
+		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
+		c->pace_stamp_ns = now;
+		c->pace_done = done;
+		c->pace_dirtied = dirtied;
+	}
+	pthread_mutex_unlock(&c->pace_lock);
+}
+
+void pace_account(struct pc_cache *c, size_t bytes)
+{
+	atomic_fetch_add_explicit(&c->dirtied_bytes, bytes, memory_order_relaxed);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S) };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/*
+ * Only writes of at least a quarter of max_io_bytes are paced.  Small
+ * writes come from many writers filling one file together (interleaved
+ * records), whose write-back the flusher holds back on purpose (short runs
+ * and edges wait for their neighbours): the completion rate then measures
+ * that patience, not the device, and pacing by it slowed such writers to
+ * a third.  They meet the limit alone, as before.
+ */
+static bool pace_applies(const struct pc_cache *c, size_t bytes)
+{
+	return bytes >= c->cfg.max_io_bytes / 4;
+}
+
+void pace_writer(struct pc_cache *c, size_t bytes)
+{
+	if (!pace_applies(c, bytes))
+		return;
+	uint64_t now = now_ns();
+	uint64_t since = thread_last_ns ? now - thread_last_ns : UINT64_MAX;
+	thread_last_ns = now;
+	uint64_t pos = pace_position(dirty_used(c), c->cfg.dirty_background_bytes, c->cfg.dirty_limit_bytes);
+	if (pos >= 2 * PACE_ONE || pos == 0) {
+		/* Freerun: nothing owed, nothing saved up.  At the limit: the
+		 * throttle's wait is the pause. */
+		thread_debt_ns = 0;
+		return;
+	}
+	pace_sample(c, now, pos);
+	uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
+	if (!rl)
+		return; /* no bandwidth measured yet: the limit alone throttles */
+	uint64_t owed = thread_debt_ns + pace_period_ns(bytes, rl, pos);
+	thread_debt_ns = owed > since ? owed - since : 0;
+	if (thread_debt_ns < PACE_MIN_SLEEP_NS)
+		return;
+	uint64_t ns = thread_debt_ns < PACE_MAX_SLEEP_NS ? thread_debt_ns : PACE_MAX_SLEEP_NS;
+	sleep_ns(ns);
+	thread_debt_ns = 0;
+	atomic_fetch_add_explicit(&c->st_throttle_pauses, 1, memory_order_relaxed);
+	thread_last_ns = now_ns();
+}

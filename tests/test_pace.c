@@ -1,0 +1,153 @@
+/*
+ * test_pace.c - writers paced below the dirty limit by the write-back
+ * bandwidth (src/pace.c), the mechanism, not its timings:
+ *
+ *   a  the position: 2 up to freerun (the background threshold), 1 at
+ *      the setpoint (half way to the limit), at least a quarter
+ *      under the limit, 0 at the limit and past it, never rising with
+ *      more dirty data
+ *   b  the pause: proportional to the bytes, inversely to ratelimit * pos,
+ *      bounded
+ *   c  the ratelimit: from any start, N writers dirtying at ratelimit * pos
+ *      bring it to bandwidth / N (each writer its share), and one writer
+ *      to the whole bandwidth
+ *   d  a writer faster than its device (write-back slowed by a fault
+ *      rule) is paced: it sleeps below the limit, peak dirty stays within
+ *      the limit, and every byte reaches the device
+ */
+#include "testutil.h"
+
+#include "internal.h"
+
+#define MiB (1024ull * 1024ull)
+
+static void test_position(void)
+{
+	printf("-- (a) position\n");
+	uint64_t bg = 10 * MiB, limit = 20 * MiB, freerun = bg, setpoint = 15 * MiB;
+	CHECK(pace_position(0, bg, limit) == 2 * PACE_ONE);
+	CHECK(pace_position(freerun, bg, limit) == 2 * PACE_ONE);
+	CHECK(pace_position(setpoint, bg, limit) == PACE_ONE);
+	CHECK(pace_position(limit, bg, limit) == 0);
+	CHECK(pace_position(limit + MiB, bg, limit) == 0);
+	CHECK(pace_position(limit - 1, bg, limit) == PACE_MIN_POS);
+	uint64_t prev = 2 * PACE_ONE;
+	for (uint64_t used = 0; used <= limit + MiB; used += 64 * 1024) {
+		uint64_t p = pace_position(used, bg, limit);
+		CHECK(p <= prev);
+		prev = p;
+	}
+}
+
+static void test_period(void)
+{
+	printf("-- (b) pause\n");
+	uint64_t rl = 100 * MiB; /* bytes per second */
+	uint64_t one = pace_period_ns(MiB, rl, PACE_ONE);
+	CHECK(one > 9000000 && one < 11000000); /* 1 MiB at 100 MiB/s: 10 ms */
+	CHECK(pace_period_ns(MiB / 2, rl, PACE_ONE) * 2 <= one + 2 && pace_period_ns(MiB / 2, rl, PACE_ONE) * 2 >= one - 2);
+	CHECK(pace_period_ns(MiB, rl, 2 * PACE_ONE) * 2 <= one + 2); /* twice the rate at freerun */
+	CHECK(pace_period_ns(MiB, rl, PACE_ONE / 2) >= 2 * one - 2);
+	CHECK(pace_period_ns(0, rl, PACE_ONE) == 0);
+	/* Bounded: at the limit (pos 0), or for a huge write, at most the
+	 * longest pause (50 ms), never a stall. */
+	CHECK(pace_period_ns(MiB, rl, 0) <= 50000000ull);
+	CHECK(pace_period_ns(1ull << 40, rl, PACE_ONE) <= 50000000ull);
+}
+
+/* N writers, each let do ratelimit * pos: the dirtying rate is N times
+ * that.  Iterate the correction and see where it settles. */
+static uint64_t settle(uint64_t start, unsigned n, uint64_t bw, uint64_t pos)
+{
+	uint64_t rl = start;
+	for (int i = 0; i < 60; i++) {
+		uint64_t dirty_rate = (uint64_t)n * (rl * pos / PACE_ONE);
+		rl = pace_balanced_ratelimit(rl, pos, bw, dirty_rate);
+	}
+	return rl;
+}
+
+static void test_ratelimit(void)
+{
+	printf("-- (c) ratelimit\n");
+	uint64_t bw = 400 * MiB;
+	for (unsigned n = 1; n <= 32; n *= 2) {
+		for (uint64_t start = bw / 500; start <= bw; start *= 4) {
+			uint64_t rl = settle(start, n, bw, PACE_ONE);
+			uint64_t want = bw / n;
+			if (!(rl > want - want / 50 && rl < want + want / 50))
+				printf("   %u writers from %llu: %llu, want %llu\n", n, (unsigned long long)start,
+				       (unsigned long long)rl, (unsigned long long)want);
+			CHECK(rl > want - want / 50 && rl < want + want / 50);
+		}
+	}
+	/* No bandwidth measured, or nothing dirtied: keep what there is. */
+	CHECK(pace_balanced_ratelimit(123, PACE_ONE, 0, 0) == 123);
+	CHECK(pace_balanced_ratelimit(0, PACE_ONE, bw, 0) == bw);
+	/* Never above the bandwidth, never zero. */
+	CHECK(pace_balanced_ratelimit(bw, 2 * PACE_ONE, bw, 1) == bw);
+	CHECK(pace_balanced_ratelimit(1, PACE_ONE / 1024, bw, bw * 1000) >= 1);
+}
+
+static void test_paced_writer(const char *dir)
+{
+	printf("-- (d) a writer faster than its device is paced\n");
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 64 * MiB;   /* dirty limit 12.8 MiB */
+	cfg.max_io_bytes = 256 * 1024;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	test_path(path, sizeof(path), dir, "paced");
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	/* Every device write 2 ms late: about 100 MiB/s at most, far below
+	 * what memcpy fills the cache with. */
+	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_DELAY, .delay_ms = 2 };
+	int id = pc_fault_inject(c, &rule);
+	REQUIRE(id >= 0);
+	size_t n = MiB;
+	uint8_t *buf = malloc(n);
+	REQUIRE(buf);
+	const unsigned writes = 96;
+	for (unsigned i = 0; i < writes; i++) {
+		tu_fill_pattern(buf, n, 11, (uint64_t)i * n);
+		CHECK(pc_pwrite(h, buf, n, (off_t)i * (off_t)n, PC_DONTCACHE) == (ssize_t)n);
+	}
+	struct pc_stats s = tu_stats(c);
+	printf("   %u writes: %llu paced sleeps, %llu limit waits, peak dirty %llu (limit %zu)\n", writes,
+	       (unsigned long long)s.throttle_pauses, (unsigned long long)s.throttle_waits,
+	       (unsigned long long)s.peak_dirty_bytes, cfg.memory_limit / 5);
+	CHECK(s.throttle_pauses > 0);
+	CHECK(s.peak_dirty_bytes <= cfg.memory_limit / 5 + n);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(pc_fsync(h) == 0);
+	CHECK(pc_close(h) == 0);
+	int fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	bool same = true;
+	uint8_t *want = malloc(n);
+	REQUIRE(want);
+	for (unsigned i = 0; i < writes && same; i++) {
+		tu_fill_pattern(want, n, 11, (uint64_t)i * n);
+		same = pread(fd, buf, n, (off_t)i * (off_t)n) == (ssize_t)n && memcmp(buf, want, n) == 0;
+	}
+	CHECK(same);
+	close(fd);
+	unlink(path);
+	free(want);
+	free(buf);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+	const char *dir = test_dir("pace");
+	test_position();
+	test_period();
+	test_ratelimit();
+	test_paced_writer(dir);
+	test_rmdir(dir);
+	return test_done();
+}
