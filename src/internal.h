@@ -153,13 +153,14 @@ enum {
 	PF_READ_ERROR = 1u << 12, /* last device read of it failed */
 	PF_STATELOCK = 1u << 13,  /* block-state spinlock */
 	PF_DROP_PENDING = 1u << 14, /* written back while drop-behind, but busy */
-	PF_READAHEAD = 1u << 15  /* reaching it continues a read-ahead stream */
+	PF_READAHEAD = 1u << 15, /* reaching it continues a read-ahead stream */
+	PF_TOUCHED = 1u << 16    /* accessed once since it entered the cache */
 };
 /* The upper half of the flags word counts the times the folio was freed, so
  * that a lockless reader can tell that the memory it copied from was not
  * freed (and perhaps reused) meanwhile (read_hit.c).  A reset of the flags
  * (folio_reset_flags) keeps it. */
-#define PF_GEN_SHIFT 16
+#define PF_GEN_SHIFT 17
 #define PF_GEN_ONE (1u << PF_GEN_SHIFT)
 #define PF_GEN_MASK (~0u << PF_GEN_SHIFT)
 
@@ -627,10 +628,21 @@ static inline void folio_get(struct pc_folio *f)
 /* Drop a reference; the last one returns the memory to the arena. */
 HIDDEN void folio_put(struct pc_cache *c, struct pc_folio *f);
 /* Mark accessed (for reclaim), without a write when already marked. */
+/*
+ * An access of f, for reclaim (reclaim.c).  The first one since f entered
+ * the cache is not a reuse: the read that missed, or the reader that reaches
+ * a folio read ahead for it, uses it once, as a scan does with everything.
+ * Counting it would promote every scanned folio past the small queue and
+ * let a scan push the working set out (the kernel's mark_page_accessed
+ * likewise only activates a page on its second access).  So the first
+ * access leaves PF_TOUCHED, and later ones the reference.
+ */
 static inline void folio_mark_accessed(struct pc_folio *f)
 {
-	if (!folio_test(f, PF_REFERENCED))
-		folio_set(f, PF_REFERENCED);
+	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	if (fl & PF_REFERENCED)
+		return;
+	folio_set(f, fl & PF_TOUCHED ? PF_REFERENCED : PF_TOUCHED);
 }
 
 /* block_state.c: per-block uptodate/dirty state (the iomap rules).
@@ -1014,8 +1026,9 @@ HIDDEN int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, 
 /* readahead.c: streams followed through the cache */
 enum { PC_RA_NORMAL, PC_RA_SEQUENTIAL, PC_RA_RANDOM };
 /* Whether a read of [off, off+len) through h follows the previous one that
- * came to the read path (a hint; it also records this one). */
-HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len);
+ * came to the read path (a hint; it also records this one).  *prev_end:
+ * where that previous read ended (-1: none). */
+HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, int64_t *prev_end);
 /* A read through h reached folio f, which carries a read-ahead mark: take
  * the mark and issue the stream's next window, without waiting for it.
  * Whether the read continues a stream (false: h does no read-ahead, and

@@ -60,18 +60,30 @@ static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const stru
 	}
 }
 
+/* Whether the handle's previous read ended inside f: a reader going
+ * through a large folio in several reads uses it once, not several times
+ * (for reclaim, see folio_mark_accessed; the kernel's filemap_read has the
+ * same rule). */
+static bool read_continues_in(const struct pc_folio *f, int64_t prev_end)
+{
+	uint64_t pos = folio_pos(f);
+	return prev_end > (int64_t)pos && (uint64_t)prev_end <= pos + folio_size(f);
+}
+
 /* After reading [foff, foff+n) of f: an uncached read drops a folio it is
  * done with (read to its end, or the call stops in it and no next read of
- * a stream, nor the file, needs it); a cached one marks it accessed. */
+ * a stream, nor the file, needs it); a cached one marks it accessed, unless
+ * the previous read of the handle did already. */
 static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool dontcache,
-			   bool last, bool stream, uint64_t size)
+			   bool last, bool stream, uint64_t size, int64_t prev_end)
 {
 	if (dontcache) {
 		bool done_with = foff + n == folio_size(f) || folio_pos(f) + foff + n >= size || (last && !stream);
 		if (done_with)
 			folio_drop_behind(m->c, f);
 	} else {
-		folio_mark_accessed(f);
+		if (!read_continues_in(f, prev_end))
+			folio_mark_accessed(f);
 		clear_dropbehind(m, f);
 	}
 }
@@ -89,7 +101,8 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		len = size - off;
 	/* Whether this read belongs to a stream: then an uncached read keeps
 	 * the folio it stops in, for the stream's next read. */
-	bool stream = readahead_hinted(h, off, len);
+	int64_t prev_end;
+	bool stream = readahead_hinted(h, off, len, &prev_end);
 	uint64_t pos = off, end = off + len, missed_until = 0;
 	int err = 0;
 	while (pos < end) {
@@ -120,7 +133,7 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
-		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size);
+		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size, prev_end);
 		folio_put(c, f);
 		pos += n;
 	}

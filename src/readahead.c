@@ -145,9 +145,10 @@ static void count_window(struct pc_mapping *m, bool async, uint64_t bytes)
 	atomic_fetch_add_explicit(&c->st_ra_bytes, bytes, memory_order_relaxed);
 }
 
-bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len)
+bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, int64_t *prev_end)
 {
 	int64_t prev = atomic_load_explicit(&h->ra_prev_end, memory_order_relaxed);
+	*prev_end = prev;
 	if (prev != (int64_t)(off + len))
 		atomic_store_explicit(&h->ra_prev_end, (int64_t)(off + len), memory_order_relaxed);
 	return prev == (int64_t)off || off == 0;

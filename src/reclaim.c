@@ -5,7 +5,10 @@
  * (10 % of cached pages) in front of a main FIFO run as a CLOCK.  New folios
  * enter the small queue.  A folio reaching the head of the small queue that
  * was accessed again since it entered moves to the main queue; one that was
- * not is evicted at once.  At the head of the main queue an accessed folio
+ * not is evicted at once.  "Again": the use that brought it in (the read
+ * that missed, a read-ahead folio's first reader, a large folio's later
+ * reads by the same reader) is no reuse (folio_mark_accessed, PF_TOUCHED),
+ * else a scan would be promoted as a whole.  At the head of the main queue an accessed folio
  * gets a second chance (moved to the tail, its bit cleared).  Why: a scan
  * (a large sequential read or write touched once) passes through the small
  * queue and leaves without displacing the working set in the main queue,

@@ -21,6 +21,10 @@
  *               leaves the mark to the next blocking read
  *   uncached    a PC_DONTCACHE scan of 4x memory_limit keeps read-ahead
  *               (marks), reads right, and leaves nothing cached
+ *   working_set a cached scan of 4x memory_limit, each folio read once
+ *               (several reads of one large folio count once), does not
+ *               evict a set of blocks read twice before it: reclaim counts
+ *               a folio's first use as none (folio_mark_accessed)
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -279,6 +283,36 @@ static void test_uncached_scan(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+static void read_hot_set(struct pc_file *h, uint64_t bytes)
+{
+	for (uint64_t off = 0; off < bytes; off += 4 * KiB)
+		read_check(h, off, 4 * KiB, 0);
+}
+
+static void test_scan_keeps_working_set(void)
+{
+	const uint64_t hot = 2 * MiB;
+	struct pc_cache *c = cache_new(FILE_SIZE / 4);
+	struct pc_file *hh = open_ro(c), *scan = open_ro(c);
+	/* 4 KiB folios for the hot set: no read-ahead on its handle. */
+	CHECK(pc_fadvise(hh, 0, 0, POSIX_FADV_RANDOM) == 0);
+	read_hot_set(hh, hot);
+	read_hot_set(hh, hot); /* used twice: a working set */
+	for (uint64_t off = hot; off < FILE_SIZE; off += 128 * KiB)
+		read_check(scan, off, 128 * KiB, 0);
+	uint64_t before = fstats(hh).dev_read_bytes;
+	read_hot_set(hh, hot);
+	uint64_t reread = fstats(hh).dev_read_bytes - before;
+	struct pc_stats cs = tu_stats(c);
+	printf("  working set: %llu of %llu hot bytes read again after the scan, %llu evictions\n",
+	       (unsigned long long)reread, (unsigned long long)hot, (unsigned long long)cs.evictions);
+	CHECK(cs.evictions > 0); /* the scan did fill the cache */
+	CHECK(reread == 0);
+	CHECK(pc_close(hh) == 0);
+	CHECK(pc_close(scan) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	tu_watchdog("test_readahead", 300);
@@ -297,6 +331,7 @@ int main(void)
 	test_advice();
 	test_nowait();
 	test_uncached_scan();
+	test_scan_keeps_working_set();
 
 	unlink(path);
 	test_rmdir(dir);
