@@ -156,6 +156,10 @@ enum {
 	PF_READAHEAD = 1u << 15, /* reaching it continues a read-ahead stream */
 	PF_TOUCHED = 1u << 16    /* accessed once since it entered the cache */
 };
+/* Any cached access since the folio entered the cache (folio_mark_accessed):
+ * one that keeps an uncached call's folio cached. */
+#define PF_USED (PF_TOUCHED | PF_REFERENCED)
+
 /* The upper half of the flags word counts the times the folio was freed, so
  * that a lockless reader can tell that the memory it copied from was not
  * freed (and perhaps reused) meanwhile (read_hit.c).  A reset of the flags

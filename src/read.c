@@ -14,7 +14,7 @@
 /* ---------------------------------------------------------- read path */
 
 /* A cached access of a folio an uncached call created: keep it cached.
- * Under writeback (or if busy) the access mark (PF_REFERENCED, set by the
+ * Under writeback (or if busy) the access mark (PF_USED, set by the
  * caller) keeps it: the drop at write completion sees it. */
 static void clear_dropbehind(struct pc_mapping *m, struct pc_folio *f)
 {
@@ -60,14 +60,15 @@ static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const stru
 	}
 }
 
-/* Whether the handle's previous read ended inside f: a reader going
- * through a large folio in several reads uses it once, not several times
- * (for reclaim, see folio_mark_accessed; the kernel's filemap_read has the
- * same rule). */
-static bool read_continues_in(const struct pc_folio *f, int64_t prev_end)
+/* Whether this read goes on, in f, from where the handle's previous one
+ * stopped inside f: a reader going through a large folio in several reads
+ * uses it once, not several times (for reclaim, see folio_mark_accessed;
+ * the kernel's filemap_read has the same rule).  A read of the same bytes
+ * again is a reuse. */
+static bool read_continues_in(const struct pc_folio *f, uint64_t off, int64_t prev_end)
 {
 	uint64_t pos = folio_pos(f);
-	return prev_end > (int64_t)pos && (uint64_t)prev_end <= pos + folio_size(f);
+	return prev_end == (int64_t)off && off > pos && off < pos + folio_size(f);
 }
 
 /* After reading [foff, foff+n) of f: an uncached read drops a folio it is
@@ -75,14 +76,14 @@ static bool read_continues_in(const struct pc_folio *f, int64_t prev_end)
  * a stream, nor the file, needs it); a cached one marks it accessed, unless
  * the previous read of the handle did already. */
 static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool dontcache,
-			   bool last, bool stream, uint64_t size, int64_t prev_end)
+			   bool last, bool stream, uint64_t size, bool continues)
 {
 	if (dontcache) {
 		bool done_with = foff + n == folio_size(f) || folio_pos(f) + foff + n >= size || (last && !stream);
 		if (done_with)
 			folio_drop_behind(m->c, f);
 	} else {
-		if (!read_continues_in(f, prev_end))
+		if (!continues)
 			folio_mark_accessed(f);
 		clear_dropbehind(m, f);
 	}
@@ -133,7 +134,8 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
-		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size, prev_end);
+		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size,
+			       pos == off && read_continues_in(f, off, prev_end));
 		folio_put(c, f);
 		pos += n;
 	}

@@ -244,7 +244,7 @@ bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 		return false;
 	struct pc_mapping *m = f->mapping;
 	bool ok = false;
-	if (folio_test(f, PF_REFERENCED)) {
+	if (folio_test(f, PF_USED)) {
 		/* A cached access came while it was under writeback (when
 		 * the mark cannot change): it stays cached.  It is clean, so no
 		 * uncached bytes are counted for it. */
@@ -267,6 +267,6 @@ void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
 	/* Busy: the read that brought it in is still letting go of it (the
 	 * folio lock, its reference), or someone else holds it.  Whoever lets
 	 * go last drops it (folio_put); a cached use meanwhile keeps it. */
-	if (!folio_test(f, PF_REFERENCED))
+	if (!folio_test(f, PF_USED))
 		folio_set(f, PF_DROP_PENDING);
 }
