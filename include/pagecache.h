@@ -86,7 +86,11 @@
  *   (F_OFD_SETLK; a write lock for writable mappings, a read lock otherwise)
  *   so that another process opening it through pagecache is refused with
  *   EBUSY instead of reading or writing an incoherent copy.  Programs that
- *   bypass pagecache are not stopped (OFD locks are advisory); while a
+ *   bypass pagecache are not stopped (OFD locks are advisory).  A file
+ *   closed with data still to write keeps its lock until the data is
+ *   written and the file settled (pc_cache_file_info: unsettled 0); a
+ *   reopen notices a change by such a program (size, mtime or ctime) only
+ *   if it came after that.  While a
  *   writable handle is open, the cache takes the blocks past the size the
  *   file had at open that it never wrote for holes (it reads nothing there).
  *

@@ -103,7 +103,8 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 	h->c = c;
 	h->m = m;
 	h->wb_err_seen = errseq_open_sample(&m->wb_err);
-	h->ra_prev_end = -1;
+	for (int i = 0; i < PC_RA_HINTS; i++)
+		h->ra_ends[i] = -1;
 	pthread_mutex_lock(&c->files_lock);
 	h->open_next = c->open_head;
 	if (c->open_head)

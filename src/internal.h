@@ -160,10 +160,10 @@ enum {
  * one that keeps an uncached call's folio cached. */
 #define PF_USED (PF_TOUCHED | PF_REFERENCED)
 
-/* The upper half of the flags word counts the times the folio was freed, so
- * that a lockless reader can tell that the memory it copied from was not
- * freed (and perhaps reused) meanwhile (read_hit.c).  A reset of the flags
- * (folio_reset_flags) keeps it. */
+/* The flags word's bits from PF_GEN_SHIFT up count the times the folio was
+ * freed, so that a lockless reader can tell that the memory it copied from
+ * was not freed (and perhaps reused) meanwhile (read_hit.c).  A reset of
+ * the flags (folio_reset_flags) keeps it. */
 #define PF_GEN_SHIFT 17
 #define PF_GEN_ONE (1u << PF_GEN_SHIFT)
 #define PF_GEN_MASK (~0u << PF_GEN_SHIFT)
@@ -203,8 +203,11 @@ struct pc_folio {
 	_Atomic uint32_t flags;
 	_Atomic int32_t refcount;   /* the index holds one */
 	uint8_t order;
-	/* With PF_READAHEAD: log2 of the pages of the read-ahead window that
-	 * the mark belongs to (readahead.c doubles it for the next one). */
+	/* Two fields in one byte (see folio_ra_order, folio_mark_accessed):
+	 * bits 0-4, with PF_READAHEAD: log2 of the pages of the read-ahead
+	 * window that the mark belongs to (readahead.c doubles it for the next
+	 * one); bits 5-7, with PF_TOUCHED: the eighth of the folio where the
+	 * furthest access so far ended (reclaim's "first use" cursor). */
 	_Atomic uint8_t ra_order;
 	_Atomic uint16_t wb_pending; /* device writes in flight */
 	_Atomic uint32_t stamp;     /* ms clock: became dirty, an edge, or got a
@@ -417,6 +420,7 @@ struct pc_edge_ref {
 
 /* ------------------------------------------------------------- handles */
 
+#define PC_RA_HINTS 4 /* read ends a handle remembers (readahead_hinted) */
 struct pc_file {
 	uint32_t magic;
 	int accmode;       /* O_RDONLY / O_WRONLY / O_RDWR */
@@ -426,7 +430,13 @@ struct pc_file {
 	uint64_t wb_err_seen;
 	/* Read-ahead (readahead.c): only a hint and the fadvise mode; a
 	 * stream's state lives in the cache. */
-	_Atomic int64_t ra_prev_end; /* end of the last read that the read path saw (not hits) */
+	/* Where the last reads that the read path saw (not hits) ended, one
+	 * slot per recent sequential reader (readahead_hinted), with the
+	 * hint clock value of its last use: a hint, read and written without
+	 * a lock. */
+	_Atomic int64_t ra_ends[PC_RA_HINTS];
+	_Atomic uint32_t ra_used[PC_RA_HINTS];
+	_Atomic uint32_t ra_clock;
 	_Atomic int ra_advice;       /* PC_RA_NORMAL / _SEQUENTIAL / _RANDOM */
 	struct pc_file *next_closed; /* quarantine of closed handles */
 	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
@@ -632,22 +642,27 @@ static inline void folio_get(struct pc_folio *f)
 /* Drop a reference; the last one returns the memory to the arena. */
 HIDDEN void folio_put(struct pc_cache *c, struct pc_folio *f);
 /* Mark accessed (for reclaim), without a write when already marked. */
-/*
- * An access of f, for reclaim (reclaim.c).  The first one since f entered
- * the cache is not a reuse: the read that missed, or the reader that reaches
- * a folio read ahead for it, uses it once, as a scan does with everything.
- * Counting it would promote every scanned folio past the small queue and
- * let a scan push the working set out (the kernel's mark_page_accessed
- * likewise only activates a page on its second access).  So the first
- * access leaves PF_TOUCHED, and later ones the reference.
- */
-static inline void folio_mark_accessed(struct pc_folio *f)
+/* The read-ahead window order kept with a mark (struct pc_folio). */
+#define RA_ORDER_MASK 0x1fu
+#define RA_CURSOR_SHIFT 5
+static inline unsigned folio_ra_order(struct pc_folio *f)
 {
-	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	if (fl & PF_REFERENCED)
-		return;
-	folio_set(f, fl & PF_TOUCHED ? PF_REFERENCED : PF_TOUCHED);
+	return atomic_load_explicit(&f->ra_order, memory_order_relaxed) & RA_ORDER_MASK;
 }
+
+/* Replace the bits of ra_order under mask with val, keeping the others. */
+static inline void folio_ra_byte_set(struct pc_folio *f, unsigned mask, unsigned val)
+{
+	uint8_t old = atomic_load_explicit(&f->ra_order, memory_order_relaxed), nw;
+	do
+		nw = (uint8_t)((old & ~mask) | (val & mask));
+	while (!atomic_compare_exchange_weak_explicit(&f->ra_order, &old, nw, memory_order_release,
+						      memory_order_relaxed));
+}
+
+/* reclaim.c: an access of [foff, foff+n) of f, for reclaim (see there);
+ * continues: it starts where an earlier access of the same reader ended. */
+HIDDEN void folio_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues);
 
 /* block_state.c: per-block uptodate/dirty state (the iomap rules).
  * Callers hold the folio lock; the state spinlock is taken inside. */
@@ -1029,10 +1044,10 @@ HIDDEN int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, 
 
 /* readahead.c: streams followed through the cache */
 enum { PC_RA_NORMAL, PC_RA_SEQUENTIAL, PC_RA_RANDOM };
-/* Whether a read of [off, off+len) through h follows the previous one that
- * came to the read path (a hint; it also records this one).  *prev_end:
- * where that previous read ended (-1: none). */
-HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, int64_t *prev_end);
+/* Whether a read of [off, off+len) through h starts where one of the
+ * handle's recent reads that came to the read path ended (a hint; it also
+ * records this one), or at 0. *continues: the first, alone. */
+HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool *continues);
 /* A read through h reached folio f, which carries a read-ahead mark: take
  * the mark and issue the stream's next window, without waiting for it.
  * Whether the read continues a stream (false: h does no read-ahead, and

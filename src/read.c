@@ -60,21 +60,10 @@ static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const stru
 	}
 }
 
-/* Whether this read goes on, in f, from where the handle's previous one
- * stopped inside f: a reader going through a large folio in several reads
- * uses it once, not several times (for reclaim, see folio_mark_accessed;
- * the kernel's filemap_read has the same rule).  A read of the same bytes
- * again is a reuse. */
-static bool read_continues_in(const struct pc_folio *f, uint64_t off, int64_t prev_end)
-{
-	uint64_t pos = folio_pos(f);
-	return prev_end == (int64_t)off && off > pos && off < pos + folio_size(f);
-}
-
 /* After reading [foff, foff+n) of f: an uncached read drops a folio it is
  * done with (read to its end, or the call stops in it and no next read of
- * a stream, nor the file, needs it); a cached one marks it accessed, unless
- * the previous read of the handle did already. */
+ * a stream, nor the file, needs it); a cached one marks it accessed (as a
+ * reader's next read of it if `continues`, see folio_mark_accessed). */
 static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool dontcache,
 			   bool last, bool stream, uint64_t size, bool continues)
 {
@@ -83,8 +72,8 @@ static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff
 		if (done_with)
 			folio_drop_behind(m->c, f);
 	} else {
-		if (!continues)
-			folio_mark_accessed(f);
+		/* A drop-behind folio read cached is kept: always a use. */
+		folio_mark_accessed(f, foff, n, continues && !folio_test(f, PF_DROPBEHIND));
 		clear_dropbehind(m, f);
 	}
 }
@@ -102,8 +91,8 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		len = size - off;
 	/* Whether this read belongs to a stream: then an uncached read keeps
 	 * the folio it stops in, for the stream's next read. */
-	int64_t prev_end;
-	bool stream = readahead_hinted(h, off, len, &prev_end);
+	bool continues;
+	bool stream = readahead_hinted(h, off, len, &continues);
 	uint64_t pos = off, end = off + len, missed_until = 0;
 	int err = 0;
 	while (pos < end) {
@@ -135,7 +124,7 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
 		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size,
-			       pos == off && read_continues_in(f, off, prev_end));
+			       pos == off && continues);
 		folio_put(c, f);
 		pos += n;
 	}

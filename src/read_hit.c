@@ -81,7 +81,8 @@ static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *
 	memcpy(buf, folio_data(c, f) + (off - pos), len);
 	/* The copy's loads complete before the generation is read again.  The
 	 * identity is checked again too (same cache line): a wrap of the
-	 * 16-bit generation would also need the same file, index and state. */
+	 * 15-bit generation would also need the same file, index and
+	 * state. */
 	atomic_thread_fence(memory_order_acquire);
 	uint32_t now = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS &&

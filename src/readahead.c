@@ -35,8 +35,9 @@
  *
  * pc_fadvise(POSIX_FADV_RANDOM) turns read-ahead off for the handle (its
  * reads leave marks for other handles); POSIX_FADV_SEQUENTIAL doubles the
- * largest window and starts streams at it instead of ramping up, as the
- * kernel's does for a file.
+ * largest window and starts streams at it instead of ramping up (the
+ * kernel doubles its largest window too, but still ramps up to it: a
+ * caller that says it will read sequentially gains nothing from the ramp).
  */
 #include "internal.h"
 
@@ -119,7 +120,7 @@ static void set_mark(struct pc_mapping *m, uint64_t pos, uint64_t window)
 	struct pc_folio *f = mapping_lookup(m, pos);
 	if (f) {
 		unsigned order = (unsigned)__builtin_ctzll(pc_roundup_pow2(pc_max_u64(window / PC_PAGE_SIZE, 1)));
-		atomic_store_explicit(&f->ra_order, (uint8_t)order, memory_order_relaxed);
+		folio_ra_byte_set(f, RA_ORDER_MASK, order < RA_ORDER_MASK ? order : RA_ORDER_MASK);
 		folio_set(f, PF_READAHEAD); /* a release: the order is seen with it */
 		folio_put(m->c, f);
 	}
@@ -145,13 +146,35 @@ static void count_window(struct pc_mapping *m, bool async, uint64_t bytes)
 	atomic_fetch_add_explicit(&c->st_ra_bytes, bytes, memory_order_relaxed);
 }
 
-bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, int64_t *prev_end)
+/*
+ * The handle remembers where its last few reads ended, one slot each, so
+ * that a sequential reader is recognised whatever other reads of the
+ * handle come in between (random reads, other threads' streams): a read
+ * starting at a slot's end takes that slot over; any other read replaces
+ * the slot used longest ago.  So random reads between a scan's reads cycle
+ * through the other slots and leave the scan's alone.
+ */
+bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool *continues)
 {
-	int64_t prev = atomic_load_explicit(&h->ra_prev_end, memory_order_relaxed);
-	*prev_end = prev;
-	if (prev != (int64_t)(off + len))
-		atomic_store_explicit(&h->ra_prev_end, (int64_t)(off + len), memory_order_relaxed);
-	return prev == (int64_t)off || off == 0;
+	uint32_t now = atomic_fetch_add_explicit(&h->ra_clock, 1, memory_order_relaxed) + 1;
+	int slot = 0;
+	uint32_t oldest = UINT32_MAX;
+	*continues = false;
+	for (int i = 0; i < PC_RA_HINTS; i++) {
+		if (atomic_load_explicit(&h->ra_ends[i], memory_order_relaxed) == (int64_t)off) {
+			slot = i;
+			*continues = true;
+			break;
+		}
+		uint32_t age = now - atomic_load_explicit(&h->ra_used[i], memory_order_relaxed);
+		if (oldest == UINT32_MAX || age > oldest) {
+			oldest = age;
+			slot = i;
+		}
+	}
+	atomic_store_explicit(&h->ra_ends[slot], (int64_t)(off + len), memory_order_relaxed);
+	atomic_store_explicit(&h->ra_used[slot], now, memory_order_relaxed);
+	return *continues || off == 0;
 }
 
 bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
@@ -160,7 +183,7 @@ bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
 	size_t max = ra_max_window(h);
 	if (!max || !take_mark(f))
 		return false; /* RANDOM leaves the mark to the stream's readers */
-	uint64_t window = (uint64_t)PC_PAGE_SIZE << atomic_load_explicit(&f->ra_order, memory_order_relaxed);
+	uint64_t window = (uint64_t)PC_PAGE_SIZE << folio_ra_order(f);
 	uint64_t mark = folio_pos(f);
 	uint64_t from = next_uncached(m, mark, 2 * (uint64_t)max);
 	if (from - mark > max) {
@@ -176,7 +199,10 @@ bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
 	if (from >= to)
 		return true;
 	count_window(m, true, to - from);
-	if (cache_read_range(m, from, to, rf, NULL) == 0)
+	/* Speculative: a reader that reaches the mark must not sleep for
+	 * memory (or behind a truncate) for data it has not asked for; a
+	 * window cut short only means the next miss starts a new one. */
+	if (cache_read_range(m, from, to, rf | RF_NOWAIT, NULL) == 0)
 		set_mark(m, from, next);
 	return true;
 }

@@ -6,9 +6,8 @@
  * enter the small queue.  A folio reaching the head of the small queue that
  * was accessed again since it entered moves to the main queue; one that was
  * not is evicted at once.  "Again": the use that brought it in (the read
- * that missed, a read-ahead folio's first reader, a large folio's later
- * reads by the same reader) is no reuse (folio_mark_accessed, PF_TOUCHED),
- * else a scan would be promoted as a whole.  At the head of the main queue an accessed folio
+ * that missed, a read-ahead folio's first reader going through it) is no
+ * reuse (folio_mark_accessed), else a scan would be promoted as a whole.  At the head of the main queue an accessed folio
  * gets a second chance (moved to the tail, its bit cleared).  Why: a scan
  * (a large sequential read or write touched once) passes through the small
  * queue and leaves without displacing the working set in the main queue,
@@ -80,6 +79,51 @@ void lru_del(struct pc_cache *c, struct pc_folio *f)
 	if (folio_test(f, PF_LRU))
 		queue_unlink(c, f);
 	pthread_mutex_unlock(&c->lru_lock);
+}
+
+/*
+ * Record an access of [foff, foff+n) of f.  The first use since f entered
+ * the cache is no reuse: the read that missed, or a reader going through
+ * a folio read ahead for it, uses it once, as a scan does with everything.
+ * Counting it would promote every scanned folio past the small queue and
+ * let a scan push the working set out (the kernel's mark_page_accessed
+ * likewise activates a page only on its second use).  A large folio is
+ * read in several calls, in order, by a scan: those go on from where the
+ * furthest access so far ended (the cursor, in eighths of the folio, kept
+ * in the folio so that any handle or thread continues it), and are the
+ * same first use.  An access that starts before the cursor comes back to
+ * what was used: a reuse, PF_REFERENCED; so does one that starts in the
+ * cursor's eighth unless its reader's previous read ended where it starts
+ * (`continues`, the handle's hint: a hot block read again and again inside
+ * one eighth is a reuse, a scan's next read is not).  (An access starting
+ * past the cursor while a scan is inside the folio is taken as the scan's:
+ * rare, and it only delays a reference.)
+ */
+static unsigned eighth_of(const struct pc_folio *f, size_t foff)
+{
+	return (unsigned)((foff << 3) >> (PC_PAGE_SHIFT + f->order));
+}
+
+void folio_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues)
+{
+	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
+	if (fl & PF_REFERENCED)
+		return;
+	unsigned first = eighth_of(f, foff), last = eighth_of(f, foff + (n ? n - 1 : 0));
+	if (!(fl & PF_TOUCHED)) {
+		/* The cursor before the flag: whoever sees the flag sees it. */
+		folio_ra_byte_set(f, ~RA_ORDER_MASK, last << RA_CURSOR_SHIFT);
+		if (!(atomic_fetch_or(&f->flags, PF_TOUCHED) & PF_TOUCHED))
+			return;
+		/* Another access came first meanwhile: judged after it. */
+	}
+	unsigned cursor = atomic_load_explicit(&f->ra_order, memory_order_relaxed) >> RA_CURSOR_SHIFT;
+	if (first < cursor || (first == cursor && !continues)) {
+		atomic_fetch_or(&f->flags, PF_REFERENCED);
+		return;
+	}
+	if (last > cursor)
+		folio_ra_byte_set(f, ~RA_ORDER_MASK, last << RA_CURSOR_SHIFT);
 }
 
 static void kick_all_flushers(struct pc_cache *c)

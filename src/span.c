@@ -109,7 +109,7 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 	/* A cached read keeps the folio cached, as pc_pread does: a drop-behind
 	 * folio seen referenced is kept when its drop comes (folio_try_drop). */
 	if (!dontcache)
-		folio_mark_accessed(f);
+		folio_mark_accessed(f, foff, n, false);
 	s->data = folio_data(c, f) + foff;
 	s->len = n;
 	s->priv = (struct pc_span_private){ .cache = c, .folio = f, .off = off, .len = n, .flags = flags,

@@ -205,7 +205,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 			account_uncached(m, -(int64_t)folio_dirty_bytes(m, f));
 		}
 		mapping_clear_edge(m, f);
-		folio_mark_accessed(f);
+		folio_mark_accessed(f, foff, n, false);
 		return;
 	}
 	if (created) {
