@@ -75,7 +75,11 @@
  *   mmap_lock for reading: mmap, munmap, fork and malloc growing its heap in
  *   other threads may wait for one step meanwhile (a fraction of a
  *   millisecond where the kernel zeroes memory at memory speed, up to 30 ms
- *   on that virtual machine).  PC_CFG_LAZY_MEMORY: no such thread.
+ *   on that virtual machine).  While it runs it takes a CPU (seconds for a
+ *   few hundred MiB on that machine when the host backs the memory first):
+ *   pc_stats.prefault_pending_bytes tells how much is left, so a program
+ *   (or a benchmark) can wait for it before timing-sensitive work.
+ *   PC_CFG_LAZY_MEMORY: no such thread.
  *   The thread is not inherited by a child of fork(), nor is the memory.
  *   pc_cache_new fails with ENOMEM when the machine cannot back
  *   memory_limit (the rule is given with memory_limit below).
@@ -447,6 +451,10 @@ struct pc_stats {
 	uint64_t ra_async_windows;  /* windows started by reaching a mark */
 	uint64_t ra_window_bytes;   /* bytes those windows covered (cached parts too) */
 	uint64_t ra_random_reads;   /* misses read with no window */
+	uint64_t prefault_pending_bytes; /* pc_cache_stats: folio memory the
+	                               background thread has yet to fault in
+	                               ("Memory" above); 0 once it has ended,
+	                               and with PC_CFG_LAZY_MEMORY */
 	uint32_t io_uring;          /* 1: device I/O through io_uring, 0: sync */
 	uint32_t block_size;        /* pc_file_stats: the file's block size */
 };

@@ -130,6 +130,7 @@ static void *populate_main(void *arg)
 		atomic_store_explicit(&c->populated_bytes, done, memory_order_relaxed);
 		budget_note_taken(c, done);
 	}
+	atomic_store_explicit(&c->populate_ended, true, memory_order_release);
 	return NULL;
 }
 
@@ -137,14 +138,18 @@ static void *populate_main(void *arg)
  * first use, as with PC_CFG_LAZY_MEMORY: slower first writes, nothing else. */
 void arena_populate_start(struct pc_cache *c)
 {
-	if (c->cfg.flags & PC_CFG_LAZY_MEMORY)
+	if (c->cfg.flags & PC_CFG_LAZY_MEMORY) {
+		atomic_store(&c->populate_ended, true);
 		return;
+	}
 	sigset_t all, old;
 	sigfillset(&all);
 	/* The thread inherits the mask: the program's signals are never
 	 * delivered to it. */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	c->populate_running = pthread_create(&c->populate_thread, NULL, populate_main, c) == 0;
+	if (!c->populate_running)
+		atomic_store(&c->populate_ended, true);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -160,6 +165,13 @@ void arena_populate_stop(struct pc_cache *c)
 size_t arena_populated_bytes(struct pc_cache *c)
 {
 	return atomic_load_explicit(&c->populated_bytes, memory_order_relaxed);
+}
+
+size_t arena_prefault_pending(struct pc_cache *c)
+{
+	if (atomic_load_explicit(&c->populate_ended, memory_order_acquire))
+		return 0;
+	return c->arena_bytes - arena_populated_bytes(c);
 }
 
 /* ------------------------------------------------------ setup, teardown */

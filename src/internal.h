@@ -465,6 +465,7 @@ struct pc_cache {
 	bool populate_running;         /* started and not yet joined */
 	_Atomic bool populate_stop;
 	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
+	_Atomic bool populate_ended;   /* the thread is done (or never ran) */
 	/* Bytes from the arena's start that are handed out or faulted in:
 	 * the rest is what this cache has yet to take from the machine. */
 	_Atomic size_t taken_bytes;
@@ -563,6 +564,8 @@ HIDDEN void arena_populate_start(struct pc_cache *c);
 HIDDEN void arena_populate_stop(struct pc_cache *c);
 /* Bytes from the arena's start faulted in so far by the background thread. */
 HIDDEN size_t arena_populated_bytes(struct pc_cache *c);
+/* What the background fault-in has yet to do: 0 once it has ended. */
+HIDDEN size_t arena_prefault_pending(struct pc_cache *c);
 /* Pages below this were handed out at some time; above, never (their
  * descriptors are all zero). */
 HIDDEN uint32_t arena_used_pages(struct pc_cache *c);

@@ -288,13 +288,21 @@ static void runs_to_the_end(void)
 {
 	struct pc_cache *c = cache_of(8 * MiB, 0);
 	REQUIRE(c);
+	/* What pc_stats says is left is what the thread has yet to do,
+	 * and 0 once it has ended. */
+	struct pc_stats s = tu_stats(c);
+	CHECK(s.prefault_pending_bytes <= c->arena_bytes);
+	CHECK(s.prefault_pending_bytes == 0 || !atomic_load(&c->populate_ended));
 	CHECK(TU_POLL(arena_populated_bytes(c) == c->arena_bytes, 60000));
+	CHECK(TU_POLL(tu_stats(c).prefault_pending_bytes == 0, 10000));
+	CHECK(atomic_load(&c->populate_ended));
 	CHECK(pc_cache_destroy(c) == 0);
 
 	c = cache_of(8 * MiB, PC_CFG_LAZY_MEMORY);
 	REQUIRE(c);
 	CHECK(!c->populate_running);
 	CHECK(arena_populated_bytes(c) == 0);
+	CHECK(tu_stats(c).prefault_pending_bytes == 0); /* nothing will run */
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
