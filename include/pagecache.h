@@ -808,8 +808,13 @@ PC_API int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct p
  * continues a stream), so random reads, other streams and other threads on
  * the same handle do not break a stream.  These three set this handle's
  * read-ahead, for the whole file (off and len are ignored, as in Linux):
- * POSIX_FADV_SEQUENTIAL: windows up to twice readahead_max_bytes, and a
- * stream starts at the largest window instead of ramping up.
+ * POSIX_FADV_SEQUENTIAL: windows up to twice readahead_max_bytes (but no
+ * more than max(readahead_max_bytes, memory_limit / 4)), and a stream
+ * starts at the largest window instead of ramping up.  (A stream that
+ * starts in the middle of a file, with nothing cached before it, is taken
+ * for random at its first read and gets its first window at its second.)
+ * A window is issued cached or uncached as its stream is (whether its
+ * folios are PC_DONTCACHE ones), whoever's read reaches the mark.
  * POSIX_FADV_RANDOM: no read-ahead; a miss reads only what was asked (and
  * marks of other handles' streams are left to them).
  * POSIX_FADV_NORMAL: the default read-ahead again; also clears the NOREUSE

@@ -285,7 +285,8 @@ static bool unlinked(struct pc_mapping *m)
 }
 
 /* Closed mappings with references: the gone ones (unlinked, or without a
- * descriptor and emptied by eviction) taken out of the index. */
+ * descriptor, emptied by eviction and with no write error to report) taken
+ * out of the index. */
 static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, unsigned max)
 {
 	unsigned n = 0;
@@ -295,7 +296,11 @@ static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_map
 		struct pc_mapping **pp = &c->file_hash[i];
 		while (*pp && n < max) {
 			struct pc_mapping *m = *pp;
-			bool gone = m->nhandles == 0 && (m->fd < 0 ? mapping_empty(m) : unlinked(m));
+			/* One that gave its descriptor up stays while a write
+			 * error of it is unreported: the next handle of the
+			 * file must see it (it finds this mapping again). */
+			bool gone = m->nhandles == 0 &&
+				    (m->fd < 0 ? mapping_empty(m) && !errseq_unseen(&m->wb_err) : unlinked(m));
 			if (!gone) {
 				pp = &m->hash_next;
 				continue;

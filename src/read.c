@@ -61,14 +61,17 @@ static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const stru
 }
 
 /* After reading [foff, foff+n) of f: an uncached read drops a folio it is
- * done with (read to its end, or the call stops in it and no next read of
- * a stream, nor the file, needs it); a cached one marks it accessed (as a
- * reader's next read of it if `continues`, see folio_mark_accessed). */
+ * done with (read to its end, or the call stops in it, read it from the
+ * device, and no next read of a stream, nor the file, needs it; a folio it
+ * found read ahead is a stream's, for that stream's reader to drop); a
+ * cached one marks it accessed (as a reader's next read of it if
+ * `continues`, see folio_mark_accessed). */
 static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool dontcache,
-			   bool last, bool stream, uint64_t size, bool continues)
+			   bool last, bool stream, bool waited, uint64_t size, bool continues)
 {
 	if (dontcache) {
-		bool done_with = foff + n == folio_size(f) || folio_pos(f) + foff + n >= size || (last && !stream);
+		bool done_with = foff + n == folio_size(f) || folio_pos(f) + foff + n >= size ||
+				 (last && !stream && waited);
 		if (done_with)
 			folio_drop_behind(m->c, f);
 	} else {
@@ -123,7 +126,7 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
-		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, size,
+		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, waited, size,
 			       pos == off && continues);
 		folio_put(c, f);
 		pos += n;

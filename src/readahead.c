@@ -183,6 +183,10 @@ bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
 	size_t max = ra_max_window(h);
 	if (!max || !take_mark(f))
 		return false; /* RANDOM leaves the mark to the stream's readers */
+	/* The window is the stream's, whoever reaches the mark: uncached if
+	 * the stream's folios are (a cached read in between must not leave
+	 * an uncached scan's next window cached), cached if not. */
+	rf = (rf & ~RF_DONTCACHE) | (folio_test(f, PF_DROPBEHIND) ? RF_DONTCACHE : 0);
 	uint64_t window = (uint64_t)PC_PAGE_SIZE << folio_ra_order(f);
 	uint64_t mark = folio_pos(f);
 	uint64_t from = next_uncached(m, mark, 2 * (uint64_t)max);

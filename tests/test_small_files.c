@@ -194,9 +194,9 @@ static void a_flusher_writes_closed_files(void)
 
 /* A new cache writes path (pattern salt) and closes it; the flusher's
  * write-back then fails with EIO (rule *id, still in force). */
-static struct pc_cache *closed_file_meets_eio(const char *path, unsigned salt, int *id)
+static struct pc_cache *closed_file_meets_eio_in(const char *path, unsigned salt, int *id, unsigned max_closed)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = new_cache(0, max_closed);
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
 	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f };
@@ -210,6 +210,72 @@ static struct pc_cache *closed_file_meets_eio(const char *path, unsigned salt, i
 		usleep(10000);
 	CHECK(pc_fault_count(c, *id) > 0);
 	return c;
+}
+
+static struct pc_cache *closed_file_meets_eio(const char *path, unsigned salt, int *id)
+{
+	return closed_file_meets_eio_in(path, salt, id, 0);
+}
+
+/* Whether the process has a descriptor of path open (/proc/self/fd). */
+static bool fd_open_on(const char *path)
+{
+	DIR *d = opendir("/proc/self/fd");
+	REQUIRE(d);
+	bool found = false;
+	struct dirent *e;
+	char link[300], target[4300];
+	while (!found && (e = readdir(d))) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			found = strcmp(target, path) == 0;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * The error is kept for a later handle also when the closed file has
+ * given its descriptor up (past max_closed_files) and all of its data has
+ * been evicted meanwhile: the mapping, which holds the errseq, stays
+ * until the error is reported.
+ */
+static void b_error_kept_without_descriptor(const char *path)
+{
+	int id;
+	struct pc_cache *c = closed_file_meets_eio_in(path, 3, &id, 2);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(TU_POLL(on_device(path, 3), 10000)); /* retried, written */
+	/* Others push its descriptor out and its data out of memory. */
+	static uint8_t big[4 * MiB];
+	char other[4200];
+	for (unsigned i = 0; i < 8; i++) {
+		name_of(other, sizeof(other), "b_push", i);
+		struct pc_file *o = pc_open(c, other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(o);
+		CHECK(pc_pwrite(o, big, sizeof(big), 0, 0) == (ssize_t)sizeof(big));
+		CHECK(pc_close(o) == 0);
+	}
+	struct stat st;
+	REQUIRE(stat(path, &st) == 0);
+	struct pc_file_info info;
+	CHECK(TU_POLL(!fd_open_on(path), 10000));
+	CHECK(TU_POLL(pc_cache_file_info(c, st.st_dev, st.st_ino, &info) == 0 && info.cached_bytes == 0, 10000));
+	usleep(1500 * 1000); /* a sweep of closed files runs meanwhile */
+	struct pc_file *f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(pc_fsync(f) == -1 && errno == EIO);
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0); /* reported: nothing left to report */
+	for (unsigned i = 0; i < 8; i++) {
+		name_of(other, sizeof(other), "b_push", i);
+		unlink(other);
+	}
 }
 
 static void b_error_after_close(void)
@@ -253,6 +319,8 @@ static void b_error_after_close(void)
 	CHECK(TU_POLL(on_device(path, 2), 10000)); /* the flusher retried it */
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+
+	b_error_kept_without_descriptor(path);
 }
 
 /* ---------------------------------------------------------------- (c) */
