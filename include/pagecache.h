@@ -369,8 +369,10 @@ struct pc_config {
  * process sees the data.  Without it pc_close does not wait (see there). */
 #define PC_CFG_CLOSE_TO_OPEN 0x20u
 /* At exit(3) (atexit), write back the dirty data of every file of the
- * cache, open or closed, and wait for it.  Without it, a process that ends
- * without pc_cache_destroy loses what was not yet written (see pc_close). */
+ * cache, open or closed, and wait for it.  A write error there is printed
+ * to stderr (exit cannot return it) and kept for a pc_cache_destroy that
+ * runs later.  Without it, a process that ends without pc_cache_destroy
+ * loses what was not yet written (see pc_close). */
 #define PC_CFG_FLUSH_AT_EXIT 0x40u
 
 /* Per-call flags for pc_pread/pc_pwrite and their v-variants, and (all but

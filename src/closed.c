@@ -158,7 +158,7 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 			flusher_kick(m->dom);
 		return false;
 	}
-	return true; /* clean already: the closer settles it now */
+	return true; /* clean already: to be settled at once (the flusher) */
 }
 
 void closed_release_fds(struct pc_cache *c)

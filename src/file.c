@@ -535,8 +535,15 @@ void file_release(struct pc_mapping *m)
 	if (--m->nhandles == 0)
 		settle = closed_add(c, m);
 	pthread_mutex_unlock(&c->files_lock);
-	if (settle)
+	/* Clean already: settling may wait for the device (the exact size
+	 * through the kernel, sync_file_range), so the flusher does it, as
+	 * for any closed file, and the close does not wait; unless closed
+	 * files hold too many descriptors: then the closer, which waited for
+	 * its write-back already (closed_must_wait), gives its own back. */
+	if (settle && closed_fd_pressure(c))
 		closed_settle(m);
+	else if (settle)
+		flusher_kick(m->dom);
 	mapping_put(m); /* the handle's reference */
 }
 

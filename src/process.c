@@ -31,7 +31,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static _Atomic unsigned process_generation;
@@ -180,9 +182,18 @@ static void forget_exit_caches_in_child(void)
 static void flush_at_exit(void)
 {
 	pthread_mutex_lock(&exit_lock);
-	for (unsigned i = 0; i < exit_n; i++)
-		if (!cache_inherited(exit_caches[i]))
-			files_writeback_all(exit_caches[i]);
+	for (unsigned i = 0; i < exit_n; i++) {
+		struct pc_cache *c = exit_caches[i];
+		if (cache_inherited(c))
+			continue;
+		/* An error is said, and kept for a pc_cache_destroy that an
+		 * exit handler may still call (the write-back took it). */
+		int err = files_writeback_all(c);
+		if (err) {
+			fprintf(stderr, "pagecache: write-back at exit failed: %s\n", strerror(-err));
+			atomic_store(&c->orphan_error, err);
+		}
+	}
 	pthread_mutex_unlock(&exit_lock);
 }
 

@@ -1110,8 +1110,8 @@ out:
 /*
  * f. Many small files (issue 14): FILES_N files of FILES_BYTES created,
  * written and closed one after another, then each reopened, read whole
- * and closed, the kernel and pagecache alternating in batches (see
- * files_alternate).  Files per second; target >= 0.8x for both.  The kernel's
+ * and closed, the kernel first, then pagecache, each alone (see
+ * files_side_by_side).  Files per second; target >= 0.8x for both.  The kernel's
  * files are closed without fsync (its close does not wait), and so are
  * pagecache's (pc_close leaves write-back to the flusher); pagecache's are
  * checked on the device after pc_cache_destroy (not timed).
@@ -1215,16 +1215,26 @@ static double files_pc_reread(struct row *r, struct pc_cache *c, char *buf, unsi
 	return bu_secs(bu_now_ns() - t0);
 }
 
-/* Every pagecache file on the device, read back directly. */
+/* Every pagecache file on the device: the last partial block of a closed
+ * file goes through the kernel's page cache (pagecache.h, pc_close), so
+ * the file system is synced first and each file's kernel pages dropped
+ * before it is read. */
 static unsigned files_verify(char *buf, char *want)
 {
 	char path[PATH_MAX];
 	unsigned bad = 0;
 
+	files_path(path, sizeof(path), "pcbench-files-pagecache", 0);
+	int dfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (dfd < 0 || syncfs(dfd) != 0)
+		bu_die("syncfs %s:", path);
+	close(dfd);
 	for (unsigned i = 0; i < FILES_N; i++) {
 		files_path(path, sizeof(path), "pcbench-files-pagecache", i);
 		files_fill(want, i);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		ssize_t n = fd < 0 ? -1 : read(fd, buf, FILES_BYTES + 1);
 		if (fd >= 0)
 			close(fd);
@@ -1259,29 +1269,39 @@ static void files_mkdirs(void)
 }
 
 /*
- * The two sides alternate in FILES_ROUNDS batches (kernel first in even
- * rounds, pagecache first in odd ones), so that neither always runs on a
- * file system the other has just loaded (its log, its free-inode search);
- * files/s is each side's files over its own total time.
+ * Each side does all FILES_N files in one timed run, the kernel first,
+ * and nothing of the other side runs meanwhile: before each kernel run,
+ * pagecache's cache is left idle (nothing dirty, nothing under write-back,
+ * its closed files settled); the kernel's 25 MB of dirty data stays far
+ * below its background threshold and younger than its 30 s expiry, so
+ * its flusher does not run in pagecache's runs either.  (Alternating
+ * batches let pagecache's flusher write its closed files during the
+ * kernel's batches, which favoured pagecache.)  Pagecache runs second, on
+ * a file system that has just taken the kernel's files: if anything, that
+ * favours the kernel.
  */
-#define FILES_ROUNDS 6
+static void files_wait_idle(struct pc_cache *c)
+{
+	struct pc_stats s;
+
+	for (int i = 0; i < 3000; i++) {
+		pc_cache_stats(c, &s);
+		if (!s.dirty_bytes && !s.writeback_bytes)
+			break;
+		usleep(10000);
+	}
+	usleep(1200 * 1000); /* a flusher tick or two: settled, swept */
+}
+
 typedef double (*files_kernel_fn)(char *buf, unsigned lo, unsigned hi);
 typedef double (*files_pc_fn)(struct row *r, struct pc_cache *c, char *buf, unsigned lo, unsigned hi);
 
-static void files_alternate(struct row *r, struct pc_cache *c, char *buf, files_kernel_fn kernel, files_pc_fn pc)
+static void files_side_by_side(struct row *r, struct pc_cache *c, char *buf, files_kernel_fn kernel,
+			       files_pc_fn pc)
 {
-	double tk = 0, tp = 0;
-
-	for (unsigned round = 0; round < FILES_ROUNDS && !isnan(tp); round++) {
-		unsigned lo = round * FILES_N / FILES_ROUNDS, hi = (round + 1) * FILES_N / FILES_ROUNDS;
-
-		if (round % 2)
-			tp += pc(r, c, buf, lo, hi);
-		tk += kernel(buf, lo, hi);
-		if (!(round % 2) && !isnan(tp))
-			tp += pc(r, c, buf, lo, hi);
-	}
-	r->kernel = FILES_N / tk;
+	files_wait_idle(c);
+	r->kernel = FILES_N / kernel(buf, 0, FILES_N);
+	double tp = pc(r, c, buf, 0, FILES_N);
 	r->pc = isnan(tp) ? NAN : FILES_N / tp;
 }
 
@@ -1302,10 +1322,10 @@ static void bench_small_files(void)
 	if (!c)
 		goto out;
 	struct pc_stats s0, s1, d;
-	files_alternate(rc, c, buf, files_kernel_create, files_pc_create);
+	files_side_by_side(rc, c, buf, files_kernel_create, files_pc_create);
 	pc_cache_stats(c, &s0);
 	if (!isnan(rc->pc))
-		files_alternate(rr, c, buf, files_kernel_reread, files_pc_reread);
+		files_side_by_side(rr, c, buf, files_kernel_reread, files_pc_reread);
 	else
 		rr->pc = NAN;
 	pc_cache_stats(c, &s1);
@@ -1314,7 +1334,7 @@ static void bench_small_files(void)
 	if (pc_cache_destroy(c) != 0)
 		PC_FAIL(rc, "pc_cache_destroy");
 	unsigned bad = files_verify(buf, buf + FILES_BYTES + 1);
-	snprintf(rc->note, sizeof(rc->note), "after pc_cache_destroy, %u of %u files differ on the device", bad,
+	snprintf(rc->note, sizeof(rc->note), "after pc_cache_destroy and syncfs, %u of %u files differ on the device", bad,
 		 FILES_N);
 	if (bad)
 		rc->pc = NAN;
