@@ -97,24 +97,6 @@ static bool reaches_device(const char *path, unsigned salt)
 	return false;
 }
 
-/* Wait (up to 10 s) for a closed file to be settled: written, its
- * attributes saved and its lock released (pc_cache_file_info.unsettled).
- * Only then may another program change it behind the cache's back and be
- * noticed (pagecache.h, "Sharing and other processes"). */
-static bool settles(struct pc_cache *c, const char *path)
-{
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return false;
-	for (int i = 0; i < 1000; i++) {
-		struct pc_file_info info;
-		if (pc_cache_file_info(c, st.st_dev, st.st_ino, &info) == 0 && !info.unsettled)
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 static unsigned open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -393,7 +375,7 @@ static void e_reopen_cached_and_revalidated(void)
 	name_of(path, sizeof(path), "e", 0);
 	CHECK(write_small_file(c, path, 5));
 	CHECK(reaches_device(path, 5));
-	CHECK(settles(c, path));
+	CHECK(tu_settled(c, path));
 	struct pc_stats before, after;
 	pc_cache_stats(c, &before);
 	uint8_t got[FILE_BYTES], want[FILE_BYTES];

@@ -298,7 +298,8 @@ static void test_foreign_change(const char *dir)
 	uint8_t a[BS], other[BS], got[BS], want[BS];
 	tu_fill_pattern(a, BS, 7, 0);
 	CHECK(pc_pwrite(f, a, BS, 30 * BS, 0) == BS);
-	CHECK(pc_close(f) == 0); /* the mapping stays cached, unlocked */
+	CHECK(pc_close(f) == 0); /* the mapping stays cached */
+	CHECK(tu_settled(c, path)); /* written and unlocked: others may write */
 	/* Another writer fills block 12, a hole to us. */
 	int fd = open(path, O_RDWR);
 	REQUIRE(fd >= 0);

@@ -179,6 +179,18 @@ static inline uint64_t tu_now_ms(void)
 		ok_;                                                          \
 	})
 
+/* Whether the closed file at path is settled within 10 s: written, its
+ * attributes saved and its lock released (pc_cache_file_info.unsettled).
+ * Only then may another program change it behind the cache's back and be
+ * noticed (pagecache.h, "Sharing and other processes"). */
+static inline bool tu_settled(struct pc_cache *c, const char *path)
+{
+	struct stat st;
+	struct pc_file_info info;
+	return stat(path, &st) == 0 &&
+	       TU_POLL(pc_cache_file_info(c, st.st_dev, st.st_ino, &info) == 0 && !info.unsettled, 10000);
+}
+
 /* A 64-bit mixer (murmur3 finalizer): the source of the data patterns. */
 static inline uint64_t tu_mix64(uint64_t x)
 {
