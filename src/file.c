@@ -537,10 +537,12 @@ void file_release(struct pc_mapping *m)
 	pthread_mutex_unlock(&c->files_lock);
 	/* Clean already: settling may wait for the device (the exact size
 	 * through the kernel, sync_file_range), so the flusher does it, as
-	 * for any closed file, and the close does not wait; unless closed
-	 * files hold too many descriptors: then the closer, which waited for
-	 * its write-back already (closed_must_wait), gives its own back. */
-	if (settle && closed_fd_pressure(c))
+	 * for any closed file, and the close does not wait.  Unless the close
+	 * waits anyway: with close-to-open, whose promise is that another
+	 * process can open the file once pc_close returns (settling releases
+	 * the lock), or when closed files hold too many descriptors (the
+	 * closer then gives its own back). */
+	if (settle && (closed_must_wait(c) || closed_fd_pressure(c)))
 		closed_settle(m);
 	else if (settle)
 		flusher_kick(m->dom);

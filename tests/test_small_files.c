@@ -315,6 +315,12 @@ static void c_close_to_open_waits(void)
 		name_of(path, sizeof(path), "c", i);
 		CHECK(write_small_file(c, path, 40 + i));
 		CHECK(on_device(path, 40 + i)); /* no waiting here */
+		/* Settled too (exact size, lock released): another process
+		 * may open it through pagecache at once. */
+		struct stat st;
+		struct pc_file_info info;
+		CHECK(stat(path, &st) == 0 && pc_cache_file_info(c, st.st_dev, st.st_ino, &info) == 0 &&
+		      !info.unsettled);
 	}
 	CHECK(pc_cache_destroy(c) == 0);
 }
