@@ -95,10 +95,12 @@ static bool mapping_empty(struct pc_mapping *m)
 	return empty;
 }
 
-/* Give the descriptors up; with nothing cached, the mapping goes too. */
+/* Give the descriptors up; with nothing cached, the mapping goes too,
+ * unless it holds a write error no handle has reported (the next handle
+ * of the file must see it: it finds this mapping again). */
 static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 {
-	if (mapping_empty(m)) {
+	if (mapping_empty(m) && !errseq_unseen(&m->wb_err)) {
 		files_hash_remove(c, m);
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;

@@ -535,14 +535,16 @@ void file_release(struct pc_mapping *m)
 	if (--m->nhandles == 0)
 		settle = closed_add(c, m);
 	pthread_mutex_unlock(&c->files_lock);
-	/* Clean already: settling may wait for the device (the exact size
-	 * through the kernel, sync_file_range), so the flusher does it, as
-	 * for any closed file, and the close does not wait.  Unless the close
-	 * waits anyway: with close-to-open, whose promise is that another
-	 * process can open the file once pc_close returns (settling releases
-	 * the lock), or when closed files hold too many descriptors (the
-	 * closer then gives its own back). */
-	if (settle && (closed_must_wait(c) || closed_fd_pressure(c)))
+	/* Clean already: settled here, so that another process can open the
+	 * file once pc_close returns (settling releases the lock), when that
+	 * is cheap: the backing file has its size.  Cutting it to size waits
+	 * for the device (ftruncate of a block written whole, e.g. by
+	 * pc_flush without wait, and sync_file_range): the flusher does that,
+	 * as for any closed file, and the close does not wait, unless it
+	 * waits anyway (close-to-open; closed files holding too many
+	 * descriptors, when the closer gives its own back). */
+	bool sized = atomic_load(&m->disk_size) == atomic_load(&m->i_size);
+	if (settle && (sized || closed_must_wait(c) || closed_fd_pressure(c)))
 		closed_settle(m);
 	else if (settle)
 		flusher_kick(m->dom);
