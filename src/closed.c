@@ -95,12 +95,19 @@ static bool mapping_empty(struct pc_mapping *m)
 	return empty;
 }
 
-/* Give the descriptors up; with nothing cached, the mapping goes too,
- * unless it holds a write error no handle has reported (the next handle
- * of the file must see it: it finds this mapping again). */
+/* Whether a closed mapping without its descriptor (or giving it up) may be
+ * forgotten: nothing of it cached, and no write error of it that no handle
+ * reported (the next handle of the file must see that: it finds this
+ * mapping again). */
+static bool mapping_forgettable(struct pc_mapping *m)
+{
+	return mapping_empty(m) && !errseq_unseen(&m->wb_err);
+}
+
+/* Give the descriptors up; a forgettable mapping goes too. */
 static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 {
-	if (mapping_empty(m) && !errseq_unseen(&m->wb_err)) {
+	if (mapping_forgettable(m)) {
 		files_hash_remove(c, m);
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;
@@ -160,7 +167,7 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 			flusher_kick(m->dom);
 		return false;
 	}
-	return true; /* clean already: to be settled at once (the flusher) */
+	return true; /* clean already: to be settled now (file_release says by whom) */
 }
 
 void closed_release_fds(struct pc_cache *c)
@@ -287,8 +294,8 @@ static bool unlinked(struct pc_mapping *m)
 }
 
 /* Closed mappings with references: the gone ones (unlinked, or without a
- * descriptor, emptied by eviction and with no write error to report) taken
- * out of the index. */
+ * descriptor and forgettable: emptied by eviction, no error to report)
+ * taken out of the index. */
 static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, unsigned max)
 {
 	unsigned n = 0;
@@ -298,11 +305,7 @@ static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_map
 		struct pc_mapping **pp = &c->file_hash[i];
 		while (*pp && n < max) {
 			struct pc_mapping *m = *pp;
-			/* One that gave its descriptor up stays while a write
-			 * error of it is unreported: the next handle of the
-			 * file must see it (it finds this mapping again). */
-			bool gone = m->nhandles == 0 &&
-				    (m->fd < 0 ? mapping_empty(m) && !errseq_unseen(&m->wb_err) : unlinked(m));
+			bool gone = m->nhandles == 0 && (m->fd < 0 ? mapping_forgettable(m) : unlinked(m));
 			if (!gone) {
 				pp = &m->hash_next;
 				continue;

@@ -21,11 +21,11 @@
  *    continues a stream whose window was lost (evicted, or never started
  *    because the stream began mid-file): it gets a window of twice the
  *    read, and the marks grow it from there.
- *  - A hint.  The handle remembers where its last read that came here
- *    ended, without a lock.  It only ever adds a stream: it lets a scan
- *    that starts mid-file ramp up at its second read, and it carries an
- *    uncached stream (which leaves nothing cached behind it, so context
- *    cannot see it) past a lost mark.
+ *  - A hint.  The handle remembers where its last few reads that came
+ *    here ended (readahead_hinted), without a lock.  It only ever adds a
+ *    stream: it lets a scan that starts mid-file ramp up at its second
+ *    read, and it carries an uncached stream (which leaves nothing cached
+ *    behind it, so context cannot see it) past a lost mark.
  *
  * A read that is none of these is random: it reads what it asked for, in
  * the caller's thread (one device I/O, no handoff; a window's first run is

@@ -7,8 +7,9 @@
  * was accessed again since it entered moves to the main queue; one that was
  * not is evicted at once.  "Again": the use that brought it in (the read
  * that missed, a read-ahead folio's first reader going through it) is no
- * reuse (folio_mark_accessed), else a scan would be promoted as a whole.  At the head of the main queue an accessed folio
- * gets a second chance (moved to the tail, its bit cleared).  Why: a scan
+ * reuse (folio_mark_accessed), else a scan would be promoted as a whole.
+ * At the head of the main queue an accessed folio gets a second chance
+ * (moved to the tail, its bit cleared).  Why: a scan
  * (a large sequential read or write touched once) passes through the small
  * queue and leaves without displacing the working set in the main queue,
  * which LRU cannot do; and a hit costs one flag test (no list move, no
