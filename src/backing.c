@@ -222,13 +222,14 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 }
 
 /*
- * The last, partial block of a closed file, written so that the backing
+ * The end of a closed file (its last, partial block; of a small file, its
+ * last dirty blocks: writeback.c says which), written so that the backing
  * file ends exactly at i_size: a direct write is whole blocks, and cutting
  * the file back to i_size afterwards makes the file system read that block
  * (to zero its tail through its page cache) and write it again, which for
- * a small file costs more than its data.  So the tail's bytes go through
- * the kernel's page cache instead, which sets the size exactly and reads
- * nothing, the block being past the end of the backing file.  It goes
+ * a small file costs more than its data.  So those bytes go through the
+ * kernel's page cache instead, which sets the size exactly and reads
+ * nothing, the blocks being past the end of the backing file.  It goes
  * through a second open file description of the file, without O_DIRECT
  * (opened through /proc/self/fd): turning O_DIRECT off on the shared
  * descriptor for the moment (F_SETFL) would make direct writes in flight

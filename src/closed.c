@@ -204,19 +204,22 @@ bool closed_must_wait(struct pc_cache *c)
 
 #define SETTLE_RETRY_MS 1000u
 
-/* Still closed, written, and not settled by someone else? */
-static bool still_to_settle(struct pc_cache *c, struct pc_mapping *m)
+/* Still closed, written, and not settled by someone else?  Returns its
+ * descriptor then, else -1. */
+static int still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
 	pthread_mutex_lock(&c->files_lock);
 	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m);
+	int fd = yes ? m->fd : -1;
 	pthread_mutex_unlock(&c->files_lock);
-	return yes;
+	return fd;
 }
 
 void closed_settle(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
-	if (!still_to_settle(c, m))
+	int fd = still_to_settle(c, m);
+	if (fd < 0)
 		return;
 	/* Exact size and reservations first, outside files_lock (they take
 	 * inval_lock and size_lock, which come before it).  A failure waits
@@ -226,11 +229,16 @@ void closed_settle(struct pc_mapping *m)
 		return;
 	}
 	backing_release_reserve(m);
+	/* The attributes to save are read before files_lock, which every
+	 * open and close takes: the file is locked and closed, so only a
+	 * reopen can change it meanwhile, and a reopen takes it off the list
+	 * (checked again below).  A descriptor replaced meanwhile (a reopen
+	 * for writing) is not the one asked: the next round settles it. */
+	struct stat st;
+	bool known = fstat(fd, &st) == 0;
 	pthread_mutex_lock(&c->files_lock);
-	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m)) {
-		struct stat st;
+	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m) && m->fd == fd) {
 		dirty_list_del(c, m);
-		bool known = fstat(m->fd, &st) == 0;
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
 			pthread_mutex_unlock(&c->files_lock);
@@ -286,42 +294,58 @@ void closed_settle_written(struct pc_cache *c)
 
 /* ------------------------------------------------------------ sweep */
 
-/* Unlinked while closed: nobody can ever read it again. */
-static bool unlinked(struct pc_mapping *m)
-{
-	struct stat st;
-	return m->fd >= 0 && fstat(m->fd, &st) == 0 && st.st_nlink == 0;
-}
-
-/* Closed mappings with references: the gone ones (unlinked, or without a
- * descriptor and forgettable: emptied by eviction, no error to report)
- * taken out of the index. */
-static unsigned collect_gone(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, unsigned max)
+/* The closed mappings of the buckets from *bucket on, up to max, with
+ * references and the descriptors they hold now.  Taken in batches, so
+ * that files_lock, which every open and close takes, is held only for a
+ * walk of a few chains, not for a stat of every closed file. */
+static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, int *fds, unsigned max)
 {
 	unsigned n = 0;
 	pthread_mutex_lock(&c->files_lock);
 	unsigned i;
 	for (i = *bucket; i < c->file_hash_size && n < max; i++) {
-		struct pc_mapping **pp = &c->file_hash[i];
-		while (*pp && n < max) {
-			struct pc_mapping *m = *pp;
-			bool gone = m->nhandles == 0 && (m->fd < 0 ? mapping_forgettable(m) : unlinked(m));
-			if (!gone) {
-				pp = &m->hash_next;
+		unsigned in_chain = 0;
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
+			in_chain += m->nhandles == 0;
+		if (n + in_chain > max && n > 0)
+			break; /* the whole chain in the next batch */
+		for (struct pc_mapping *m = c->file_hash[i]; m && n < max; m = m->hash_next) {
+			if (m->nhandles != 0)
 				continue;
-			}
-			if (atomic_load(&m->closed_dirty))
-				dirty_list_del(c, m);
-			if (m->on_closed_list)
-				files_list_del(c, m);
-			files_hash_remove(c, m); /* *pp is the next one now */
-			v[n++] = m;              /* the hash table's reference */
+			atomic_fetch_add(&m->refs, 1);
+			fds[n] = m->fd;
+			v[n++] = m;
 		}
 	}
-	/* A full batch may end inside bucket i - 1: look at it again. */
-	*bucket = n == max && i > 0 ? i - 1 : i;
+	*bucket = i;
 	pthread_mutex_unlock(&c->files_lock);
 	return n;
+}
+
+/* Unlinked while closed: nobody can ever read it again. */
+static bool unlinked(int fd)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0;
+}
+
+/* Take a gone mapping out of the lists and the index (files_lock held):
+ * still closed, still with the descriptor that was asked (one given up
+ * meanwhile is judged at the next sweep), and still indexed (nobody
+ * settled it away meanwhile).  True: the index's reference is the
+ * caller's now. */
+static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_unlinked)
+{
+	if (m->nhandles != 0 || m->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
+		return false;
+	if (fd >= 0 ? !fd_unlinked : !mapping_forgettable(m))
+		return false;
+	if (atomic_load(&m->closed_dirty))
+		dirty_list_del(c, m);
+	if (m->on_closed_list)
+		files_list_del(c, m);
+	files_hash_remove(c, m);
+	return true;
 }
 
 void closed_sweep(struct pc_cache *c)
@@ -332,13 +356,23 @@ void closed_sweep(struct pc_cache *c)
 	    !__atomic_compare_exchange_n(&c->last_sweep_ms, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	struct pc_mapping *v[64];
+	int fds[64];
+	bool gone[64];
 	unsigned n, bucket = 0;
-	do {
-		n = collect_gone(c, &bucket, v, 64);
+	while ((n = collect_closed(c, &bucket, v, fds, 64)) > 0) {
+		for (unsigned i = 0; i < n; i++)
+			gone[i] = unlinked(fds[i]); /* outside files_lock */
+		pthread_mutex_lock(&c->files_lock);
+		for (unsigned i = 0; i < n; i++)
+			gone[i] = take_gone(c, v[i], fds[i], gone[i]);
+		pthread_mutex_unlock(&c->files_lock);
 		for (unsigned i = 0; i < n; i++) {
-			mapping_discard_all(v[i]);
-			mapping_forget_dirty(v[i]);
-			mapping_put(v[i]);
+			if (gone[i]) {
+				mapping_discard_all(v[i]);
+				mapping_forget_dirty(v[i]);
+				mapping_put(v[i]); /* the index's */
+			}
+			mapping_put(v[i]); /* ours */
 		}
-	} while (n == 64);
+	}
 }

@@ -427,6 +427,11 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			     struct pc_mapping **out)
 {
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
+	/* Created by this open (O_EXCL): no mapping of the file can hold a
+	 * descriptor (it would keep the inode, and its number, alive), so
+	 * locking the new descriptor cannot conflict with one of ours, and is
+	 * done before files_lock, which every open and close takes. */
+	bool created = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
 	bool direct;
 	int fd = open_backing(c, dirfd, path, flags, mode, &direct);
 	if (fd == -EMFILE || fd == -ENFILE) {
@@ -446,7 +451,11 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 		close(fd);
 		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	}
-	int err = 0;
+	int err = created ? ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK) : 0;
+	if (err) {
+		close(fd);
+		return err;
+	}
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
 	if (m) {
@@ -472,7 +481,8 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	} else {
 		m = mapping_new(c, fd, direct, want_write, &st, &err);
 		if (m) {
-			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
+			if (!created)
+				err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
 			m->wrlocked = want_write;
 			if (err) {
 				m->fd = -1;
@@ -508,6 +518,16 @@ int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t
 	 * descriptor is reopened without open(2).  O_NOFOLLOW: a symlink is
 	 * refused as open(2) refuses it. */
 	int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+	if (!excl && (flags & O_CREAT)) {
+		/* A create is tried exclusively first: a new file cannot be a
+		 * FIFO or cached, so it needs no stat (a directory lookup that
+		 * costs a create as much as its open(2) does, e.g. tar x or a
+		 * compiler writing objects).  Any answer but "exists" is the
+		 * one O_CREAT alone would have given. */
+		int err = open_backing_file(c, dirfd, path, flags | O_EXCL, mode, out);
+		if (err != -EEXIST)
+			return err;
+	}
 	if (!excl && fstatat(dirfd, path, &st, at) == 0) {
 		if (S_ISLNK(st.st_mode))
 			return -ELOOP;

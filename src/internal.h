@@ -1015,7 +1015,7 @@ HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
 HIDDEN int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end);
 /* Give back what was reserved past the file's end (last close). */
 HIDDEN void backing_release_reserve(struct pc_mapping *m);
-/* Write the last, partial block's bytes [off, off+len) of a closed file
+/* Write bytes [off, off+len) of a closed file, its end among them,
  * through the kernel's page cache, so that the backing file ends at i_size
  * with no truncate (see there); 0 or a negative errno. */
 HIDDEN int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len);

@@ -266,39 +266,65 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
 }
 
 /*
- * The block of a closed file that holds its end, when the end is inside
- * it and nothing of the backing file reaches it: its bytes up to i_size go
- * through backing_write_tail (exact size, no truncate later).  Returns the
- * block's index in f, or -1.
+ * What of a closed file goes through the kernel's page cache
+ * (backing_write_tail) instead of a direct write, when nothing of the
+ * backing file reaches it, so the kernel reads nothing:
+ *  - the block that holds its end, when the end is inside it: the backing
+ *    file then ends exactly at i_size, with no truncate later;
+ *  - for a small file (at most CLOSED_SMALL_BYTES), the whole run of dirty
+ *    blocks that ends at its end.  A direct write of a file's first
+ *    blocks allocates them, so the file system cannot do it without
+ *    blocking and io_uring hands it to a worker thread: for a program that
+ *    creates thousands of small files and closes them (tar x, cp -a, a
+ *    compiler), those hand-offs, thread wake-ups and device round trips
+ *    cost more CPU than the copy into the kernel's cache does, and the
+ *    kernel writes its pages back in large batches.  The kernel then
+ *    caches those few blocks too; they are clean once it wrote them.
+ * Returns the run [*first, *first + *count) (blocks of f), or false.
  */
-static int closed_tail_block(struct pc_mapping *m, struct pc_folio *f, uint64_t size)
+#define CLOSED_SMALL_BYTES (64u << 10)
+static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t size, unsigned *first,
+			      unsigned *count)
 {
-	if (!m->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty))
-		return -1;
-	uint64_t bstart = pc_round_down(size, m->block_size);
-	if (size == bstart || bstart < folio_pos(f) || bstart >= folio_pos(f) + folio_size(f) ||
-	    bstart < (uint64_t)atomic_load(&m->disk_size))
-		return -1;
-	return (int)((bstart - folio_pos(f)) >> m->block_shift);
+	if (!m->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty) || size == 0)
+		return false;
+	uint64_t fpos = folio_pos(f), bs = m->block_size;
+	uint64_t last = pc_round_down(size - 1, bs); /* the block holding the end */
+	bool small = size <= CLOSED_SMALL_BYTES;
+	if ((!small && size % bs == 0) || last < fpos || last >= fpos + folio_size(f))
+		return false;
+	uint64_t disk = pc_round_up((uint64_t)atomic_load(&m->disk_size), bs);
+	unsigned blk = (unsigned)((last - fpos) >> m->block_shift);
+	if (last < disk || !folio_block_dirty(m, f, blk))
+		return false;
+	unsigned lo = blk;
+	while (small && lo > 0 && fpos + ((uint64_t)(lo - 1) << m->block_shift) >= disk &&
+	       folio_block_dirty(m, f, lo - 1))
+		lo--;
+	*first = lo;
+	*count = blk - lo + 1;
+	return true;
 }
 
-/* Write a closed file's tail block, bytes [block, size), through the
- * kernel (see above); on success it is clean here.  A failure leaves it to
- * the direct write.  `size` is one reading of i_size: a reopened writer
- * may move it meanwhile, and the bytes must stay inside the block. */
-static void write_closed_tail(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint64_t size)
+/* Write a closed file's run that goes through the kernel (see above),
+ * bytes [run start, size); on success it is clean here.  A failure
+ * leaves it to the direct write.  `size` is one reading of i_size: a
+ * reopened writer may move it meanwhile, and the bytes must stay inside
+ * the run. */
+static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned first, unsigned count, uint64_t size)
 {
-	size_t boff = (size_t)blk << m->block_shift;
+	size_t boff = (size_t)first << m->block_shift;
+	size_t run = (size_t)count << m->block_shift;
 	uint64_t pos = folio_pos(f) + boff;
 	size_t len = (size_t)(size - pos);
-	if (len == 0 || len >= m->block_size)
+	if (len == 0 || len > run)
 		return;
-	/* An earlier direct write of this block may still be in flight: the
-	 * buffered write must not race it for the same page. */
+	/* An earlier direct write of these blocks may still be in flight: the
+	 * buffered write must not race it for the same pages. */
 	folio_wait_clear(f, PF_WRITEBACK);
 	if (backing_write_tail(m, folio_data(m->c, f) + boff, pos, len) != 0)
 		return;
-	size_t cleared = folio_clear_range_dirty(m, f, boff, m->block_size);
+	size_t cleared = folio_clear_range_dirty(m, f, boff, run);
 	account_dirty(m, f, -(int64_t)cleared);
 }
 
@@ -320,10 +346,9 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 		}
 	}
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
-	int tail = closed_tail_block(m, f, size);
-	if (tail >= 0 && folio_block_dirty(m, f, (unsigned)tail))
-		write_closed_tail(m, f, (unsigned)tail, size);
 	unsigned first, count, from = 0;
+	if (closed_kernel_run(m, f, size, &first, &count))
+		write_closed_run(m, f, first, count, size);
 	int err = 0;
 	while (folio_next_dirty_run(m, f, from, &first, &count)) {
 		err = req_add_run(rp, m, f, first, count, w, mode);

@@ -19,7 +19,11 @@
  *   (f) a file unlinked while open frees its space at its last close; one
  *       unlinked after it, within the sweep's second;
  *   (g) PC_CFG_FLUSH_AT_EXIT: a process that writes, closes and exit()s
- *       without pc_cache_destroy leaves its data on the device.
+ *       without pc_cache_destroy leaves its data on the device;
+ *   (h) a small closed file goes to the backing file in one write of
+ *       exactly its bytes (through the kernel, no direct write of its
+ *       blocks), a larger one in direct writes plus its tail; a create
+ *       without O_EXCL of a file the cache holds reuses its cached data.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -568,6 +572,81 @@ static void g_flush_at_exit(void)
 	g_flush_at_exit_error();
 }
 
+/* ---------------------------------------------------------------- (h) */
+
+/* Create path with `bytes` bytes (pattern salt), close it, wait until it
+ * is settled; the device writes and bytes that took go to *ios and
+ * *written. */
+static void write_closed_and_count(struct pc_cache *c, const char *path, size_t bytes, unsigned salt,
+				   uint64_t *ios, uint64_t *written)
+{
+	uint8_t *buf = malloc(bytes);
+	REQUIRE(buf);
+	fill(buf, bytes, salt);
+	struct pc_stats before, after;
+	pc_cache_stats(c, &before);
+	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	CHECK(pc_pwrite(f, buf, bytes, 0, 0) == (ssize_t)bytes);
+	CHECK(pc_close(f) == 0);
+	CHECK(tu_settled(c, path));
+	pc_cache_stats(c, &after);
+	*ios = after.dev_write_ios - before.dev_write_ios;
+	*written = after.dev_write_bytes - before.dev_write_bytes;
+	/* On the backing file, exactly. */
+	uint8_t *got = malloc(bytes + 1);
+	REQUIRE(got);
+	int fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	CHECK(pread(fd, got, bytes + 1, 0) == (ssize_t)bytes);
+	CHECK(memcmp(got, buf, bytes) == 0);
+	close(fd);
+	free(got);
+	free(buf);
+}
+
+static void h_small_file_one_write(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	uint64_t ios, bytes;
+	/* Three blocks and a tail: one write through the kernel. */
+	name_of(path, sizeof(path), "h", 0);
+	write_closed_and_count(c, path, 3 * 4096 + 904, 8, &ios, &bytes);
+	CHECK(ios == 1);
+	CHECK(bytes == 3 * 4096 + 904);
+	/* Whole blocks only: one write as well. */
+	name_of(path, sizeof(path), "h", 1);
+	write_closed_and_count(c, path, 2 * 4096, 9, &ios, &bytes);
+	CHECK(ios == 1);
+	CHECK(bytes == 2 * 4096);
+	/* Larger than a small file: its blocks directly, then its tail. */
+	name_of(path, sizeof(path), "h", 2);
+	write_closed_and_count(c, path, 128 * KiB + 904, 10, &ios, &bytes);
+	CHECK(ios >= 2);
+	CHECK(bytes == 128 * KiB + 904);
+
+	/* O_CREAT without O_EXCL of a file the cache holds: its cached data
+	 * is served, nothing read from the device. */
+	struct pc_stats before, after;
+	pc_cache_stats(c, &before);
+	name_of(path, sizeof(path), "h", 0);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT, 0644);
+	REQUIRE(f);
+	uint8_t want[3 * 4096 + 904], got[sizeof(want)];
+	fill(want, sizeof(want), 8);
+	CHECK(pc_pread(f, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
+	CHECK(memcmp(got, want, sizeof(got)) == 0);
+	CHECK(pc_close(f) == 0);
+	pc_cache_stats(c, &after);
+	CHECK(after.dev_read_ios == before.dev_read_ios);
+	CHECK(pc_cache_destroy(c) == 0);
+	for (unsigned i = 0; i < 3; i++) {
+		name_of(path, sizeof(path), "h", i);
+		unlink(path);
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -580,6 +659,7 @@ int main(void)
 	e_reopen_cached_and_revalidated();
 	f_unlinked_space_freed();
 	g_flush_at_exit();
+	h_small_file_one_write();
 	test_rmdir(dir);
 	return test_done();
 }
