@@ -552,9 +552,11 @@ PC_API int pc_flush(struct pc_file *f, int wait);
  * program that keeps the size and lands within the same timestamp tick:
  * files changed behind the cache's back must be reopened after the
  * cache dropped them, e.g. by pc_fadvise(POSIX_FADV_DONTNEED)).
- * The last partial block of a closed file (all of a file smaller than a
- * block) goes through the kernel's page cache with pwrite(2), so the
- * backing file gets its exact size without a truncate.
+ * A closed file of at most 64 KiB goes to the backing file in one
+ * pwrite(2) through the kernel's page cache (the kernel writes it back, as
+ * it would have written the program's own close), and of a larger one its
+ * last partial block does: the backing file gets its exact size without a
+ * truncate, and a small file costs no direct write of its first blocks.
  * A file unlinked loses its cached data, dirty too (it is not written),
  * and its space is freed within about a second of its last close (or of
  * the unlink, when that came after).  Note that a pipeline where one process writes

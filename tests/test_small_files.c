@@ -306,6 +306,26 @@ static void b_error_after_close(void)
 	errno = 0;
 	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
 
+	/* A later handle's fdatasync reports it as fsync does, and so does
+	 * its close; either way destroy has nothing left to report. */
+	c = closed_file_meets_eio(path, 4, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(pc_fdatasync(f) == -1 && errno == EIO);
+	CHECK(pc_fdatasync(f) == 0);
+	CHECK(on_device(path, 4));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	c = closed_file_meets_eio(path, 5, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	f = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(pc_close(f) == -1 && errno == EIO);
+	CHECK(pc_cache_destroy(c) == 0);
+
 	b_error_kept_without_descriptor(path);
 }
 
