@@ -339,7 +339,10 @@ struct pc_config {
 	 * quarter of the soft RLIMIT_NOFILE at pc_cache_new, at most 65536; at
 	 * most 1048576 (else EINVAL).  So the descriptors pagecache holds are
 	 * those of open files plus at most twice this (half the limit by
-	 * default; on EMFILE the closed files give theirs up). */
+	 * default; on EMFILE the closed files give theirs up), counting one
+	 * per file: a file opened for reading and then, while open, for
+	 * writing keeps its read-only descriptor too (I/O may have been
+	 * issued through it) until its descriptor is given up. */
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
