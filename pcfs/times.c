@@ -8,7 +8,10 @@
  * would rebuild, and `cp -a` would lose the mtime it set.  So pcfs keeps
  * the time of each write (or the mtime a program set since), shows it
  * while data is unwritten, and puts the mtime on the backing file once
- * all of the data is written (settling).  ctime cannot be set: pcfs shows
+ * all of the data is written (settling), through the cache
+ * (pc_cache_file_set_times), so that the new ctime this gives the backing
+ * file does not look like another program's change: the next open keeps
+ * the cached data instead of reading it all again.  ctime cannot be set: pcfs shows
  * its own until the backing file's ctime changes for another reason.
  *
  * The size comes from the cache whenever it knows the file: it is what
@@ -83,7 +86,17 @@ bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written)
 		inode_proc_name(in, name);
 		struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
 		struct stat st;
-		if (utimensat(fs->proc_fd, name, tv, 0) == 0 && fstatat(in->fd, "", &st, AT_EMPTY_PATH) == 0) {
+		/* Through the cache when it keeps the file: set directly, the
+		 * new ctime would make the next open drop the cached data. */
+		int set = pc_cache_file_set_times(fs->cache, in->dev, in->ino, tv);
+		if (set != 0 && errno == ENOENT)
+			set = utimensat(fs->proc_fd, name, tv, 0);
+		if (set != 0 && errno == EBUSY) {
+			/* Written again meanwhile: the next settling puts it. */
+			pthread_mutex_unlock(&in->lock);
+			return false;
+		}
+		if (set == 0 && fstatat(in->fd, "", &st, AT_EMPTY_PATH) == 0) {
 			in->settled_backing_ctime = st.st_ctim;
 			in->shown_ctime_valid = true;
 		}

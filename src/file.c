@@ -288,11 +288,16 @@ static bool same_time(struct timespec a, struct timespec b)
 	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
+bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st)
+{
+	return st->st_size == m->saved_size && same_time(st->st_mtim, m->saved_mtime) &&
+	       same_time(st->st_ctim, m->saved_ctime);
+}
+
 /* Reopened after it was left alone: drop the cache if the file changed. */
 static void revalidate(struct pc_mapping *m, const struct stat *st)
 {
-	if (st->st_size == m->saved_size && same_time(st->st_mtim, m->saved_mtime) &&
-	    same_time(st->st_ctim, m->saved_ctime))
+	if (mapping_attrs_unchanged(m, st))
 		return;
 	/* Someone else wrote: no block is known to be a hole any more. */
 	written_reset(&m->written, UINT64_MAX);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_info *out)
 {
@@ -34,6 +35,67 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 	pthread_mutex_unlock(&c->files_lock);
 	if (!m) {
 		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+/* The descriptor of a cached file, with a reference, or NULL: ENOENT
+ * (nothing cached, or no descriptor kept), EBUSY (closed with data still
+ * to be written: its write-back would change the times again). */
+static struct pc_mapping *mapping_with_fd(struct pc_cache *c, dev_t dev, ino_t ino, int *fd, int *err)
+{
+	pthread_mutex_lock(&c->files_lock);
+	struct pc_mapping *m = files_hash_find(c, dev, ino);
+	*err = 0;
+	if (!m || m->fd < 0)
+		*err = ENOENT;
+	else if (m->nhandles == 0 && atomic_load(&m->closed_dirty))
+		*err = EBUSY;
+	if (*err) {
+		m = NULL;
+	} else {
+		atomic_fetch_add(&m->refs, 1);
+		*fd = m->fd;
+	}
+	pthread_mutex_unlock(&c->files_lock);
+	return m;
+}
+
+int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const struct timespec times[2])
+{
+	if (!c || !times) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (cache_inherited(c)) {
+		errno = EPERM;
+		return -1;
+	}
+	int fd, err;
+	struct pc_mapping *m = mapping_with_fd(c, dev, ino, &fd, &err);
+	if (!m) {
+		errno = err;
+		return -1;
+	}
+	/* The syscalls outside files_lock, which every open and close takes.
+	 * Only a closed file's saved attributes are renewed (an open one's
+	 * are saved when it settles), and only if nobody changed the file
+	 * since they were saved: such a change must still drop the cache at
+	 * the next open. */
+	struct stat before, after;
+	bool was_saved = fstat(fd, &before) == 0;
+	err = futimens(fd, times) == 0 ? 0 : errno;
+	if (!err && was_saved && fstat(fd, &after) == 0) {
+		pthread_mutex_lock(&c->files_lock);
+		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty) && m->fd == fd;
+		if (closed && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
+			mapping_save_attrs(m, &after);
+		pthread_mutex_unlock(&c->files_lock);
+	}
+	mapping_put(m);
+	if (err) {
+		errno = err;
 		return -1;
 	}
 	return 0;

@@ -1204,6 +1204,8 @@ HIDDEN void mapping_discard_all(struct pc_mapping *m);
 /* Remember the file's size and times as this cache now has it (the file
  * is left alone: a reopen compares them to notice changes by others). */
 HIDDEN void mapping_save_attrs(struct pc_mapping *m, const struct stat *st);
+/* Are st's size and times those saved (nobody changed the file since)? */
+HIDDEN bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st);
 /* F_OFD_SETLK on the whole file: 0, -EBUSY (held elsewhere) or -errno. */
 HIDDEN int ofd_lock(int fd, short type);
 

@@ -420,12 +420,38 @@ static void e_reopen_cached_and_revalidated(void)
 	pc_cache_stats(c, &after);
 	CHECK(after.dev_read_ios == before.dev_read_ios); /* all hits */
 
+	/* Times set through the cache keep the data cached; set directly
+	 * (a new ctime), they would not (the rewrite below shows that a
+	 * change is still noticed). */
+	struct stat bst;
+	REQUIRE(stat(path, &bst) == 0);
+	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1000000000, .tv_nsec = 5 } };
+	CHECK(pc_cache_file_set_times(c, bst.st_dev, bst.st_ino, tv) == 0);
+	REQUIRE(stat(path, &bst) == 0);
+	CHECK(bst.st_mtim.tv_sec == 1000000000 && bst.st_mtim.tv_nsec == 5);
+	pc_cache_stats(c, &before);
+	struct pc_file *t = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(t);
+	CHECK(pc_pread(t, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
+	CHECK(memcmp(got, want, sizeof(got)) == 0);
+	/* Open: set, and still nothing read. */
+	CHECK(pc_cache_file_set_times(c, bst.st_dev, bst.st_ino, tv) == 0);
+	CHECK(pc_close(t) == 0);
+	pc_cache_stats(c, &after);
+	CHECK(after.dev_read_ios == before.dev_read_ios);
+	errno = 0;
+	CHECK(pc_cache_file_set_times(c, bst.st_dev, bst.st_ino + 1000000, tv) == -1 && errno == ENOENT);
+	errno = 0;
+	CHECK(pc_cache_file_set_times(c, bst.st_dev, bst.st_ino, NULL) == -1 && errno == EINVAL);
+
 	/* Another program rewrites it: the reopen sees the new data. */
 	fill(want, sizeof(want), 6);
 	int fd = open(path, O_WRONLY);
 	REQUIRE(fd >= 0);
 	CHECK(pwrite(fd, want, sizeof(want), 0) == (ssize_t)sizeof(want));
 	close(fd);
+	/* Times set through the cache after that do not hide the change. */
+	CHECK(pc_cache_file_set_times(c, bst.st_dev, bst.st_ino, tv) == 0);
 	struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(f);
 	CHECK(pc_pread(f, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));

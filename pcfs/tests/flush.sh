@@ -37,6 +37,21 @@ done
 same b || fail "default mount: the data did not reach the backing file within 10 s (no fsync)"
 echo "default: written back by the flusher, no fsync"
 
+# Its mtime is put on the backing file once settled (a stat through the
+# mount asks for it); the data stays cached: reading it again reads
+# nothing from the device.
+want=$(stat -c %y "$D/b")
+for i in $(seq 100); do
+	[ "$(stat -c %y "$B/b")" = "$want" ] && break
+	sleep 0.1
+	stat "$D/b" >/dev/null
+done
+[ "$(stat -c %y "$B/b")" = "$want" ] || fail "the backing file's mtime $(stat -c %y "$B/b") is not the one shown, $want"
+reads=$(stat_field "$D" dev_read_ios)
+cmp -s "$T/data" "$D/b" || fail "reading b back through the mount"
+[ "$(stat_field "$D" dev_read_ios)" = "$reads" ] || fail "reading b back read the device (the cached data was dropped)"
+echo "default: mtime on the backing file, data still cached"
+
 # Fill the backing file system behind pcfs's back.
 dd if=/dev/zero of="$B/fill" bs=64k 2>/dev/null || true
 for m in "$C" "$D"; do
