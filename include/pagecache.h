@@ -479,13 +479,16 @@ PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
  * of a closed file failed earlier and no handle reported it since (also
  * when a later retry wrote the data).  Never waits for ever: write-back
  * that fails is not retried here.  Like close(2) it does not flush the
- * device (no fsync of the backing files): data is durable only after
- * pc_fsync/pc_fdatasync or PC_DSYNC.  The last partial block of a file
- * closed without fsync goes through the kernel's page cache (see
- * pc_close), so a later kernel write-back error of that block is the
- * kernel's to report, to the next fsync(2) of the backing file, as for any
- * program that writes a file and closes it without fsync.  NULL is EINVAL;
- * in a child of fork() see "Processes and fork". */
+ * device cache of what it wrote directly (no fsync of the backing files):
+ * data is durable only after pc_fsync/pc_fdatasync or PC_DSYNC.  What of
+ * closed files went through the kernel's page cache (a small file's data,
+ * a larger one's last partial block: see pc_close) is written to the
+ * device here, by one syncfs(2) of each file system it went to (or, where
+ * the file system's mount point cannot be opened, an fdatasync(2) of each
+ * such file), and the kernel's write error with it is returned too: so
+ * once pc_cache_destroy returns 0, everything written through the cache
+ * is on the device.  NULL is EINVAL; in a child of fork() see "Processes
+ * and fork". */
 PC_API int pc_cache_destroy(struct pc_cache *c);
 
 /* Open `path`.  flags: O_RDONLY, O_WRONLY or O_RDWR, optionally with O_CREAT,

@@ -171,7 +171,10 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	/* A retried fsync retries everything: space may be back. */
 	mapping_clear_failing(m);
 	int err = mapping_flush(m);
-	int serr = m->writable ? backend_fsync(m->c, m->fd, datasync) : 0;
+	/* Read-only too: a closed file's end may have gone through the
+	 * kernel's page cache (pc_close), and fsync is allowed on any
+	 * descriptor. */
+	int serr = m->fd >= 0 ? backend_fsync(m->c, m->fd, datasync) : 0;
 	if (serr && !err)
 		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
@@ -207,6 +210,22 @@ int pc_close(struct pc_file *h)
 	return err ? (int)fail(err) : 0;
 }
 
+/* pc_flush without wait: the whole blocks of a file larger than a small
+ * one are written now (not waited for); its partial last block, and all
+ * of a small file, are left to the flusher for a moment.  A close usually
+ * follows at once (a FUSE FLUSH is the close of a descriptor), and a
+ * closed file's end goes through the kernel, exactly (a small file in one
+ * write): written directly now, the block would be whole on the backing
+ * file and cut back later, a read and a second write. */
+static void flush_start(struct pc_mapping *m)
+{
+	uint64_t size = (uint64_t)atomic_load(&m->i_size);
+	uint64_t whole = pc_round_down(size, m->block_size);
+	if (size > PC_SMALL_FILE_BYTES && whole > 0)
+		writeback_range(m, 0, whole, WB_ALL, NULL); /* started, not waited for */
+	flusher_write_soon(m);
+}
+
 int pc_flush(struct pc_file *h, int wait)
 {
 	int err = handle_check(h);
@@ -217,7 +236,7 @@ int pc_flush(struct pc_file *h, int wait)
 		if (wait)
 			err = mapping_flush(m);
 		else
-			writeback_range(m, 0, UINT64_MAX, WB_ALL, NULL); /* started, not waited for */
+			flush_start(m);
 	}
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
 	if (seen)

@@ -235,8 +235,9 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
  * descriptor for the moment (F_SETFL) would make direct writes in flight
  * through it buffered, since io_uring takes a request's flags from the
  * file when it issues or retries it, and those buffered pages would then
- * collide with later direct writes.  The kernel writes the page back;
- * fsync of the descriptor (pc_fsync) covers it (fsync is per inode).
+ * collide with later direct writes.  The kernel writes the pages back;
+ * fsync of the descriptor (pc_fsync) covers them (fsync is per inode),
+ * and pc_cache_destroy syncs them and hears their errors (fs_sync.c).
  * Returns 0, or a negative errno (the caller then writes the block
  * directly as usual).
  */
@@ -257,6 +258,7 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 	atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
 	atomic_raise_i64(&m->data_end, (int64_t)(off + len));
 	written_add(&m->written, off, off + len);
+	fs_sync_note_kernel_write(m);
 	atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->st_write_bytes, len, memory_order_relaxed);
 	return 0;

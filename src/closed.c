@@ -236,6 +236,8 @@ void closed_settle(struct pc_mapping *m)
 	 * for writing) is not the one asked: the next round settles it. */
 	struct stat st;
 	bool known = fstat(fd, &st) == 0;
+	if (known && (st.st_dev != m->dev || st.st_ino != m->ino))
+		return; /* the number is another file's now: not ours to judge */
 	pthread_mutex_lock(&c->files_lock);
 	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m) && m->fd == fd) {
 		dirty_list_del(c, m);
@@ -322,11 +324,13 @@ static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_m
 	return n;
 }
 
-/* Unlinked while closed: nobody can ever read it again. */
-static bool unlinked(int fd)
+/* Unlinked while closed: nobody can ever read it again.  Asked outside
+ * files_lock, by a descriptor number the mapping may have given up
+ * meanwhile: one of another file now answers for that file, not m's. */
+static bool unlinked(const struct pc_mapping *m, int fd)
 {
 	struct stat st;
-	return fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0;
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == m->dev && st.st_ino == m->ino && st.st_nlink == 0;
 }
 
 /* Take a gone mapping out of the lists and the index (files_lock held):
@@ -361,7 +365,7 @@ void closed_sweep(struct pc_cache *c)
 	unsigned n, bucket = 0;
 	while ((n = collect_closed(c, &bucket, v, fds, 64)) > 0) {
 		for (unsigned i = 0; i < n; i++)
-			gone[i] = unlinked(fds[i]); /* outside files_lock */
+			gone[i] = unlinked(v[i], fds[i]); /* outside files_lock */
 		pthread_mutex_lock(&c->files_lock);
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = take_gone(c, v[i], fds[i], gone[i]);

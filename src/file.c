@@ -432,11 +432,6 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			     struct pc_mapping **out)
 {
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
-	/* Created by this open (O_EXCL): no mapping of the file can hold a
-	 * descriptor (it would keep the inode, and its number, alive), so
-	 * locking the new descriptor cannot conflict with one of ours, and is
-	 * done before files_lock, which every open and close takes. */
-	bool created = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
 	bool direct;
 	int fd = open_backing(c, dirfd, path, flags, mode, &direct);
 	if (fd == -EMFILE || fd == -ENFILE) {
@@ -456,11 +451,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 		close(fd);
 		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	}
-	int err = created ? ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK) : 0;
-	if (err) {
-		close(fd);
-		return err;
-	}
+	int err = 0;
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
 	if (m) {
@@ -486,8 +477,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	} else {
 		m = mapping_new(c, fd, direct, want_write, &st, &err);
 		if (m) {
-			if (!created)
-				err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
+			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
 			m->wrlocked = want_write;
 			if (err) {
 				m->fd = -1;
@@ -615,12 +605,19 @@ int files_writeback_all(struct pc_cache *c)
 		uint64_t none = 0;
 		if (!err && errseq_unseen(&v[i]->wb_err))
 			err = errseq_check_and_advance(&v[i]->wb_err, &none);
+		if (!err)
+			err = fs_sync_mapping(v[i]); /* its end through the kernel */
 		if (err && !first_err)
 			first_err = err;
 		backing_release_reserve(v[i]);
 		mapping_put(v[i]);
 	}
 	free(v);
+	/* What went through the kernel's page cache reaches the device now,
+	 * and the kernel's error writing it is heard. */
+	int fs_err = fs_sync_domains(c);
+	if (fs_err && !first_err)
+		first_err = fs_err;
 	int orphan = atomic_exchange(&c->orphan_error, 0);
 	return first_err ? first_err : orphan;
 }

@@ -89,7 +89,13 @@ int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const stru
 	if (!err && was_saved && fstat(fd, &after) == 0) {
 		pthread_mutex_lock(&c->files_lock);
 		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty) && m->fd == fd;
-		if (closed && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
+		/* And nothing but the times changed between the two stats
+		 * (another program's write meanwhile would show in the size
+		 * or, when times[1] is explicit, in the mtime). */
+		bool only_times = after.st_size == before.st_size &&
+				  (times[1].tv_nsec == UTIME_NOW || times[1].tv_nsec == UTIME_OMIT ||
+				   (after.st_mtim.tv_sec == times[1].tv_sec && after.st_mtim.tv_nsec == times[1].tv_nsec));
+		if (closed && only_times && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
 			mapping_save_attrs(m, &after);
 		pthread_mutex_unlock(&c->files_lock);
 	}

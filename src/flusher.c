@@ -32,6 +32,24 @@ void flusher_kick(struct pc_domain *d)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* How soon after pc_flush without wait the flusher writes what it left:
+ * a tick or so, long enough for the close that usually follows (a FUSE
+ * FLUSH comes just before its RELEASE), so that a closed file is written
+ * as closed files are (its end exactly, a small one in one write). */
+#define FLUSH_SOON_MS 100u
+
+void flusher_write_soon(struct pc_mapping *m)
+{
+	if (atomic_load(&m->nr_dirty) <= 0)
+		return;
+	/* Dirty since `when`: it expires FLUSH_SOON_MS from now. */
+	uint64_t now = pc_now_ms(), expire = m->c->cfg.dirty_expire_ms;
+	uint64_t when = now + FLUSH_SOON_MS > expire ? now + FLUSH_SOON_MS - expire : 1;
+	uint64_t cur = atomic_load(&m->dirtied_when_ms);
+	while ((cur == 0 || cur > when) && !atomic_compare_exchange_weak(&m->dirtied_when_ms, &cur, when))
+		;
+}
+
 /* ------------------------------------------------------------- flusher */
 
 static int by_dirty_age(const void *a, const void *b)
@@ -204,6 +222,7 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 		return -ENOMEM;
 	d->c = c;
 	d->dev = dev;
+	d->fs_fd = fs_sync_open(dev);
 	pthread_mutex_init(&d->lock, NULL);
 	cond_init_monotonic(&d->kick_cv);
 	pthread_cond_init(&d->io_cv, NULL);
@@ -240,6 +259,8 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 fail_ioq:
 	ioq_destroy(d->ioq);
 fail:
+	if (d->fs_fd >= 0)
+		close(d->fs_fd);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->kick_cv);
 	pthread_cond_destroy(&d->io_cv);
@@ -276,6 +297,8 @@ void domains_destroy(struct pc_cache *c)
 	while (c->domains) {
 		struct pc_domain *d = c->domains;
 		c->domains = d->next;
+		if (d->fs_fd >= 0)
+			close(d->fs_fd);
 		free(d->threads);
 		pthread_mutex_destroy(&d->lock);
 		pthread_cond_destroy(&d->kick_cv);

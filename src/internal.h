@@ -295,6 +295,10 @@ struct pc_domain {
 	 * the largest file size, the direct-I/O alignment. */
 	bool probed;
 	int64_t max_bytes;
+	/* Its file system's mount point, opened when the domain was made
+	 * (fs_sync.c), or -1; whether data went through the kernel since. */
+	int fs_fd;
+	_Atomic bool kernel_written;
 	unsigned dio_off_align, dio_mem_align;
 	unsigned nthreads;
 	pthread_t *threads;
@@ -333,6 +337,7 @@ struct pc_mapping {
 	ino_t ino;
 	int fd;            /* backing descriptor, O_DIRECT unless !direct */
 	int old_fd;        /* read-only descriptor replaced by a writable one */
+	_Atomic bool kernel_written; /* data went through the kernel's page cache */
 	bool writable;
 	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
 	bool direct;       /* backing descriptor is O_DIRECT */
@@ -948,6 +953,13 @@ HIDDEN void waiter_init(struct pc_wb_waiter *w);
 HIDDEN int waiter_wait(struct pc_wb_waiter *w);
 HIDDEN void waiter_destroy(struct pc_wb_waiter *w);
 HIDDEN void flusher_kick(struct pc_domain *d);
+/* Have the flusher write m's dirty data soon (within about 0.1 s): what
+ * pc_flush without wait leaves to it. */
+HIDDEN void flusher_write_soon(struct pc_mapping *m);
+/* A file this small, closed, goes to the backing file in one write through
+ * the kernel (writeback.c), and pc_flush without wait leaves it to the
+ * flusher rather than writing its blocks directly. */
+#define PC_SMALL_FILE_BYTES (64u << 10)
 
 /* throttle.c */
 /* Writers call this after dirtying: kicks the flusher past the background
@@ -1019,6 +1031,20 @@ HIDDEN void backing_release_reserve(struct pc_mapping *m);
  * through the kernel's page cache, so that the backing file ends at i_size
  * with no truncate (see there); 0 or a negative errno. */
 HIDDEN int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len);
+
+/* fs_sync.c: data that went through the kernel's page cache, synced at
+ * pc_cache_destroy (see there). */
+/* The mount point of dev's file system, opened (a descriptor for syncfs
+ * that sees every error met after now), or -1. */
+HIDDEN int fs_sync_open(dev_t dev);
+/* m's data went through the kernel's page cache. */
+HIDDEN void fs_sync_note_kernel_write(struct pc_mapping *m);
+/* fdatasync of m when its domain has no file system descriptor and data
+ * of m went through the kernel; 0 or a negative errno. */
+HIDDEN int fs_sync_mapping(struct pc_mapping *m);
+/* syncfs of every domain data went to through the kernel; the first
+ * error (negative errno) or 0. */
+HIDDEN int fs_sync_domains(struct pc_cache *c);
 /* Allocate the backing file ahead of writeback, up to i_size. */
 HIDDEN void backing_extend(struct pc_mapping *m);
 /* ftruncate the backing file to size, safely against our own direct

@@ -271,7 +271,7 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
  * backing file reaches it, so the kernel reads nothing:
  *  - the block that holds its end, when the end is inside it: the backing
  *    file then ends exactly at i_size, with no truncate later;
- *  - for a small file (at most CLOSED_SMALL_BYTES), the whole run of dirty
+ *  - for a small file (at most PC_SMALL_FILE_BYTES), the whole run of dirty
  *    blocks that ends at its end.  A direct write of a file's first
  *    blocks allocates them, so the file system cannot do it without
  *    blocking and io_uring hands it to a worker thread: for a program that
@@ -282,7 +282,6 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
  *    caches those few blocks too; they are clean once it wrote them.
  * Returns the run [*first, *first + *count) (blocks of f), or false.
  */
-#define CLOSED_SMALL_BYTES (64u << 10)
 static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t size, unsigned *first,
 			      unsigned *count)
 {
@@ -290,7 +289,7 @@ static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t
 		return false;
 	uint64_t fpos = folio_pos(f), bs = m->block_size;
 	uint64_t last = pc_round_down(size - 1, bs); /* the block holding the end */
-	bool small = size <= CLOSED_SMALL_BYTES;
+	bool small = size <= PC_SMALL_FILE_BYTES;
 	if ((!small && size % bs == 0) || last < fpos || last >= fpos + folio_size(f))
 		return false;
 	uint64_t disk = pc_round_up((uint64_t)atomic_load(&m->disk_size), bs);
