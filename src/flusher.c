@@ -143,8 +143,15 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		bool closed = atomic_load(&m->closed_dirty) && closed_fd_pressure(c);
 		if (expired || background || want_free || closed) {
 			m->dirtied_when_ms = now;
-			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX,
-								   WB_NOWAIT_LOCK | (closed ? 0 : patience), NULL));
+			int mode = WB_NOWAIT_LOCK | (closed ? 0 : patience);
+			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX, mode, NULL));
+			/* Expired data held back as a short young run (just
+			 * written after the rest) comes back once it is old
+			 * enough, not a whole expiry later. */
+			if (expired && (mode & WB_HOLD_SHORT_RUNS) && atomic_load(&m->nr_dirty) > 0)
+				m->dirtied_when_ms = now + SHORT_RUN_PATIENCE_MS > c->cfg.dirty_expire_ms
+							     ? now + SHORT_RUN_PATIENCE_MS - c->cfg.dirty_expire_ms
+							     : 1;
 		}
 	}
 	return submitted;

@@ -960,6 +960,9 @@ HIDDEN void flusher_write_soon(struct pc_mapping *m);
  * the kernel (writeback.c), and pc_flush without wait leaves it to the
  * flusher rather than writing its blocks directly. */
 #define PC_SMALL_FILE_BYTES (64u << 10)
+/* How long a short run of young dirty data waits for its neighbours
+ * (WB_HOLD_SHORT_RUNS; writeback.c). */
+#define SHORT_RUN_PATIENCE_MS 200u
 
 /* throttle.c */
 /* Writers call this after dirtying: kicks the flusher past the background

@@ -473,7 +473,6 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
  * with nothing else to write, the flusher writes short runs too (see
  * flush_round), and fsync, DSYNC and memory pressure never wait.
  */
-#define SHORT_RUN_PATIENCE_MS 200u
 #define SHORT_RUN_MAX_FOLIOS 64u
 
 struct short_run {
