@@ -28,14 +28,14 @@ struct suite {
 
 /* In the order they run; --help says what each measures. */
 static const struct suite suites[] = {
-	{ "interleaved", "", suite_interleaved, true, { 8, 70, 300 } },
-	{ "dontcache", "c", suite_dontcache, true, { 8, 60, 160 } },
-	{ "fstime", "b", suite_fstime, true, { 2, 14, 20 } },
-	{ "read", "adh", suite_read, true, { 6, 55, 90 } },
-	{ "readahead", "r", suite_readahead, true, { 8, 35, 70 } },
-	{ "files", "f", suite_files, true, { 7, 10, 10 } },
+	{ "interleaved", "", suite_interleaved, true, { 14, 65, 820 } },
+	{ "dontcache", "c", suite_dontcache, true, { 6, 34, 70 } },
+	{ "fstime", "b", suite_fstime, true, { 2, 15, 20 } },
+	{ "read", "adh", suite_read, true, { 6, 39, 60 } },
+	{ "readahead", "r", suite_readahead, true, { 8, 25, 50 } },
+	{ "files", "f", suite_files, true, { 7, 12, 12 } },
 	{ "startup", "g", suite_startup, true, { 1, 1, 1 } },
-	{ "metadata", "e", suite_metadata, true, { 1, 2, 2 } },
+	{ "metadata", "e", suite_metadata, true, { 1, 6, 6 } },
 	{ "firstwrites", "G", suite_firstwrites, false, { 240, 240, 240 } },
 };
 #define NSUITES (int)(sizeof(suites) / sizeof(suites[0]))
@@ -47,7 +47,7 @@ static void usage(FILE *fp)
 		"\n"
 		"Runs the suites named (all but firstwrites when none is), each comparing\n"
 		"pagecache with the kernel's page cache in this process on the files of\n"
-		"--dir.  The default run takes about 4 minutes on 2 cores at reduced sizes;\n"
+		"--dir.  The default run takes about 3.5 minutes on 2 cores at reduced sizes;\n"
 		"--full uses the seeds' sizes; --quick is a smoke run of every suite.\n"
 		"\n"
 		"suites (an old pcbench letter in brackets names the suite that holds it):\n"
@@ -98,7 +98,7 @@ static void usage(FILE *fp)
 		"  --mem BYTES       pagecache memory_limit (default 256M; --quick 64M)\n"
 		"  --seconds S       length of each timed phase (default 2; --quick 0.3;\n"
 		"                    --full 3)\n"
-		"  --total BYTES     interleaved: bytes per run (default 128M; --quick 8M;\n"
+		"  --total BYTES     interleaved: bytes per run (default 64M; --quick 8M;\n"
 		"                    --full 1G)\n"
 		"  --seq-total BYTES sequential writes and reads (default 2x --mem; --quick\n"
 		"                    1x; --full 4x)\n"
@@ -130,7 +130,7 @@ static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq
 {
 	static const double seconds[3] = { 0.3, 2, 3 };
 	static const uint64_t mem[3] = { 64 * BU_MiB, 256 * BU_MiB, 256 * BU_MiB };
-	static const uint64_t total[3] = { 8 * BU_MiB, 128 * BU_MiB, BU_GiB };
+	static const uint64_t total[3] = { 8 * BU_MiB, 64 * BU_MiB, BU_GiB };
 	static const unsigned seq_times[3] = { 1, 2, 4 };
 
 	bo.quick = bo.scale == SCALE_QUICK;

@@ -66,7 +66,7 @@ static void draw(void)
 	double el = bu_secs(now - pg.step_t0);
 	fmt_mmss(step_left, sizeof(step_left), frac > 0.01 ? el / frac - el : -1);
 	fmt_mmss(run_left, sizeof(run_left), run_left_s(now));
-	fprintf(stderr, "\r\033[K[%d/%d %s] %.40s / %s %3.0f%%%s, step left %s, run left ~%s", pg.index, pg.count,
+	fprintf(stderr, "\r\033[K[%d/%d %s] %.56s / %s %3.0f%%%s, step left %s, run left ~%s", pg.index, pg.count,
 		pg.suite, pg.workload, pg.path, frac * 100, rate, step_left, run_left);
 }
 

@@ -54,7 +54,7 @@ static FILE *begin(const char *file, const char *title)
 	fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		    "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
 	fprintf(fp, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-	fprintf(fp, "<text x=\"%d\" y=\"28\" font-size=\"16\" font-weight=\"bold\">", ML);
+	fprintf(fp, "<text x=\"%d\" y=\"28\" font-size=\"13\" font-weight=\"bold\">", 20);
 	esc(fp, title);
 	fprintf(fp, "</text>\n");
 	return fp;
