@@ -834,8 +834,8 @@ out:
  * pagecache's (pc_close leaves write-back to the flusher); pagecache's are
  * checked on the device after pc_cache_destroy (not timed).
  */
-/* 5000 files; 1000 in a --quick smoke run */
-#define FILES_N (bo.quick ? 1000u : 5000u)
+/* 5000 files; 500 in a --quick smoke run */
+#define FILES_N (bo.quick ? 500u : 5000u)
 #define FILES_BYTES 5000u
 
 /*

@@ -96,12 +96,12 @@ static void usage(FILE *fp)
 		"  --quick           smoke run: every suite at small sizes, under a minute\n"
 		"  --full            the seeds' sizes (1 GiB interleaved, 4x --mem sequential)\n"
 		"  --mem BYTES       pagecache memory_limit (default 256M; --quick 64M)\n"
-		"  --seconds S       length of each timed phase (default 2; --quick 0.3;\n"
+		"  --seconds S       length of each timed phase (default 2; --quick 0.2;\n"
 		"                    --full 3)\n"
 		"  --total BYTES     interleaved: bytes per run (default 64M; --quick 8M;\n"
 		"                    --full 1G)\n"
 		"  --seq-total BYTES sequential writes and reads (default 2x --mem; --quick\n"
-		"                    1x; --full 4x)\n"
+		"                    half of it; --full 4x)\n"
 		"  --threads N       interleaved writers (default 32)\n"
 		"  --records LIST    interleaved record sizes (default 47008,6000,49152)\n"
 		"  --block-size B    pagecache block_size (default: the library's choice)\n"
@@ -128,10 +128,11 @@ static const struct suite *find_suite(const char *name)
 /* Sizes of the scale, for what the options did not set. */
 static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq_set)
 {
-	static const double seconds[3] = { 0.3, 2, 3 };
+	static const double seconds[3] = { 0.2, 2, 3 };
 	static const uint64_t mem[3] = { 64 * BU_MiB, 256 * BU_MiB, 256 * BU_MiB };
 	static const uint64_t total[3] = { 8 * BU_MiB, 64 * BU_MiB, BU_GiB };
-	static const unsigned seq_times[3] = { 1, 2, 4 };
+	/* eighths of --mem */
+	static const unsigned seq_eighths[3] = { 4, 16, 32 };
 
 	bo.quick = bo.scale == SCALE_QUICK;
 	if (!mem_set)
@@ -142,7 +143,7 @@ static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq
 		bo.total = total[bo.scale];
 	bo.mem &= ~(uint64_t)4095;
 	if (!seq_set)
-		bo.seq_total = seq_times[bo.scale] * bo.mem;
+		bo.seq_total = seq_eighths[bo.scale] * bo.mem / 8;
 	if (bo.mem < 8 * BU_MiB)
 		bu_die("--mem: at least 8 MiB");
 	if (bo.seq_total < 8 * BU_MiB)

@@ -54,8 +54,22 @@ static FILE *begin(const char *file, const char *title)
 	fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		    "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
 	fprintf(fp, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-	fprintf(fp, "<text x=\"%d\" y=\"28\" font-size=\"13\" font-weight=\"bold\">", 20);
-	esc(fp, title);
+	/* A long title goes on two lines, split after its last ": ". */
+	const char *split = strlen(title) > 90 ? strstr(title, ": ") : NULL;
+
+	for (const char *s = split; s && (s = strstr(s + 1, ": "));)
+		split = s;
+	fprintf(fp, "<text x=\"20\" y=\"%d\" font-size=\"13\" font-weight=\"bold\">", split ? 18 : 28);
+	if (split) {
+		char first[256];
+
+		snprintf(first, sizeof(first), "%.*s", (int)(split - title + 1), title);
+		esc(fp, first);
+		fprintf(fp, "</text>\n<text x=\"20\" y=\"36\" font-size=\"13\" font-weight=\"bold\">");
+		esc(fp, split + 2);
+	} else {
+		esc(fp, title);
+	}
 	fprintf(fp, "</text>\n");
 	return fp;
 }
