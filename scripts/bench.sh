@@ -2,7 +2,7 @@
 # bench.sh - the one benchmark command.
 #
 # Builds `build` (Release, -O2 -g), then runs build/pcbench (every suite at
-# reduced sizes, about 4 minutes on 2 cores) on files in build/benchdata (on
+# reduced sizes, 2 to 4 minutes on 2 cores) on files in build/benchdata (on
 # the build tree's file system, which supports O_DIRECT).  Extra arguments go
 # to pcbench: suites, --full, --quick, --json FILE, --svg DIR, ...
 #   bash scripts/bench.sh --help

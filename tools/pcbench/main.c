@@ -28,11 +28,11 @@ struct suite {
 
 /* In the order they run; --help says what each measures. */
 static const struct suite suites[] = {
-	{ "interleaved", "", suite_interleaved, true, { 14, 65, 820 } },
-	{ "dontcache", "c", suite_dontcache, true, { 6, 34, 70 } },
+	{ "interleaved", "", suite_interleaved, true, { 8, 30, 620 } },
+	{ "dontcache", "c", suite_dontcache, true, { 5, 30, 50 } },
 	{ "fstime", "b", suite_fstime, true, { 2, 15, 20 } },
-	{ "read", "adh", suite_read, true, { 6, 39, 60 } },
-	{ "readahead", "r", suite_readahead, true, { 8, 25, 50 } },
+	{ "read", "adh", suite_read, true, { 4, 36, 55 } },
+	{ "readahead", "r", suite_readahead, true, { 5, 15, 30 } },
 	{ "files", "f", suite_files, true, { 7, 12, 12 } },
 	{ "startup", "g", suite_startup, true, { 1, 1, 1 } },
 	{ "metadata", "e", suite_metadata, true, { 1, 6, 6 } },
@@ -47,7 +47,7 @@ static void usage(FILE *fp)
 		"\n"
 		"Runs the suites named (all but firstwrites when none is), each comparing\n"
 		"pagecache with the kernel's page cache in this process on the files of\n"
-		"--dir.  The default run takes about 3.5 minutes on 2 cores at reduced sizes;\n"
+		"--dir.  The default run takes 2 to 4 minutes on 2 cores at reduced sizes;\n"
 		"--full uses the seeds' sizes; --quick is a smoke run of every suite.\n"
 		"\n"
 		"suites (an old pcbench letter in brackets names the suite that holds it):\n"
