@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # bench.sh - the one benchmark command.
 #
-# Builds `build` (Release, -O2 -g), then runs build/pcbench on files in
-# build/benchdata (on the build tree's file system, which supports O_DIRECT),
-# then build/edgebench if it exists.  Extra arguments go to pcbench:
+# Builds `build` (Release, -O2 -g), then runs build/pcbench (every suite at
+# reduced sizes, 2 to 4 minutes on 2 cores) on files in build/benchdata (on
+# the build tree's file system, which supports O_DIRECT).  Extra arguments go
+# to pcbench: suites, --full, --quick, --json FILE, --svg DIR, ...
 #   bash scripts/bench.sh --help
-# Environment: PC_EDGEBENCH_TOTAL overrides edgebench's --total (default 1G).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,14 +36,7 @@ done
 status=0
 echo "==== pcbench --dir build/benchdata $* ===="
 "$ROOT/build/pcbench" --dir "$BENCHDIR" "$@" || status=$?
-
-if [ -x "$ROOT/build/edgebench" ]; then
-	total=${PC_EDGEBENCH_TOTAL:-1G}
-	echo "==== edgebench --dir build/benchdata --total $total ===="
-	"$ROOT/build/edgebench" --dir "$BENCHDIR" --total "$total" || status=$?
-fi
-
 if [ "$status" -ne 0 ]; then
-	echo "bench.sh: a benchmark failed (exit $status)" >&2
+	echo "bench.sh: pcbench failed (exit $status)" >&2
 fi
 exit "$status"

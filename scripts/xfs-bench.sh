@@ -1,27 +1,29 @@
 #!/bin/sh
-# xfs-bench.sh - run edgebench (the tables of issue 3) on a fresh XFS file
-# system with 4 KiB blocks, on a loop device over a sparse image file with
-# direct I/O, so that the loop device's read counters are those of the disk
-# under it (nothing is served from the image file's own page cache).
+# xfs-bench.sh - run pcbench (any of its suites) on a fresh XFS file system
+# with 4 KiB blocks, on a loop device over a sparse image file with direct
+# I/O, so that the loop device's read counters are those of the disk under
+# it (nothing is served from the image file's own page cache).
 #
-#   scripts/xfs-bench.sh [--size BYTES] [--image PATH] [--tool T] [--] [options]
+#   scripts/xfs-bench.sh [--size BYTES] [--image PATH] [--] [SUITE...] [options]
 #
 #   --size BYTES   size of the sparse image (default 8G; any size truncate(1)
 #                  accepts)
 #   --image PATH   image file (default build/xfs-bench.img, removed at exit)
-#   --tool T       the benchmark to run there: edgebench (default) or pcbench
+#   --tool T       pcbench (the default; edgebench, the old name, runs
+#                  pcbench's interleaved suite)
 #
-# Everything after the script's own options (or after --) goes to the tool,
-# e.g.  scripts/xfs-bench.sh --total 256M --skip-seq
-#       scripts/xfs-bench.sh --tool pcbench --only f
-# Needs root, losetup, mkfs.xfs and mount.  Builds build/edgebench first if
+# Everything after the script's own options (or after --) goes to pcbench,
+# e.g.  scripts/xfs-bench.sh interleaved --total 256M
+#       scripts/xfs-bench.sh files
+#       scripts/xfs-bench.sh -- --quick --json xfs.json
+# Needs root, losetup, mkfs.xfs and mount.  Builds build/pcbench first if
 # it is missing.  Cleans up (unmount, detach, remove the image) on any exit.
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 size=8G
 image="$here/build/xfs-bench.img"
-bench=edgebench
+bench=pcbench
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -51,8 +53,9 @@ for tool in losetup mkfs.xfs mount umount truncate; do
 done
 
 case "$bench" in
-edgebench|pcbench) ;;
-*) echo "xfs-bench.sh: --tool: edgebench or pcbench, not '$bench'" >&2; exit 2 ;;
+pcbench) ;;
+edgebench) bench=pcbench; set -- interleaved "$@" ;;
+*) echo "xfs-bench.sh: --tool: pcbench, not '$bench'" >&2; exit 2 ;;
 esac
 if [ ! -x "$here/build/$bench" ]; then
 	echo "xfs-bench.sh: building (build/$bench is missing)"

@@ -1,74 +1,37 @@
 /*
- * pcbench - the benchmark table of issue 2: pagecache against the kernel's
- * page cache (pread/pwrite on a normal buffered descriptor of the same kind
- * of file), measured in one run and compared as ratios.
+ * legacy.c - the workloads of the old pcbench (issue 2 and later), each
+ * measured as it was: the kernel first, then pagecache (f: each side
+ * alone, pagecache idle before the kernel's run), every pagecache
+ * workload in a fresh cache of --mem bytes.  They are suites of pcbench
+ * now, and their rows become results (kernel-buffered beside
+ * pagecache-buffered, or what the row's base column is):
  *
- *   pcbench [--dir D] [--mem BYTES] [--seconds S] [--quick]
+ *   read (a, h)  4 KiB random reads from a warm cache, 1 thread, a file
+ *                the CPU's cache holds (16 MiB) and one it does not
+ *                (64 MiB), target >= 2.5x; hits at memory speed, 1 and 2
+ *                threads on one handle against the kernel's pread and a
+ *                bare memcpy of the same pattern, and the zero-copy
+ *                pc_read_begin/pc_read_end pair (see bench_hits()).
+ *   metadata (e) metadata per cached 4 KiB folio, measured from the heap
+ *                (see measure_metadata()), target <= 2 %.
+ *   files (f)    5000 files of 5000 bytes created, written and closed,
+ *                then reopened, read and closed (see bench_small_files()),
+ *                files/s, target >= 0.8x for both.
+ *   startup (g)  pc_cache_new at memory_limit 256 MiB, 1 GiB, 8 GiB and
+ *                MemAvailable - 2 GiB (slowest judged, <= 50 ms), and
+ *                ENOMEM for a memory_limit the machine cannot back.
+ *   firstwrites (G, never by default) the first writes into a new 8 GiB
+ *                cache: fresh, fresh with PC_CFG_LAZY_MEMORY, and warm.
+ *   readahead (r) read-ahead streams on a cold file of --seq-total bytes
+ *                (see bench_streams()).
  *
- * Workloads (each runs the kernel first, then pagecache, always in that
- * order; every pagecache workload uses a fresh cache of --mem bytes):
- *
- *   a. 4 KiB random reads from a warm cache, 1 thread: a 64 MiB file (half
- *      of --mem if that is smaller, so that it fits in both caches), read
- *      whole once to warm it, then S seconds of random 4 KiB-aligned reads.
- *      ops/s; target pagecache >= 2.5x kernel.
- *   b. UnixBench fstime "w": a cached file of 2000 blocks of 1 KiB
- *      (2,048,000 bytes), rewritten whole, sequentially from offset 0 in
- *      1 KiB writes, over and over for S seconds.  KB/s (1024 bytes);
- *      target >= 2x.
- *   c. 1 MiB sequential writes of 4 x --mem bytes to a newly created file
- *      (deleted before each side), then fsync; MiB/s including the fsync.
- *      target >= 1.0x.
- *   d. cold 1 MiB sequential reads of the file written by c: before each
- *      side the kernel's cache of the file is dropped (fdatasync +
- *      fadvise(DONTNEED), and drop_caches when root); pagecache reads with
- *      a fresh cache.  MiB/s; target >= 0.9x.
- *   e. metadata per cached 4 KiB folio, measured from the heap (see
- *      measure_metadata() for exactly what is counted).  target <= 2 %.
- *   f. many small files: 5000 files of 5000 bytes created, written and
- *      closed, then reopened, read and closed (see bench_small_files()).
- *      files/s; target >= 0.8x for both.
- *   g. start-up: pc_cache_new at memory_limit 256 MiB, 1 GiB, 8 GiB and
- *      MemAvailable - 2 GiB (slowest judged, target <= 50 ms), and ENOMEM
- *      for a memory_limit the machine cannot back (see bench_startup()).
- *   G. (only with --only G) the first writes into a new 8 GiB cache:
- *      1 MiB write latencies fresh, fresh with PC_CFG_LAZY_MEMORY, and warm
- *      (see bench_first_writes()).
- *   h. cache hits at memory speed: warm 4 KiB random reads of a 128 MiB
- *      file through a 512 MiB cache, 1 and 2 threads on one handle, against
- *      the kernel's pread and a bare memcpy of the same pattern; and the
- *      zero-copy pc_read_begin/pc_read_end pair (see bench_hits()).
- *      targets: >= 2.5x kernel, >= 0.75x memcpy, 2 threads >= 1.8x one,
- *      span pair >= 10x kernel.
- *   r. read-ahead streams on a cold file of 4 x --mem (see bench_streams()):
- *      a scan with hot random reads through one handle (>= 1.0x the kernel
- *      on one descriptor, and within 1.15x of two handles), 4 threads a
- *      quarter each on one handle (>= 1.0x), an uncached scan (>= 0.9x the
- *      kernel's buffered cold read, nothing left cached), and single cold
- *      random misses (>= 1.0x the kernel's reads/s).
- *
- * --only LETTERS runs only those workloads (e.g. --only f).
- *
- * The exit status is 0 even when a target is missed (this is a benchmark,
- * not a test); the table says PASS or FAIL.  A pagecache call that fails is
- * reported with its name and errno and the row reads "error".
+ * The old b (fstime-w), c (sequential write + fsync) and d (cold
+ * sequential read) are the fstime, dontcache and read suites' workloads on
+ * every path now (fstime.c, dontcache.c, read.c).
  */
-#define _GNU_SOURCE
-#include <getopt.h>
+#include "bench.h"
+
 #include <malloc.h>
-#include <math.h>
-#include <pthread.h>
-
-#include "pagecache.h"
-#include "benchutil.h"
-
-struct opts {
-	const char *dir;
-	uint64_t mem;
-	double seconds;
-	bool quick;
-	const char *only; /* workload letters, NULL: all */
-};
 
 /* One line of the table. */
 struct row {
@@ -80,18 +43,13 @@ struct row {
 	double max_pct;      /* e: PASS if pc (a percentage) <= this */
 	bool pct_row;
 	double max_abs;      /* g: PASS if pc (an absolute figure) <= this (when > 0) */
+	const char *base;    /* what the kernel column is: NULL, kernel-buffered */
+	const char *pc_path; /* what the pagecache column is: NULL, pagecache-buffered */
 	char note[1024];
 };
 
-static struct row rows[32];
+static struct row rows[64];
 static int nrows;
-
-static struct opts o = {
-	.dir = ".",
-	.mem = 256 * BU_MiB,
-	.seconds = 3,
-	.quick = false,
-};
 
 /* A new line of the table, nothing measured yet. */
 static struct row *add_row(const char *name, const char *unit, const char *target)
@@ -117,40 +75,20 @@ static struct row *add_row(const char *name, const char *unit, const char *targe
 		(r)->pc = NAN; \
 	} while (0)
 
-/*
- * A new cache's thread faults its memory in while the program starts (see
- * "Memory" in pagecache.h), taking a CPU for up to seconds on a virtual
- * machine whose host backs memory on first touch.  That is the cache's
- * start-up, measured by g and G; the workloads here measure a cache in
- * use, as the kernel's page cache always is, so they wait for it (at most
- * a minute: a machine that slow is reported by g anyway).
- */
-static void wait_prefault(struct pc_cache *c)
-{
-	struct pc_stats s;
-
-	for (int i = 0; i < 6000; i++) {
-		pc_cache_stats(c, &s);
-		if (!s.prefault_pending_bytes)
-			return;
-		usleep(10000);
-	}
-}
-
 static struct pc_cache *new_cache(struct row *r, size_t readahead_max)
 {
 	struct pc_config cfg;
 	struct pc_cache *c;
 
 	pc_config_init(&cfg);
-	cfg.memory_limit = (size_t)o.mem;
+	cfg.memory_limit = (size_t)bo.mem;
 	if (readahead_max != (size_t)-1)
 		cfg.readahead_max_bytes = readahead_max;
 	c = pc_cache_new(&cfg);
 	if (!c)
 		PC_FAIL(r, "pc_cache_new");
 	else
-		wait_prefault(c);
+		bench_wait_prefault(c);
 	return c;
 }
 
@@ -208,9 +146,27 @@ static int pc_read_all(struct pc_file *f, char *buf, size_t chunk)
 	return n < 0 ? -1 : 0;
 }
 
+/* Open the file read-only in c and read it whole in 1 MiB reads (warm);
+ * NULL after a failure (noted in r). */
+static struct pc_file *pc_open_warm(struct row *r, struct pc_cache *c, const char *path, char *buf)
+{
+	struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
+
+	if (!f) {
+		PC_FAIL(r, "pc_open(O_RDONLY)");
+		return NULL;
+	}
+	if (pc_read_all(f, buf, BU_MiB) < 0) {
+		PC_FAIL(r, "pc_pread (warming, 1 MiB)");
+		pc_close(f);
+		return NULL;
+	}
+	return f;
+}
+
 /* ------------------------------------------- timed random 4 KiB reads */
 
-/* Threads reading random 4 KiB pieces of a warm file for o.seconds (a, h):
+/* Threads reading random 4 KiB pieces of a warm file for bo.seconds (a, h):
  * through the kernel, pagecache, a span, or plain memory. */
 enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN };
 
@@ -278,7 +234,7 @@ out:
 	return NULL;
 }
 
-/* ops/s of nthreads running `proto`'s kind for o.seconds; NAN on error. */
+/* ops/s of nthreads running `proto`'s kind for bo.seconds; NAN on error. */
 static double hit_run(const struct hit_arg *proto, int nthreads)
 {
 	struct hit_arg a[2];
@@ -298,7 +254,7 @@ static double hit_run(const struct hit_arg *proto, int nthreads)
 	}
 	t0 = bu_now_ns() + 1000000;
 	for (int i = 0; i < nthreads; i++) {
-		a[i].deadline = t0 + (uint64_t)(o.seconds * 1e9);
+		a[i].deadline = t0 + (uint64_t)(bo.seconds * 1e9);
 		if (pthread_create(&t[i], NULL, hit_thread, &a[i]))
 			bu_die("pthread_create:");
 	}
@@ -357,15 +313,9 @@ static void bench_random_reads(const char *path, uint64_t fsize)
 	if (!c)
 		goto out;
 	proto.kind = HIT_PAGECACHE;
-	proto.f = pc_open(c, path, O_RDONLY, 0);
-	if (!proto.f) {
-		PC_FAIL(r, "pc_open(O_RDONLY)");
+	proto.f = pc_open_warm(r, c, path, buf);
+	if (!proto.f)
 		goto done;
-	}
-	if (pc_read_all(proto.f, buf, BU_MiB) < 0) {
-		PC_FAIL(r, "pc_pread (warming, 1 MiB)");
-		goto done;
-	}
 	pc_cache_stats(c, &s0);
 	r->pc = hit_run(&proto, 1);
 	if (isnan(r->pc)) {
@@ -568,8 +518,14 @@ static void bench_first_writes(const char *path)
  * kernel's pread.  Every thread uses its own random sequence; ops/s are
  * summed over the threads.
  */
-static struct row *hit_row(const char *name, const char *target, double min_ratio)
+static struct row *hit_row(const char *what, uint64_t fsize, const char *target, double min_ratio)
 {
+	static char names[8][80];
+	static int next;
+	char *name = names[next++ % 8];
+
+	/* bench_hits runs for two file sizes: the size is in the name */
+	snprintf(name, sizeof(names[0]), "h. 4 KiB %s, %s file", what, bu_human(fsize));
 	struct row *r = add_row(name, "ops/s", target);
 
 	r->min_ratio = min_ratio;
@@ -595,18 +551,23 @@ static double median(double *v, int n)
 
 static void bench_hits(const char *path, uint64_t fsize)
 {
-	struct row *rk = hit_row("h. 4 KiB hit, 1 thread (vs kernel)", ">= 2.5x", 2.5);
-	struct row *rm = hit_row("h. 4 KiB hit, 1 thread (vs memcpy)", ">= 0.75x", 0.75);
-	struct row *r2 = hit_row("h. 4 KiB hit, 2 threads (vs 1 thread)", ">= 1.8x", 1.8);
-	struct row *rs = hit_row("h. 4 KiB span begin+end (vs kernel)", ">= 10x", 10);
+	struct row *rk = hit_row("hit, 1 thread (vs kernel)", fsize, ">= 2.5x", 2.5);
+	struct row *rm = hit_row("hit, 1 thread (vs memcpy)", fsize, ">= 0.75x", 0.75);
+	struct row *r2 = hit_row("hit, 2 threads (vs 1 thread)", fsize, ">= 1.8x", 1.8);
+	struct row *rs = hit_row("span begin+end (vs kernel)", fsize, ">= 10x", 10);
 	struct hit_arg mc = { .npages = fsize / 4096, .kind = HIT_MEMCPY };
 	struct hit_arg kp = mc, pp = mc, sp = mc;
+
+	rm->base = "memcpy";
+	r2->base = "pagecache-buffered-1-thread";
+	r2->pc_path = "pagecache-buffered-2-threads";
+	rs->pc_path = "pagecache-span";
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
 	double m1[HIT_ROUNDS], k1[HIT_ROUNDS], p1[HIT_ROUNDS], p2[HIT_ROUNDS], s1[HIT_ROUNDS];
 	struct pc_stats st0, st1, d;
 	struct pc_config cfg;
 	struct pc_cache *c;
-	double secs = o.seconds;
+	double secs = bo.seconds;
 
 	/* The limit line: the same random pattern out of plain memory. */
 	char *mem = mmap(NULL, fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -634,20 +595,14 @@ static void bench_hits(const char *path, uint64_t fsize)
 		goto out;
 	}
 	pp.kind = HIT_PAGECACHE;
-	pp.f = pc_open(c, path, O_RDONLY, 0);
-	if (!pp.f) {
-		PC_FAIL(rk, "pc_open");
+	pp.f = pc_open_warm(rk, c, path, buf);
+	if (!pp.f)
 		goto out;
-	}
-	if (pc_read_all(pp.f, buf, BU_MiB) < 0) {
-		PC_FAIL(rk, "pc_pread (warming)");
-		goto out;
-	}
 	sp = pp;
 	sp.kind = HIT_SPAN;
 
 	/* Each timed run lasts --seconds / HIT_ROUNDS. */
-	o.seconds = secs / HIT_ROUNDS;
+	bo.seconds = secs / HIT_ROUNDS;
 	pc_cache_stats(c, &st0);
 	for (int i = 0; i < HIT_ROUNDS; i++) {
 		m1[i] = hit_run(&mc, 1);
@@ -660,7 +615,7 @@ static void bench_hits(const char *path, uint64_t fsize)
 			goto out;
 		}
 	}
-	o.seconds = secs;
+	bo.seconds = secs;
 	pc_cache_stats(c, &st1);
 	stats_delta(&d, &st0, &st1);
 	note_io(rk, "timed phases", &d);
@@ -679,247 +634,10 @@ static void bench_hits(const char *path, uint64_t fsize)
 		 "row's \"kernel\" column is the bare memcpy, the 2-thread row's is pagecache with 1 thread",
 		 l ? "; " : "", bu_human(fsize), HIT_ROUNDS, secs / HIT_ROUNDS);
 out:
-	o.seconds = secs;
+	bo.seconds = secs;
 	finish_cache(rk, c, pp.f);
 	close(kp.fd);
 	munmap(mem, fsize);
-	free(buf);
-}
-
-/* ---------------------------------------------------------------- b */
-
-#define FSTIME_BLOCKS 2000
-#define FSTIME_BSIZE 1024
-
-static void bench_fstime_w(const char *path)
-{
-	struct row *r = &rows[nrows++];
-	char *buf = bu_alloc_aligned(BU_MiB, 4096);
-	uint64_t count, t0, deadline;
-	struct pc_stats s0, s1, d;
-	struct pc_cache *c;
-	struct pc_file *f = NULL;
-	int fd;
-
-	r->name = "b. 1 KiB rewrite, 2000 blocks (fstime-w)";
-	r->unit = "KB/s";
-	r->target = ">= 2x";
-	r->min_ratio = 2.0;
-	bu_make_file(path, FSTIME_BLOCKS * FSTIME_BSIZE, 7);
-	memset(buf, 'w', FSTIME_BSIZE);
-
-	/* kernel: the file is cached (read once), then rewritten */
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		bu_die("open %s:", path);
-	kernel_read_all(fd, buf + 4096, 64 * 1024);
-	count = 0;
-	t0 = bu_now_ns();
-	deadline = t0 + (uint64_t)(o.seconds * 1e9);
-	for (;;) {
-		int blk;
-
-		for (blk = 0; blk < FSTIME_BLOCKS; blk++) {
-			if (pwrite(fd, buf, FSTIME_BSIZE, (off_t)blk * FSTIME_BSIZE) !=
-			    FSTIME_BSIZE)
-				bu_die("kernel pwrite:");
-			if ((++count & 63) == 0 && bu_now_ns() >= deadline)
-				goto kdone;
-		}
-	}
-kdone:
-	r->kernel = (double)count * FSTIME_BSIZE / 1024.0 / bu_secs(bu_now_ns() - t0);
-	close(fd);
-
-	/* pagecache */
-	c = new_cache(r, (size_t)-1);
-	if (!c)
-		goto out;
-	f = pc_open(c, path, O_RDWR, 0);
-	if (!f) {
-		PC_FAIL(r, "pc_open(O_RDWR)");
-		goto done;
-	}
-	if (pc_read_all(f, buf + 4096, 64 * 1024) < 0) {
-		PC_FAIL(r, "pc_pread (warming)");
-		goto done;
-	}
-	pc_cache_stats(c, &s0);
-	count = 0;
-	t0 = bu_now_ns();
-	deadline = t0 + (uint64_t)(o.seconds * 1e9);
-	for (;;) {
-		int blk;
-
-		for (blk = 0; blk < FSTIME_BLOCKS; blk++) {
-			ssize_t n = pc_pwrite(f, buf, FSTIME_BSIZE,
-					      (off_t)blk * FSTIME_BSIZE, 0);
-
-			if (n != FSTIME_BSIZE) {
-				if (n >= 0)
-					errno = EIO;
-				PC_FAIL(r, "pc_pwrite (1 KiB)");
-				goto done;
-			}
-			if ((++count & 63) == 0 && bu_now_ns() >= deadline)
-				goto pdone;
-		}
-	}
-pdone:
-	r->pc = (double)count * FSTIME_BSIZE / 1024.0 / bu_secs(bu_now_ns() - t0);
-	pc_cache_stats(c, &s1);
-	stats_delta(&d, &s0, &s1);
-	note_io(r, "timed phase", &d);
-done:
-	finish_cache(r, c, f);
-out:
-	free(buf);
-}
-
-/* ---------------------------------------------------------------- c */
-
-static void bench_seq_write(const char *path, uint64_t total)
-{
-	struct row *r = &rows[nrows++];
-	char *buf = bu_alloc_aligned(BU_MiB, 4096);
-	struct pc_stats s;
-	struct pc_cache *c;
-	struct pc_file *f = NULL;
-	uint64_t off, t0;
-	int fd;
-
-	r->name = "c. 1 MiB seq write 4x mem + fsync";
-	r->unit = "MiB/s";
-	r->target = ">= 1.0x";
-	r->min_ratio = 1.0;
-	snprintf(r->note, sizeof(r->note), "file %s, new each side",
-		 bu_human(total));
-	bu_fill_random(buf, BU_MiB, 99);
-
-	/* kernel */
-	if (unlink(path) < 0 && errno != ENOENT)
-		bu_die("unlink %s:", path);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		bu_die("open %s:", path);
-	t0 = bu_now_ns();
-	for (off = 0; off < total; off += BU_MiB) {
-		if (pwrite(fd, buf, BU_MiB, (off_t)off) != (ssize_t)BU_MiB)
-			bu_die("kernel pwrite at %" PRIu64 ":", off);
-	}
-	if (fsync(fd) < 0)
-		bu_die("kernel fsync:");
-	r->kernel = (double)total / BU_MiB / bu_secs(bu_now_ns() - t0);
-	close(fd);
-
-	/* pagecache */
-	if (unlink(path) < 0 && errno != ENOENT)
-		bu_die("unlink %s:", path);
-	c = new_cache(r, (size_t)-1);
-	if (!c)
-		goto out;
-	f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (!f) {
-		PC_FAIL(r, "pc_open(O_WRONLY|O_CREAT|O_TRUNC)");
-		goto done;
-	}
-	t0 = bu_now_ns();
-	for (off = 0; off < total; off += BU_MiB) {
-		ssize_t n = pc_pwrite(f, buf, BU_MiB, (off_t)off, 0);
-
-		if (n != (ssize_t)BU_MiB) {
-			if (n >= 0)
-				errno = EIO;
-			PC_FAIL(r, "pc_pwrite (1 MiB)");
-			goto done;
-		}
-	}
-	if (pc_fsync(f) < 0) {
-		PC_FAIL(r, "pc_fsync");
-		goto done;
-	}
-	r->pc = (double)total / BU_MiB / bu_secs(bu_now_ns() - t0);
-	pc_cache_stats(c, &s);
-	note_io(r, "whole run", &s);
-	{
-		size_t l = strlen(r->note);
-
-		snprintf(r->note + l, sizeof(r->note) - l,
-			 ", peak dirty %s, throttle waits %" PRIu64,
-			 bu_human(s.peak_dirty_bytes), s.throttle_waits);
-	}
-done:
-	finish_cache(r, c, f);
-out:
-	free(buf);
-}
-
-/* ---------------------------------------------------------------- d */
-
-static void bench_cold_read(const char *path, uint64_t total)
-{
-	struct row *r = &rows[nrows++];
-	char *buf = bu_alloc_aligned(BU_MiB, 4096);
-	struct pc_stats s;
-	struct pc_cache *c;
-	struct pc_file *f = NULL;
-	uint64_t got, t0;
-	int fd, dropped;
-	ssize_t n;
-
-	r->name = "d. cold 1 MiB seq read (read-ahead)";
-	r->unit = "MiB/s";
-	r->target = ">= 0.9x";
-	r->min_ratio = 0.9;
-
-	/* kernel */
-	dropped = bu_drop_file_cache(path, true);
-	snprintf(r->note, sizeof(r->note), "file %s, kernel cache dropped by %s",
-		 bu_human(total),
-		 dropped == 1 ? "fadvise(DONTNEED) + drop_caches" :
-		 dropped == 0 ? "fadvise(DONTNEED) only" : "nothing (failed)");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		bu_die("open %s:", path);
-	got = 0;
-	t0 = bu_now_ns();
-	while ((n = pread(fd, buf, BU_MiB, (off_t)got)) > 0)
-		got += (uint64_t)n;
-	if (n < 0)
-		bu_die("kernel pread:");
-	r->kernel = (double)got / BU_MiB / bu_secs(bu_now_ns() - t0);
-	close(fd);
-	if (got != total)
-		bu_warn("pcbench: d: read %" PRIu64 " bytes, expected %" PRIu64, got, total);
-
-	/* pagecache: fresh cache; the kernel's copy dropped too, though
-	 * pagecache reads with O_DIRECT */
-	bu_drop_file_cache(path, true);
-	c = new_cache(r, (size_t)-1);
-	if (!c)
-		goto out;
-	f = pc_open(c, path, O_RDONLY, 0);
-	if (!f) {
-		PC_FAIL(r, "pc_open(O_RDONLY)");
-		goto done;
-	}
-	got = 0;
-	t0 = bu_now_ns();
-	while ((n = pc_pread(f, buf, BU_MiB, (off_t)got, 0)) > 0)
-		got += (uint64_t)n;
-	if (n < 0) {
-		PC_FAIL(r, "pc_pread (1 MiB sequential)");
-		goto done;
-	}
-	r->pc = (double)got / BU_MiB / bu_secs(bu_now_ns() - t0);
-	if (got != total)
-		bu_warn("pcbench: d: pagecache read %" PRIu64 " bytes, expected %" PRIu64,
-			got, total);
-	pc_cache_stats(c, &s);
-	note_io(r, "whole run", &s);
-done:
-	finish_cache(r, c, f);
-out:
 	free(buf);
 }
 
@@ -1000,7 +718,7 @@ static void anon_mappings(struct mapsum *m)
 static void bench_metadata(const char *path, uint64_t fsize)
 {
 	struct row *r = add_row("e. metadata per cached 4 KiB folio", "B/folio", "<= 2 %");
-	uint64_t npages = fsize / 4096, arena_pages = o.mem / 4096;
+	uint64_t npages = fsize / 4096, arena_pages = bo.mem / 4096;
 	uint64_t h0, h1, h2, h3, *perm, i;
 	char *buf = bu_alloc_aligned(4096, 4096);
 	struct mapsum m0, m1;
@@ -1058,7 +776,7 @@ static void bench_metadata(const char *path, uint64_t fsize)
 	 * an anonymous mapping of its own), besides the arena and the
 	 * threads' stacks, counts as cache metadata too. */
 	int64_t mapped = (int64_t)(m1.anon_rw - m0.anon_rw) - (int64_t)(m1.guarded - m0.guarded) -
-			 (int64_t)o.mem - (int64_t)(h1 - h0);
+			 (int64_t)bo.mem - (int64_t)(h1 - h0);
 	if (mapped < 0)
 		mapped = 0;
 	uint64_t cache_meta = (h1 - h0) + (uint64_t)mapped;
@@ -1086,14 +804,14 @@ static void bench_metadata(const char *path, uint64_t fsize)
 		 * counted above as metadata: the descriptor table; malloc heaps
 		 * grow in steps, so small noise is normal) */
 		int64_t other = (int64_t)(m1.anon_rw - m0.anon_rw) -
-				(int64_t)(m1.guarded - m0.guarded) - (int64_t)o.mem -
+				(int64_t)(m1.guarded - m0.guarded) - (int64_t)bo.mem -
 				(int64_t)(h1 - h0);
 
 		l = strlen(r->note);
 		snprintf(r->note + l, sizeof(r->note) - l,
 			 "; cross-check: anon rw mappings grew %s at pc_cache_new = "
 			 "arena %s + thread stacks %s + malloc %s + other %" PRId64 " B",
-			 bu_human(m1.anon_rw - m0.anon_rw), bu_human(o.mem),
+			 bu_human(m1.anon_rw - m0.anon_rw), bu_human(bo.mem),
 			 bu_human(m1.guarded - m0.guarded), bu_human(h1 - h0), other);
 	}
 done:
@@ -1116,7 +834,8 @@ out:
  * pagecache's (pc_close leaves write-back to the flusher); pagecache's are
  * checked on the device after pc_cache_destroy (not timed).
  */
-#define FILES_N 5000u
+/* 5000 files; 500 in a --quick smoke run */
+#define FILES_N (bo.quick ? 500u : 5000u)
 #define FILES_BYTES 5000u
 
 /*
@@ -1130,7 +849,7 @@ static void files_path(char *out, size_t len, const char *sub, unsigned i)
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s/%u", sub, i);
-	bu_join(out, len, o.dir, name);
+	bu_join(out, len, bo.dir, name);
 }
 
 static void files_fill(char *buf, unsigned i)
@@ -1253,7 +972,7 @@ static void files_remove(void)
 			files_path(path, sizeof(path), sides[s], i);
 			unlink(path);
 		}
-		bu_join(path, sizeof(path), o.dir, sides[s]);
+		bu_join(path, sizeof(path), bo.dir, sides[s]);
 		rmdir(path);
 	}
 }
@@ -1262,9 +981,9 @@ static void files_mkdirs(void)
 {
 	char path[PATH_MAX];
 
-	bu_join(path, sizeof(path), o.dir, "pcbench-files-kernel");
+	bu_join(path, sizeof(path), bo.dir, "pcbench-files-kernel");
 	bu_mkdir(path);
-	bu_join(path, sizeof(path), o.dir, "pcbench-files-pagecache");
+	bu_join(path, sizeof(path), bo.dir, "pcbench-files-pagecache");
 	bu_mkdir(path);
 }
 
@@ -1311,8 +1030,12 @@ static void bench_small_files(void)
 	char *buf = malloc(2 * FILES_BYTES + 2);
 	struct pc_cache *c;
 
-	rc->name = "f1. create+write+close 5000 x 5000 B";
-	rr->name = "f2. reopen+read+close 5000 x 5000 B";
+	static char names[2][64];
+
+	snprintf(names[0], sizeof(names[0]), "f1. create+write+close %u x %u B", FILES_N, FILES_BYTES);
+	snprintf(names[1], sizeof(names[1]), "f2. reopen+read+close %u x %u B", FILES_N, FILES_BYTES);
+	rc->name = names[0];
+	rr->name = names[1];
 	rc->unit = rr->unit = "files/s";
 	rc->target = rr->target = ">= 0.8x";
 	rc->min_ratio = rr->min_ratio = 0.8;
@@ -1463,6 +1186,7 @@ static void bench_stream_scan_hot(const char *path, uint64_t size, char *buf)
 
 	rk->min_ratio = 1.0;
 	rh->min_ratio = 1 / 1.15;
+	rh->base = "pagecache-buffered-two-handles";
 	/* The order rotates each round (see stream_rounds). */
 	for (int i = 0; i < STREAM_ROUNDS; i++) {
 		for (int j = 0; j < 3; j++) {
@@ -1592,6 +1316,7 @@ static void bench_stream_uncached(const char *path, uint64_t size, char *buf)
 	struct row *r = add_row("r. uncached seq read vs kernel buffered", "MiB/s", ">= 0.9x");
 
 	r->min_ratio = 0.9;
+	r->pc_path = "pagecache-dontcache";
 	uint64_t cached = stream_rounds(r, path, size, buf, stream_seq_read, PC_DONTCACHE, "pc_pread (PC_DONTCACHE)");
 	if (cached)
 		r->pc = NAN; /* the promise is that nothing stays */
@@ -1645,194 +1370,186 @@ static void fmt_num(char *b, size_t len, double v)
 		snprintf(b, len, "%.2f", v);
 }
 
-static void print_table(void)
+/* Formats a row's pagecache figure and ratio; its verdict: 1 PASS, 0 FAIL. */
+static int row_verdict(const struct row *r, char *p, size_t plen, char *ratio, size_t rlen)
+{
+	snprintf(ratio, rlen, "-");
+	if (r->max_abs > 0) {
+		fmt_num(p, plen, r->pc);
+		return !isnan(r->pc) && r->pc <= r->max_abs;
+	}
+	if (r->pct_row) {
+		/* pc holds the percentage; show bytes per folio too */
+		if (isnan(r->pc)) {
+			snprintf(p, plen, "error");
+			return 0;
+		}
+		snprintf(p, plen, "%.1f", r->pc * 4096.0 / 100.0);
+		snprintf(ratio, rlen, "%.2f %%", r->pc);
+		return r->pc <= r->max_pct;
+	}
+	if (isnan(r->pc) || isnan(r->kernel) || r->kernel <= 0) {
+		snprintf(p, plen, isnan(r->pc) ? "error" : "-");
+		if (!isnan(r->pc))
+			fmt_num(p, plen, r->pc);
+		return 0;
+	}
+	fmt_num(p, plen, r->pc);
+	snprintf(ratio, rlen, "%.2fx", r->pc / r->kernel);
+	return r->pc / r->kernel >= r->min_ratio;
+}
+
+/* The figure of a row into the result's field for its unit. */
+static void put_figure(struct bres *b, const struct row *r, double v)
+{
+	b->value = v;
+	snprintf(b->unit, sizeof(b->unit), "%s", r->unit);
+	if (!strcmp(r->unit, "MiB/s"))
+		b->mib_s = v;
+	else if (!strcmp(r->unit, "KB/s"))
+		b->mib_s = v / 1024;
+	else if (strstr(r->unit, "/s"))
+		b->ops_s = v;
+}
+
+/* A row as results: its base (the kernel, unless the row says what else
+ * its kernel column is) and pagecache with the target and verdict. */
+static void row_results(const char *suite, const struct row *r, int verdict)
+{
+	if (!isnan(r->kernel) || r->base) {
+		struct bres *k = res_add(suite, r->name, r->base ? r->base : "kernel-buffered");
+
+		put_figure(k, r, r->kernel);
+	}
+	struct bres *b = res_add(suite, r->name, r->pc_path ? r->pc_path : "pagecache-buffered");
+
+	put_figure(b, r, r->pc);
+	if (r->pct_row)
+		b->value = r->pc * 4096.0 / 100.0;  /* bytes per folio */
+	snprintf(b->target, sizeof(b->target), "%s", r->target);
+	b->pass = verdict;
+	snprintf(b->note, sizeof(b->note), "%s", r->note);
+	if (isnan(r->pc))
+		snprintf(b->error, sizeof(b->error), "not measured (see note)");
+}
+
+/* The table of the rows added since `first`, as the old pcbench printed
+ * it, and the same rows as results of `suite`. */
+static void flush_rows(const char *suite, int first)
 {
 	int i;
 
-	printf("\n%-42s %-8s %14s %14s %8s %8s %s\n", "workload", "unit", "kernel",
-	       "pagecache", "ratio", "target", "result");
-	for (i = 0; i < nrows; i++) {
+	printf("\n-- %s\n%-42s %-8s %14s %14s %8s %8s %s\n", suite, "workload", "unit", "kernel", "pagecache",
+	       "ratio", "target", "result");
+	for (i = first; i < nrows; i++) {
 		struct row *r = &rows[i];
 		char k[32], p[32], ratio[32];
-		const char *res;
+		int verdict = row_verdict(r, p, sizeof(p), ratio, sizeof(ratio));
 
 		fmt_num(k, sizeof(k), r->kernel);
-		if (r->max_abs > 0) {
-			fmt_num(p, sizeof(p), r->pc);
-			snprintf(ratio, sizeof(ratio), "-");
-			res = !isnan(r->pc) && r->pc <= r->max_abs ? "PASS" : "FAIL";
-		} else if (r->pct_row) {
-			/* pc holds the percentage; show bytes per folio too */
-			if (isnan(r->pc)) {
-				snprintf(p, sizeof(p), "error");
-				snprintf(ratio, sizeof(ratio), "-");
-				res = "FAIL";
-			} else {
-				snprintf(p, sizeof(p), "%.1f", r->pc * 4096.0 / 100.0);
-				snprintf(ratio, sizeof(ratio), "%.2f %%", r->pc);
-				res = r->pc <= r->max_pct ? "PASS" : "FAIL";
-			}
-		} else if (isnan(r->pc) || isnan(r->kernel) || r->kernel <= 0) {
-			snprintf(p, sizeof(p), isnan(r->pc) ? "error" : "-");
-			if (!isnan(r->pc))
-				fmt_num(p, sizeof(p), r->pc);
-			snprintf(ratio, sizeof(ratio), "-");
-			res = "FAIL";
-		} else {
-			double q = r->pc / r->kernel;
-
-			fmt_num(p, sizeof(p), r->pc);
-			snprintf(ratio, sizeof(ratio), "%.2fx", q);
-			res = q >= r->min_ratio ? "PASS" : "FAIL";
-		}
-		printf("%-42s %-8s %14s %14s %8s %8s %s\n", r->name, r->unit, k, p,
-		       ratio, r->target, res);
+		printf("%-42s %-8s %14s %14s %8s %8s %s\n", r->name, r->unit, k, p, ratio, r->target,
+		       verdict ? "PASS" : "FAIL");
+		row_results(suite, r, verdict);
 	}
-	printf("\nnotes:\n");
-	for (i = 0; i < nrows; i++)
+	for (i = first; i < nrows; i++)
 		if (rows[i].note[0])
 			printf("  %.2s %s\n", rows[i].name, rows[i].note);
 }
 
-/* ------------------------------------------------------------ main */
+/* ------------------------------------------------------------ suites */
 
-static bool wanted(char letter)
+static void legacy_file(char *out, size_t len, const char *name)
 {
-	return !o.only || strchr(o.only, letter);
+	bu_join(out, len, bo.dir, name);
 }
 
-static void usage(FILE *fp)
+/* a: a file the CPU's last-level cache holds and one it does not; h: the
+ * same two kinds of size. */
+void legacy_warm_reads(void)
 {
-	fprintf(fp,
-		"usage: pcbench [--dir D] [--mem BYTES] [--seconds S] [--quick]\n"
-		"  --dir D       where the benchmark files go (default .)\n"
-		"  --mem BYTES   pagecache memory_limit (default 256M)\n"
-		"  --seconds S   length of each timed phase of a, b and h (default 3)\n"
-		"  --quick       1 second phases unless --seconds is given, only the\n"
-		"                16 MiB random-read file (not also 64 MiB), h on 16 MiB\n"
-		"  --only L      only workloads with these letters, e.g. --only f:\n"
-		"                a  4 KiB random reads, warm (16 and 64 MiB files)\n"
-		"                b  UnixBench fstime-w (1 KiB rewrites of a 2000-block file)\n"
-		"                c  1 MiB sequential write of 4x --mem + fsync\n"
-		"                d  cold 1 MiB sequential read of c's file\n"
-		"                e  metadata per cached 4 KiB folio\n"
-		"                f  5000 small files: create+write+close, reopen+read+close\n"
-		"                g  pc_cache_new time at 256 MiB .. the machine's memory\n"
-		"                h  cache hits: 1 and 2 threads vs kernel and memcpy; spans\n"
-		"                r  read-ahead streams, cold: scan + hot reads on one handle,\n"
-		"                   4 threads a quarter each, uncached scan, random misses\n"
-		"                G  (never by default: 4 minutes, 8 GiB) first writes\n"
-		"                   into a new cache, fresh / lazy / warm latencies\n");
+	char path[PATH_MAX];
+	int first = nrows;
+	uint64_t rsmall = 16 * BU_MiB, rbig = bo.quick ? 32 * BU_MiB : 64 * BU_MiB;
+	uint64_t hbig = bo.quick ? 32 * BU_MiB : 128 * BU_MiB;
+
+	legacy_file(path, sizeof(path), "pcbench-random.dat");
+	prog_step("a. 4 KiB random reads, warm", "kernel, pagecache", (uint64_t)(4 * bo.seconds * 1e9),
+		      NULL, NULL);
+	bu_make_file(path, rsmall, 1);
+	bench_random_reads(path, rsmall);
+	bu_make_file(path, rbig, 1);
+	bench_random_reads(path, rbig);
+	prog_step_done();
+	prog_step("h. 4 KiB hits", "memcpy, kernel, pagecache", (uint64_t)(2 * bo.seconds * 1e9), NULL,
+		      NULL);
+	bu_make_file(path, rsmall, 1);
+	bench_hits(path, rsmall);
+	bu_make_file(path, hbig, 1);
+	bench_hits(path, hbig);
+	prog_step_done();
+	unlink(path);
+	flush_rows("read", first);
 }
 
-int main(int argc, char **argv)
+void suite_metadata(void)
 {
-	static const struct option lo[] = {
-		{ "dir", required_argument, NULL, 'd' },
-		{ "mem", required_argument, NULL, 'm' },
-		{ "seconds", required_argument, NULL, 's' },
-		{ "quick", no_argument, NULL, 'q' },
-		{ "only", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char rpath[PATH_MAX], wpath[PATH_MAX], spath[PATH_MAX], tpath[PATH_MAX];
-	bool seconds_given = false;
-	uint64_t rsize, big;
-	int ch;
+	char path[PATH_MAX];
+	int first = nrows;
+	uint64_t size = bo.quick ? 16 * BU_MiB : 64 * BU_MiB;
 
-	while ((ch = getopt_long(argc, argv, "d:m:s:qo:h", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'd': o.dir = optarg; break;
-		case 'm': o.mem = bu_size_arg("--mem", optarg); break;
-		case 's': {
-			char *end;
+	if (size > bo.mem / 2)
+		size = (bo.mem / 2) & ~(uint64_t)4095;
+	legacy_file(path, sizeof(path), "pcbench-meta.dat");
+	prog_step("e. metadata per folio", "pagecache-buffered", 0, NULL, NULL);
+	bu_make_file(path, size, 1);
+	bench_metadata(path, size);
+	prog_step_done();
+	unlink(path);
+	flush_rows("metadata", first);
+}
 
-			o.seconds = strtod(optarg, &end);
-			if (*end || !(o.seconds > 0))
-				bu_die("--seconds: bad value '%s'", optarg);
-			seconds_given = true;
-			break;
-		}
-		case 'q': o.quick = true; break;
-		case 'o': o.only = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (o.quick && !seconds_given)
-		o.seconds = 1;
-	o.mem &= ~(uint64_t)4095;
-	if (o.mem < BU_MiB)
-		bu_die("--mem: at least 1 MiB");
+/* A legacy workload as one step of the progress line, its rows as the
+ * suite's table and results. */
+static void rows_suite(const char *suite, const char *step, void (*bench)(void))
+{
+	int first = nrows;
 
-	bu_mkdir(o.dir);
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	bu_print_cmdline(argc, argv);
-	bu_print_environment(o.dir);
+	prog_step(step, "kernel, pagecache", 0, NULL, NULL);
+	bench();
+	prog_step_done();
+	flush_rows(suite, first);
+}
 
-	rsize = 64 * BU_MiB;
-	if (rsize > o.mem / 2)
-		rsize = (o.mem / 2) & ~(uint64_t)4095;
-	uint64_t rsmall = rsize < 16 * BU_MiB ? rsize : 16 * BU_MiB;
-	big = 4 * o.mem;
-	printf("memory_limit %s, timed phases %.3g s, random-read files %s%s%s, "
-	       "sequential file %s; each workload: kernel first, then pagecache\n",
-	       bu_human(o.mem), o.seconds, bu_human(rsmall), o.quick ? "" : " and ",
-	       o.quick ? "" : bu_human(rsize), bu_human(big));
+void suite_files(void)
+{
+	rows_suite("files", "f. small files", bench_small_files);
+}
 
-	bu_join(rpath, sizeof(rpath), o.dir, "pcbench-random.dat");
-	bu_join(wpath, sizeof(wpath), o.dir, "pcbench-fstime.dat");
-	bu_join(spath, sizeof(spath), o.dir, "pcbench-seq.dat");
-	bu_join(tpath, sizeof(tpath), o.dir, "pcbench-stream.dat");
+void suite_startup(void)
+{
+	rows_suite("startup", "g. pc_cache_new", bench_startup);
+}
 
-	if (wanted('a')) {
-		bu_make_file(rpath, rsmall, 1);
-		bench_random_reads(rpath, rsmall);
-	}
-	if (o.quick) {
-		rsize = rsmall;
-	} else if (wanted('a')) {
-		bu_make_file(rpath, rsize, 1);
-		bench_random_reads(rpath, rsize);
-	}
-	if (wanted('b'))
-		bench_fstime_w(wpath);
-	if (wanted('c') || wanted('d'))
-		bench_seq_write(spath, big);
-	if (wanted('d'))
-		bench_cold_read(spath, big);
-	if (wanted('e')) {
-		bu_make_file(rpath, rsize, 1);
-		bench_metadata(rpath, rsize);
-	}
-	if (wanted('f'))
-		bench_small_files();
-	if (wanted('g'))
-		bench_startup();
-	if (o.only && strchr(o.only, 'G'))
-		bench_first_writes(spath);
-	if (wanted('h')) {
-		uint64_t hsize = o.quick ? 16 * BU_MiB : 128 * BU_MiB;
+void suite_firstwrites(void)
+{
+	char path[PATH_MAX];
 
-		bu_make_file(rpath, hsize, 1);
-		bench_hits(rpath, hsize);
-	}
+	legacy_file(path, sizeof(path), "pcbench-first.dat");
+	prog_step("G. first writes into a new cache", "pagecache", 0, NULL, NULL);
+	bench_first_writes(path);
+	prog_step_done();
+}
 
-	if (wanted('r')) {
-		bu_make_file(tpath, big, 3);
-		bench_streams(tpath, big);
-	}
+void suite_readahead(void)
+{
+	char path[PATH_MAX];
+	int first = nrows;
 
-	print_table();
-
-	unlink(tpath);
-	unlink(rpath);
-	unlink(wpath);
-	unlink(spath);
-	return 0;
+	legacy_file(path, sizeof(path), "pcbench-stream.dat");
+	prog_step("r. read-ahead streams", "kernel, pagecache", 0, NULL, NULL);
+	bu_make_file(path, bo.seq_total, 3);
+	bench_streams(path, bo.seq_total);
+	prog_step_done();
+	unlink(path);
+	flush_rows("readahead", first);
 }

@@ -1,0 +1,91 @@
+# The CI smoke run of pcbench (ctest pcbench_quick):
+#
+#   cmake -DPCBENCH=build/pcbench -DDIR=scratch -DOUT=out.json -P pcbench_smoke.cmake
+#
+# runs `pcbench --quick --json OUT --dir DIR` (every suite at small sizes)
+# and checks the JSON: a "machine" object, a non-empty "results" array whose
+# every object has the fields of issue 9, results of every default suite,
+# no pagecache path in error, and that pagecache-dontcache read nothing back
+# in the interleaved suite: no 4 KiB device read on a new file, and over
+# existing data at most the one tail block the last record leaves part
+# written (no neighbour completes it; the workload itself asks for it).
+# Figures are not judged: a smoke run is too short to be a benchmark.
+cmake_minimum_required(VERSION 3.19)
+
+foreach(var PCBENCH DIR OUT)
+	if(NOT DEFINED ${var})
+		message(FATAL_ERROR "pcbench_smoke: -D${var}=... is required")
+	endif()
+endforeach()
+
+file(MAKE_DIRECTORY ${DIR})
+file(REMOVE ${OUT})
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${PCBENCH} --quick --dir ${DIR} --json ${OUT}
+		RESULT_VARIABLE rc OUTPUT_FILE ${OUT}.log ERROR_FILE ${OUT}.err)
+string(TIMESTAMP t1 "%s")
+math(EXPR secs "${t1} - ${t0}")
+message(STATUS "pcbench --quick took ${secs} s (output in ${OUT}.log)")
+if(NOT rc EQUAL 0)
+	file(READ ${OUT}.err err)
+	message(FATAL_ERROR "pcbench --quick exited with ${rc}:\n${err}")
+endif()
+
+file(READ ${OUT} json)
+string(JSON mtype ERROR_VARIABLE err TYPE "${json}" machine)
+if(err OR NOT mtype STREQUAL "OBJECT")
+	message(FATAL_ERROR "pcbench JSON: no \"machine\" object (${err})")
+endif()
+string(JSON n ERROR_VARIABLE err LENGTH "${json}" results)
+if(err OR n EQUAL 0)
+	message(FATAL_ERROR "pcbench JSON: no \"results\" array, or an empty one (${err})")
+endif()
+
+set(keys suite workload path mib_s ops_s p50_us p99_us p999_us peak_dirty_bytes
+	 reads_per_write cached_after_bytes target pass)
+set(suites_seen "")
+set(il_checked 0)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+	string(JSON r GET "${json}" results ${i})
+	foreach(k ${keys})
+		string(JSON type ERROR_VARIABLE err TYPE "${r}" ${k})
+		if(err)
+			message(FATAL_ERROR "pcbench JSON: result ${i} has no \"${k}\": ${r}")
+		endif()
+	endforeach()
+	string(JSON suite GET "${r}" suite)
+	string(JSON workload GET "${r}" workload)
+	string(JSON path GET "${r}" path)
+	string(JSON error GET "${r}" error)
+	list(APPEND suites_seen ${suite})
+	if(path MATCHES "^pagecache-" AND NOT error STREQUAL "")
+		message(FATAL_ERROR "pcbench: ${suite} / ${workload} / ${path}: ${error}")
+	endif()
+	if(suite STREQUAL "interleaved" AND path STREQUAL "pagecache-dontcache")
+		string(JSON reads GET "${r}" device_reads_4k)
+		if(workload MATCHES "^overwrite")
+			set(allowed 1)
+		else()
+			set(allowed 0)
+		endif()
+		# %.6g of a whole number of reads: an integer
+		if(NOT reads MATCHES "^[0-9]+$" OR reads GREATER allowed)
+			message(FATAL_ERROR "pcbench: interleaved / ${workload} / pagecache-dontcache read "
+					    "${reads} blocks back (at most ${allowed})")
+		endif()
+		math(EXPR il_checked "${il_checked} + 1")
+	endif()
+endforeach()
+
+foreach(s interleaved dontcache fstime read readahead files startup metadata)
+	list(FIND suites_seen ${s} found)
+	if(found EQUAL -1)
+		message(FATAL_ERROR "pcbench JSON: no result of suite ${s}")
+	endif()
+endforeach()
+if(il_checked EQUAL 0)
+	message(FATAL_ERROR "pcbench JSON: no interleaved pagecache-dontcache result")
+endif()
+message(STATUS "pcbench JSON: ${n} results, every field there; interleaved pagecache-dontcache "
+	       "read nothing back in ${il_checked} runs")

@@ -1,0 +1,234 @@
+/*
+ * bench.h - what the files of pcbench share: the options of the run, the
+ * I/O paths (kernel and pagecache, buffered, uncached, direct, +dsync),
+ * the results and their report (tables, JSON), the progress line, the
+ * dirty-bytes sampler and the SVG writer.
+ *
+ * One concern per file:
+ *   main.c         options, the list of suites, --help
+ *   paths.c        the I/O paths: open, write, read, close, what stays cached
+ *   sampler.c      peak and time series of dirty bytes and bytes written
+ *   report.c       results, the tables printed, --json
+ *   progress.c     the progress line (terminal) or plain lines
+ *   svg.c          a small SVG writer: line charts, grouped bars
+ *   interleaved.c  suite interleaved (was edgebench)
+ *   dontcache.c    suite dontcache
+ *   fstime.c       suite fstime
+ *   read.c         suite read (with the warm-read workloads of legacy.c)
+ *   legacy.c       the workloads of the old pcbench (files, startup,
+ *                  readahead, metadata, hits, warm random reads), their
+ *                  measurement unchanged
+ */
+#ifndef PCBENCH_BENCH_H
+#define PCBENCH_BENCH_H
+
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/uio.h>
+
+#include "pagecache.h"
+#include "benchutil.h"
+
+#ifndef RWF_DSYNC
+#define RWF_DSYNC 0x00000002
+#endif
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080
+#endif
+
+/* ------------------------------------------------------------ options */
+
+enum bench_scale { SCALE_QUICK, SCALE_DEFAULT, SCALE_FULL };
+
+#define BENCH_MAX_RECORDS 16
+
+struct bench_opts {
+	const char *dir;
+	uint64_t mem;          /* pagecache memory_limit */
+	double seconds;        /* timed phases of fixed length */
+	enum bench_scale scale;
+	bool quick;            /* scale == SCALE_QUICK (the old pcbench's --quick) */
+	uint64_t total;        /* interleaved: bytes per run */
+	uint64_t seq_total;    /* sequential writes and cold reads: bytes */
+	int threads;           /* interleaved writers */
+	uint64_t records[BENCH_MAX_RECORDS];
+	int nrecords;
+	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
+	bool no_io_uring;      /* PC_CFG_NO_IO_URING */
+	const char *only;      /* --only PATHS: comma-separated words, NULL: all */
+	const char *json;      /* --json FILE */
+	const char *svgdir;    /* --svg DIR */
+	char devstat[128];     /* block device stat file of --dir, "" if none */
+};
+
+extern struct bench_opts bo;
+
+/* ------------------------------------------------------------ paths */
+
+/* One way of doing I/O.  Kernel paths use a plain descriptor (O_DIRECT for
+ * the direct ones) and preadv2/pwritev2 with `flags` (RWF_*); pagecache
+ * paths use a fresh cache of bo.mem and pc_pread/pc_pwrite with `flags`
+ * (PC_*). */
+struct bpath {
+	const char *name;
+	bool pc;
+	bool odirect;          /* kernel: open with O_DIRECT */
+	int flags;
+};
+
+enum {
+	P_KBUF, P_KDC, P_KDC_DSYNC, P_KDIRECT, P_KDIRECT_DSYNC,
+	P_PBUF, P_PDC, P_PDC_DSYNC, P_PDIRECT, P_PDIRECT_DSYNC,
+	P_COUNT
+};
+extern const struct bpath bpaths[P_COUNT];
+
+/* An open file of one path. */
+struct bfile {
+	const struct bpath *p;
+	int fd;                /* kernel paths */
+	struct pc_cache *c;    /* pagecache paths: the cache (own or shared) */
+	struct pc_file *pf;
+	bool own_cache;
+	char err[200];         /* the failed call, with errno */
+};
+
+/* --only: is this path selected? */
+bool path_selected(const struct bpath *p);
+/* A cache of bo.mem (and bo.block_size, bo.no_io_uring), its memory
+ * faulted in before it is used; max_folio 0: the library's default. */
+struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size);
+/* Wait (at most a minute) until a new cache has faulted its memory in. */
+void bench_wait_prefault(struct pc_cache *c);
+/* Open `file` for path p (oflags of open(2)); `c` NULL makes a new cache
+ * for a pagecache path.  0, or -1 with f->err set. */
+int bf_open(struct bfile *f, const struct bpath *p, struct pc_cache *c, const char *file, int oflags);
+ssize_t bf_pwrite(struct bfile *f, const void *buf, size_t n, uint64_t off);
+ssize_t bf_pread(struct bfile *f, void *buf, size_t n, uint64_t off);
+int bf_fsync(struct bfile *f);
+/* Bytes of the file still cached: pagecache's cached_bytes, or the
+ * kernel's resident pages of `file` (mincore).  NAN if unknown. */
+double bf_cached(struct bfile *f, const char *file);
+/* Close (and destroy an own cache).  0, or -1 with f->err set. */
+int bf_close(struct bfile *f);
+/* Record errno's story for `what` in f->err; returns -1. */
+int bf_fail(struct bfile *f, const char *what);
+
+/* ------------------------------------------------------------ sampler */
+
+#define SAMPLE_MS 10
+#define SAMPLE_MAX 20000
+
+/* A thread that every SAMPLE_MS reads the dirty bytes (the kernel's
+ * Dirty + Writeback of /proc/meminfo, or pagecache's dirty_bytes +
+ * writeback_bytes of its stats) and the bytes written so far
+ * (*written, added to by the writers); it keeps the peak and a series. */
+struct sampler {
+	pthread_t th;
+	atomic_bool stop;
+	struct pc_cache *c;            /* sample this cache, NULL: /proc/meminfo */
+	_Atomic uint64_t *written;     /* may be NULL */
+	uint64_t t0;
+	int64_t baseline, peak;
+	size_t n;
+	float *t_s, *dirty_mib, *mib_s;  /* the series, n points */
+};
+
+void sampler_start(struct sampler *s, struct pc_cache *c, _Atomic uint64_t *written);
+void sampler_stop(struct sampler *s);
+void sampler_free(struct sampler *s);
+
+/* ------------------------------------------------------------ results */
+
+/* One measured result: a workload on a path.  NAN: not meaningful (null
+ * in JSON). */
+struct bres {
+	char suite[24];
+	char workload[96];
+	char path[48];
+	double mib_s, ops_s;
+	double p50_us, p99_us, p999_us;
+	double peak_dirty_bytes;
+	double reads_per_write;
+	double cached_after_bytes;
+	double share;              /* competing writers: slower / faster */
+	double writes;             /* write calls of the run */
+	double device_reads_4k;    /* 4 KiB device reads of the run (pagecache:
+	                              the library's count; kernel: /proc/self/io) */
+	double value;              /* the figure judged, in `unit` */
+	char unit[16];
+	char target[160];          /* "" if none */
+	int pass;                  /* -1 none, 0 FAIL, 1 PASS */
+	char note[600];
+	char error[300];
+};
+
+/* A new result, all figures NAN. */
+struct bres *res_add(const char *suite, const char *workload, const char *path);
+/* Append a target and its verdict (the result passes if all its targets
+ * do). */
+void res_target(struct bres *r, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void res_note(struct bres *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The result of `workload` on path name `path` in `suite`, NULL if none. */
+struct bres *res_find(const char *suite, const char *workload, const char *path);
+/* Iteration: the i-th result, NULL past the end. */
+struct bres *res_at(size_t i);
+/* Print the table of one workload (every path measured), pagecache rows
+ * beside the kernel's with the ratio to the kernel's same mode. */
+void report_workload(const char *suite, const char *workload);
+/* The summary of PASS/FAIL, and --json. */
+void report_finish(int argc, char **argv);
+
+/* ------------------------------------------------------------ progress */
+
+/* Polls how far the step is: units done so far (bytes when the step has a
+ * byte total). */
+typedef uint64_t (*prog_poll_fn)(void *arg);
+
+void prog_init(void);
+void prog_suite(const char *suite, int index, int count, double est_s);
+/* A step of known size: `total` bytes (poll gives bytes done) or, with
+ * poll NULL, `total` nanoseconds of a timed phase. */
+void prog_step(const char *workload, const char *path, uint64_t total, prog_poll_fn poll, void *arg);
+void prog_step_done(void);
+void prog_end(void);
+/* Seconds the remaining suites are expected to take (for "time left"). */
+void prog_plan(double total_s);
+
+/* ------------------------------------------------------------ svg */
+
+struct svg_series {
+	const char *name;
+	const float *x, *y;
+	size_t n;
+};
+
+/* A line chart; logx: logarithmic x axis.  0, or -1 (with a warning). */
+int svg_lines(const char *file, const char *title, const char *xlabel, const char *ylabel,
+	      const struct svg_series *s, int ns, bool logx);
+/* Grouped bars: ng groups of nb bars, vals[g * nb + b] (NAN: no bar). */
+int svg_bars(const char *file, const char *title, const char *ylabel, const char *const *groups, int ng,
+	     const char *const *bars, int nb, const double *vals);
+/* bo.svgdir + "/" + name, or NULL without --svg. */
+const char *svg_path(const char *name);
+
+/* ------------------------------------------------------------ suites */
+
+void suite_interleaved(void);
+void suite_dontcache(void);
+void suite_fstime(void);
+void suite_read(void);
+void suite_readahead(void);
+void suite_files(void);
+void suite_startup(void);
+void suite_firstwrites(void);
+void suite_metadata(void);
+/* legacy.c: warm 4 KiB random reads (a) and hits (h), for suite_read */
+void legacy_warm_reads(void);
+
+/* The latency percentiles of n samples (sorted in place) into r, in us. */
+void res_latency(struct bres *r, uint64_t *lat_ns, size_t n);
+
+#endif /* PCBENCH_BENCH_H */
