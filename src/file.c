@@ -427,6 +427,19 @@ static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 	m->wrlocked = false;
 }
 
+/* A file this open created (O_EXCL) has the inode number of a file the
+ * cache still knows without a descriptor: that file was deleted and its
+ * number reused.  Its data is dropped by the revalidation that follows
+ * (the times differ), and a write error of it nobody heard is the
+ * cache's to report at pc_cache_destroy, not the new file's (files_lock
+ * held). */
+static void forget_old_inode(struct pc_cache *c, struct pc_mapping *m)
+{
+	uint64_t none = 0;
+	if (errseq_unseen(&m->wb_err))
+		atomic_store(&c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
+}
+
 /* Open with open(2): a new mapping, or the descriptor for an old one. */
 static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
 			     struct pc_mapping **out)
@@ -454,6 +467,8 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	int err = 0;
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
+	if (m && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+		forget_old_inode(c, m);
 	if (m) {
 		bool adopted = m->fd < 0;
 		if (adopted) {
