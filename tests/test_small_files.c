@@ -23,7 +23,8 @@
  *   (h) a small closed file goes to the backing file in one write of
  *       exactly its bytes (through the kernel, no direct write of its
  *       blocks), a larger one in direct writes plus its tail; a create
- *       without O_EXCL of a file the cache holds reuses its cached data.
+ *       without O_EXCL of a file the cache holds reuses its cached data;
+ *   (i) two threads creating one new name at once both open it.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -31,6 +32,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
@@ -769,6 +771,57 @@ static void h_small_file_one_write(void)
 	}
 }
 
+/* ---------------------------------------------------------------- (i) */
+
+/* Two threads of one cache create the same new name at once, again and
+ * again: both get the one file, neither EBUSY (the create's lock is taken
+ * under files_lock, where the second finds the first's mapping). */
+struct race {
+	struct pc_cache *c;
+	pthread_barrier_t *bar;
+	const char *path;
+	bool unlinker;
+	unsigned failures;
+};
+
+#define RACE_ROUNDS 300u
+
+static void *race_opener(void *arg)
+{
+	struct race *r = arg;
+	for (unsigned i = 0; i < RACE_ROUNDS; i++) {
+		pthread_barrier_wait(r->bar);
+		struct pc_file *f = pc_open(r->c, r->path, O_RDWR | O_CREAT, 0644);
+		if (!f || pc_close(f) != 0)
+			r->failures++;
+		pthread_barrier_wait(r->bar);
+		if (r->unlinker)
+			unlink(r->path); /* the next round creates it again */
+	}
+	return NULL;
+}
+
+static void i_concurrent_creates(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	name_of(path, sizeof(path), "i", 0);
+	unlink(path);
+	pthread_barrier_t bar;
+	REQUIRE(pthread_barrier_init(&bar, NULL, 2) == 0);
+	struct race r[2] = { { c, &bar, path, true, 0 }, { c, &bar, path, false, 0 } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&t[i], NULL, race_opener, &r[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CHECK(r[0].failures == 0);
+	CHECK(r[1].failures == 0);
+	pthread_barrier_destroy(&bar);
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -782,6 +835,7 @@ int main(void)
 	f_unlinked_space_freed();
 	g_flush_at_exit();
 	h_small_file_one_write();
+	i_concurrent_creates();
 	test_rmdir(dir);
 	return test_done();
 }
