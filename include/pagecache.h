@@ -190,6 +190,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -808,22 +809,23 @@ struct pc_file_info {
  * threads may change it at once. */
 PC_API int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_info *out);
 
-/* Set the access and modification times of the backing file of a file the
- * cache holds a descriptor of, as futimens(2) with `times` does (UTIME_NOW
- * and UTIME_OMIT included), without making the cache take it for a change
- * by another program: a reopen keeps the cached data.  (The same utimensat
- * done directly changes the backing file's ctime, and the reopen then
- * drops the data and reads it again.)  For a file system server that puts
- * back the mtime a program saw while the data was only cached (pcfs does,
- * once the file is settled).  Only times: data changed behind the cache's
- * back must still be noticed, so when the file had already changed since
- * the cache last saw it, the times are set and the cached data is dropped
- * at the next open as usual.  Returns 0, or -1 with errno: EINVAL (NULL c
- * or times), EPERM (inherited through fork), ENOENT (the cache holds no
- * descriptor of that file: set the times directly), EBUSY (closed with data
- * still to be written, whose write-back would change the times again: try
- * once pc_cache_file_info says it is settled), or futimens(2)'s error. */
-PC_API int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const struct timespec times[2]);
+/* Set the access and modification times of a backing file, as futimens(2)
+ * with `times` does (UTIME_NOW and UTIME_OMIT included), given any
+ * descriptor of it (O_PATH too), without making the cache take the
+ * change for one by another program: a reopen keeps the cached data.
+ * (The same utimensat done directly changes the backing file's ctime,
+ * and the next open of the file then drops the data and reads it again.)
+ * For a file system server that puts back the mtime a program saw while
+ * the data was only cached (pcfs does, once the file is settled).  Only
+ * times: data changed behind the cache's back must still be noticed, so
+ * when the file had already changed since the cache last saw it, or
+ * changes meanwhile, the times are set and the cached data is dropped at
+ * the next open as usual.  A file the cache holds nothing of just gets
+ * its times.  Returns 0, or -1 with errno: EINVAL (NULL c or times), EPERM
+ * (inherited through fork), EBADF (fd), EBUSY (closed with data still to
+ * be written, whose write-back would change the times again: try once
+ * pc_cache_file_info says it is settled), or utimensat(2)'s error. */
+PC_API int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec times[2]);
 
 /* POSIX_FADV_DONTNEED: drop clean cached folios of the range and start
  * writeback of dirty ones (they are dropped when it completes).

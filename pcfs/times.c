@@ -82,15 +82,11 @@ bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written)
 	pthread_mutex_lock(&in->lock);
 	bool pending = in->times_pending;
 	if (pending && (all_written || data_all_written(fs, in))) {
-		char name[32];
-		inode_proc_name(in, name);
 		struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
 		struct stat st;
-		/* Through the cache when it keeps the file: set directly, the
-		 * new ctime would make the next open drop the cached data. */
-		int set = pc_cache_file_set_times(fs->cache, in->dev, in->ino, tv);
-		if (set != 0 && errno == ENOENT)
-			set = utimensat(fs->proc_fd, name, tv, 0);
+		/* Through the cache: set directly, the new ctime would make the
+		 * next open drop the cached data. */
+		int set = pc_cache_file_set_times(fs->cache, in->fd, tv);
 		if (set != 0 && errno == EBUSY) {
 			/* Written again meanwhile: the next settling puts it. */
 			pthread_mutex_unlock(&in->lock);

@@ -7,6 +7,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -40,29 +42,47 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 	return 0;
 }
 
-/* The descriptor of a cached file, with a reference, or NULL: ENOENT
- * (nothing cached, or no descriptor kept), EBUSY (closed with data still
- * to be written: its write-back would change the times again). */
-static struct pc_mapping *mapping_with_fd(struct pc_cache *c, dev_t dev, ino_t ino, int *fd, int *err)
+/* The mapping of (dev, ino), with a reference, or NULL; *busy: closed with
+ * data still to be written (its write-back would change the times
+ * again). */
+static struct pc_mapping *mapping_of(struct pc_cache *c, dev_t dev, ino_t ino, bool *busy)
 {
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
-	*err = 0;
-	if (!m || m->fd < 0)
-		*err = ENOENT;
-	else if (m->nhandles == 0 && atomic_load(&m->closed_dirty))
-		*err = EBUSY;
-	if (*err) {
-		m = NULL;
-	} else {
+	*busy = m && m->nhandles == 0 && atomic_load(&m->closed_dirty);
+	if (m && !*busy)
 		atomic_fetch_add(&m->refs, 1);
-		*fd = m->fd;
-	}
+	else
+		m = NULL;
 	pthread_mutex_unlock(&c->files_lock);
 	return m;
 }
 
-int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const struct timespec times[2])
+/* utimensat of the file fd is a descriptor of (O_PATH too). */
+static int set_times_of(int fd, const struct timespec times[2])
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (utimensat(AT_FDCWD, path, times, 0) == 0)
+		return 0;
+	if (errno == ENOENT && futimens(fd, times) == 0) /* no /proc here */
+		return 0;
+	return errno;
+}
+
+/* Nothing but the times changed between the two stats: another program's
+ * write meanwhile would show in the size or, when times[1] is explicit,
+ * in the mtime. */
+static bool only_times_changed(const struct stat *before, const struct stat *after, const struct timespec times[2])
+{
+	if (after->st_size != before->st_size)
+		return false;
+	if (times[1].tv_nsec == UTIME_NOW || times[1].tv_nsec == UTIME_OMIT)
+		return true;
+	return after->st_mtim.tv_sec == times[1].tv_sec && after->st_mtim.tv_nsec == times[1].tv_nsec;
+}
+
+int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec times[2])
 {
 	if (!c || !times) {
 		errno = EINVAL;
@@ -72,10 +92,13 @@ int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const stru
 		errno = EPERM;
 		return -1;
 	}
-	int fd, err;
-	struct pc_mapping *m = mapping_with_fd(c, dev, ino, &fd, &err);
-	if (!m) {
-		errno = err;
+	struct stat before, after;
+	if (fstat(fd, &before) != 0)
+		return -1; /* EBADF */
+	bool busy;
+	struct pc_mapping *m = mapping_of(c, before.st_dev, before.st_ino, &busy);
+	if (busy) {
+		errno = EBUSY;
 		return -1;
 	}
 	/* The syscalls outside files_lock, which every open and close takes.
@@ -83,23 +106,16 @@ int pc_cache_file_set_times(struct pc_cache *c, dev_t dev, ino_t ino, const stru
 	 * are saved when it settles), and only if nobody changed the file
 	 * since they were saved: such a change must still drop the cache at
 	 * the next open. */
-	struct stat before, after;
-	bool was_saved = fstat(fd, &before) == 0;
-	err = futimens(fd, times) == 0 ? 0 : errno;
-	if (!err && was_saved && fstat(fd, &after) == 0) {
+	int err = set_times_of(fd, times);
+	if (!err && m && fstat(fd, &after) == 0 && only_times_changed(&before, &after, times)) {
 		pthread_mutex_lock(&c->files_lock);
-		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty) && m->fd == fd;
-		/* And nothing but the times changed between the two stats
-		 * (another program's write meanwhile would show in the size
-		 * or, when times[1] is explicit, in the mtime). */
-		bool only_times = after.st_size == before.st_size &&
-				  (times[1].tv_nsec == UTIME_NOW || times[1].tv_nsec == UTIME_OMIT ||
-				   (after.st_mtim.tv_sec == times[1].tv_sec && after.st_mtim.tv_nsec == times[1].tv_nsec));
-		if (closed && only_times && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
+		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty);
+		if (closed && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
 			mapping_save_attrs(m, &after);
 		pthread_mutex_unlock(&c->files_lock);
 	}
-	mapping_put(m);
+	if (m)
+		mapping_put(m);
 	if (err) {
 		errno = err;
 		return -1;
