@@ -11,6 +11,9 @@
 #   --image PATH   image file (default build/xfs-bench.img, removed at exit)
 #   --tool T       pcbench (the default; edgebench, the old name, runs
 #                  pcbench's interleaved suite)
+#   --fs FS        xfs (the default) or ext4: the file system made on it (a
+#                  fresh one: on a long-used file system the kernel's inode
+#                  allocator, after many deletes, makes create rates swing)
 #
 # Everything after the script's own options (or after --) goes to pcbench,
 # e.g.  scripts/xfs-bench.sh interleaved --total 256M
@@ -24,6 +27,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 size=8G
 image="$here/build/xfs-bench.img"
 bench=pcbench
+fs=xfs
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -36,16 +40,25 @@ while [ $# -gt 0 ]; do
 	--tool) [ $# -ge 2 ] || { echo "--tool needs a value" >&2; exit 2; }
 		bench=$2; shift 2 ;;
 	--tool=*) bench=${1#--tool=}; shift ;;
+	--fs) [ $# -ge 2 ] || { echo "--fs needs a value" >&2; exit 2; }
+		fs=$2; shift 2 ;;
+	--fs=*) fs=${1#--fs=}; shift ;;
 	--) shift; break ;;
 	*) break ;;
 	esac
 done
 
+case "$fs" in
+xfs) mkfs="mkfs.xfs -f -q -b size=4096" ;;
+ext4) mkfs="mkfs.ext4 -F -q -b 4096" ;;
+*) echo "xfs-bench.sh: --fs: xfs or ext4, not '$fs'" >&2; exit 2 ;;
+esac
+
 if [ "$(id -u)" -ne 0 ]; then
 	echo "xfs-bench.sh: must run as root (losetup, mkfs.xfs, mount)" >&2
 	exit 1
 fi
-for tool in losetup mkfs.xfs mount umount truncate; do
+for tool in losetup "mkfs.$fs" mount umount truncate; do
 	command -v "$tool" >/dev/null 2>&1 || {
 		echo "xfs-bench.sh: $tool not found (apt-get install xfsprogs util-linux)" >&2
 		exit 1
@@ -89,7 +102,7 @@ loopdev=$(losetup --find --show --direct-io=on "$image")
 dio=$(cat "/sys/block/$(basename "$loopdev")/loop/dio" 2>/dev/null || echo "?")
 echo "xfs-bench.sh: $image ($size, sparse) on $loopdev, direct-io $dio"
 [ "$dio" = 1 ] || echo "xfs-bench.sh: WARNING: direct I/O is not on for $loopdev" >&2
-mkfs.xfs -f -q -b size=4096 "$loopdev"
+$mkfs "$loopdev"
 mnt=$(mktemp -d /tmp/xfs-bench.XXXXXX)
 mount "$loopdev" "$mnt"
 echo "xfs-bench.sh: mounted on $mnt"
