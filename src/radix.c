@@ -228,22 +228,29 @@ void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq)
 	if (seq & 1)
 		return RT_RETRY;
 	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
-	bool root = true;
+	/* Whatever was loaded since the last check may be stale: check
+	 * before it is followed (or returned). */
+	if (!rt_unchanged_since(r, seq))
+		return RT_RETRY;
+	if (!n)
+		return NULL;
+	unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
+	if (index > rt_maxindex(shift))
+		return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
+	/* Only the root's shift is read: a node followed while the count
+	 * stayed unchanged is the child it was in the tree then, whose shift
+	 * is its parent's less RT_SHIFT.  So each level costs one load (the
+	 * slot) where it cost two dependent ones (the node's first line for
+	 * the shift, then the slot's line), which a hit on a cold leaf paid
+	 * in cache misses. */
 	for (;;) {
-		/* Whatever was loaded since the last check may be stale: check
-		 * before it is followed (or returned). */
+		void *p = LOAD_SLOT(n, rt_offset(index, shift));
 		if (!rt_unchanged_since(r, seq))
 			return RT_RETRY;
-		if (!n)
-			return NULL;
-		unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
-		if (root && index > rt_maxindex(shift))
-			return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
-		root = false;
-		void *p = LOAD_SLOT(n, rt_offset(index, shift));
-		if (shift == 0)
-			return rt_unchanged_since(r, seq) ? p : RT_RETRY;
+		if (shift == 0 || !p)
+			return p;
 		n = p;
+		shift -= RT_SHIFT;
 	}
 }
 
