@@ -44,22 +44,54 @@
 #define HIT_NEEDS (PF_UPTODATE | PF_INDEXED | PF_REFERENCED)
 #define HIT_DECLINES (PF_DROPBEHIND | PF_READAHEAD)
 
-/* Whether f, with flags fl, holds [off, off+len) of m, all of it readable. */
-static bool folio_serves(const struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t fl,
-			 uint64_t off, size_t len, uint64_t *posp)
+/*
+ * The offset in f, with flags fl, of byte `off` of m when f holds all of
+ * [off, off+len) readable; else -1.
+ *
+ * Folios are naturally aligned in the file (mapping_order_for), so f holds
+ * `off` iff f->index is `off` rounded down to f's size, and the offset is
+ * `off` modulo that size.  Why it is computed so, and not as off - f->index:
+ * the copy's address then depends on the order only through the switch
+ * below, a branch the CPU predicts (a file's folios mostly share an
+ * order), and so it starts loading the folio's data while the descriptor
+ * is still on its way from memory, where off - f->index made the whole
+ * copy wait for it.  The descriptor's fields are only compared.
+ *
+ * Values read from a folio being reused may be anything: the result keeps
+ * the copy inside the arena whatever they are.
+ */
+static inline ssize_t hit_offset(const struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t fl,
+				 uint64_t off, size_t len)
 {
 	if ((fl & (HIT_NEEDS | HIT_DECLINES)) != HIT_NEEDS)
-		return false;
-	if (__atomic_load_n(&f->mapping, __ATOMIC_RELAXED) != m)
-		return false;
+		return -1;
 	unsigned order = __atomic_load_n(&f->order, __ATOMIC_RELAXED);
-	uint64_t pos = __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT;
-	/* Values read from a folio being reused may be anything: keep the
-	 * copy inside the arena whatever they are. */
-	if (order > c->max_order || folio_pfn(c, f) + (1ull << order) > c->npages)
-		return false;
-	*posp = pos; /* the copy uses this value, never a reload of f->index */
-	return off >= pos && off - pos + len <= (size_t)PC_PAGE_SIZE << order;
+	uint64_t mask;
+	switch (order) {
+#define HIT_ORDER(o)                                                                                          \
+	case o:                                                                                               \
+		mask = ((uint64_t)PC_PAGE_SIZE << o) - 1;                                                     \
+		/* Keeps the compiler from turning the cases back into a load \
+		 * or arithmetic on `order`. */                                                               \
+		__asm__("" : "+r"(mask));                                                                     \
+		break;
+		HIT_ORDER(0) HIT_ORDER(1) HIT_ORDER(2) HIT_ORDER(3) HIT_ORDER(4)
+		HIT_ORDER(5) HIT_ORDER(6) HIT_ORDER(7) HIT_ORDER(8) HIT_ORDER(9)
+#undef HIT_ORDER
+	default:
+		return -1;
+	}
+	_Static_assert(PC_MAX_ORDER == 9, "hit_offset has a case per order");
+	/* The copy stays in the arena (no test of c->max_order: an order up
+	 * to PC_MAX_ORDER that fits is as safe, and the identity checks
+	 * below decline a folio that is not the file's). */
+	if (folio_pfn(c, f) + (1ull << order) > c->npages)
+		return -1;
+	uint64_t foff = off & mask;
+	if (foff + len > mask + 1 || __atomic_load_n(&f->mapping, __ATOMIC_RELAXED) != m ||
+	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT != off - foff)
+		return -1;
+	return (ssize_t)foff;
 }
 
 /* Tests only (test_mt_hits.c): called once a hit has decided to copy from a
@@ -68,17 +100,17 @@ static bool folio_serves(const struct pc_cache *c, struct pc_mapping *m, struct 
 HIDDEN void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
 
 #if OPTIMISTIC_COPY
-static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
-		     uint64_t off, size_t len)
+static inline bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
+			    uint64_t off, size_t len)
 {
 	(void)seq;
-	uint64_t pos;
 	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
-	if (!folio_serves(c, m, f, fl, off, len, &pos))
+	ssize_t foff = hit_offset(c, m, f, fl, off, len);
+	if (foff < 0)
 		return false;
 	if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
 		read_hit_test_before_copy(m, off);
-	memcpy(buf, folio_data(c, f) + (off - pos), len);
+	memcpy(buf, folio_data(c, f) + foff, len);
 	/* The copy's loads complete before the generation is read again.  The
 	 * identity is checked again too (same cache line): a wrap of the
 	 * 15-bit generation would also need the same file, index and
@@ -87,7 +119,7 @@ static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *
 	uint32_t now = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS &&
 	    __atomic_load_n(&f->mapping, __ATOMIC_RELAXED) == m &&
-	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT == pos)
+	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT == off - (uint64_t)foff)
 		return true;
 	/* What was copied may be another file's: it must not stay in the
 	 * caller's buffer past what the full read path will return. */
@@ -101,13 +133,14 @@ static bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *
 	if (!folio_try_get(f))
 		return false;
 	/* Still in the tree, so its identity is settled and ours to read. */
-	uint64_t pos;
-	bool ok = rt_unchanged_since(&m->tree, seq) &&
-		  folio_serves(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len, &pos);
+	ssize_t foff = rt_unchanged_since(&m->tree, seq)
+			       ? hit_offset(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len)
+			       : -1;
+	bool ok = foff >= 0;
 	if (ok) {
 		if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
 			read_hit_test_before_copy(m, off);
-		memcpy(buf, folio_data(c, f) + (off - pos), len);
+		memcpy(buf, folio_data(c, f) + foff, len);
 	}
 	folio_put(c, f);
 	return ok;
