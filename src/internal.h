@@ -767,8 +767,17 @@ HIDDEN void *rt_find_next(struct rt_root *r, uint64_t *index, int tag);
  * counter slots, so that hits of different threads share no cache line. */
 static inline void count_hit_bytes(struct pc_mapping *m, size_t n)
 {
-	counter_add(&m->hits, n);
-	counter_add(&m->c->hits, n);
+	/* counter_add twice, with this thread's slot looked up once (a hit
+	 * does little else, see read_hit.c). */
+	int s = pc_counter_slot_plus1 - 1;
+	if (__builtin_expect(s < 0, 0)) {
+		counter_add(&m->hits, n);
+		counter_add(&m->c->hits, n);
+		return;
+	}
+	_Atomic uint64_t *a = &m->hits.slot[s].v, *b = &m->c->hits.slot[s].v;
+	atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + n, memory_order_relaxed);
+	atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n, memory_order_relaxed);
 }
 /* read_hit.c: serve [off, off+len) from one cached folio without a lock;
  * the bytes copied, or 0 when the full read path must do it. */
