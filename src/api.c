@@ -9,6 +9,7 @@
  * freed memory.
  */
 #include "internal.h"
+#include "read_hit.h"
 
 #include <errno.h>
 #include <fcntl.h>
