@@ -4,7 +4,7 @@
  * that into -1/errno.
  *
  * Layering (data flows downward; docs/design.md has the map):
- *   api.c -> read_hit.c -> read.c / write.c / span.c / direct.c / truncate.c
+ *   api.c -> read_hit.h -> read.c / write.c / span.c / direct.c / truncate.c
  *         -> fill.c (blocks of a folio read or merged)
  *         -> writeback.c (device writes) / flusher.c / throttle.c
  *         -> dirty.c (accounting) / errseq.c (errors) / reclaim.c
@@ -44,7 +44,7 @@
 #define HIDDEN __attribute__((visibility("hidden")))
 
 /* PC_TSAN: 1 when built with ThreadSanitizer (some lockless code has a
- * variant it can follow, see read_hit.c). */
+ * variant it can follow, see read_hit.h). */
 #if defined(__SANITIZE_THREAD__)
 #define PC_TSAN 1
 #elif defined(__has_feature)
@@ -162,7 +162,7 @@ enum {
 
 /* The flags word's bits from PF_GEN_SHIFT up count the times the folio was
  * freed, so that a lockless reader can tell that the memory it copied from
- * was not freed (and perhaps reused) meanwhile (read_hit.c).  A reset of
+ * was not freed (and perhaps reused) meanwhile (read_hit.h).  A reset of
  * the flags (folio_reset_flags) keeps it. */
 #define PF_GEN_SHIFT 17
 #define PF_GEN_ONE (1u << PF_GEN_SHIFT)
@@ -808,7 +808,7 @@ HIDDEN void *rt_find_next(struct rt_root *r, uint64_t *index, int tag);
 static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapping *m, size_t n)
 {
 	/* counter_add twice, with this thread's slot looked up once (a hit
-	 * does little else, see read_hit.c). */
+	 * does little else, see read_hit.h). */
 	int s = pc_counter_slot_plus1 - 1;
 	if (__builtin_expect(s < 0, 0)) {
 		counter_add(&m->hits, n);
