@@ -9,6 +9,7 @@
  * freed memory.
  */
 #include "internal.h"
+#include "read_hit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -334,8 +335,31 @@ ssize_t pc_pwritev(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t
 	return do_io(h, iov, iovcnt, off, flags, true);
 }
 
+/* The largest read pc_pread tries as a hit first: one largest folio. */
+#define HIT_MAX_LEN ((size_t)PC_PAGE_SIZE << PC_MAX_ORDER)
+
 ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 {
+	/*
+	 * A cache hit without do_io's generic work (iovec, flag mapping):
+	 * a hit is a copy at memory speed, and every instruction between two
+	 * hits' copies delays the next copy's first loads, which the CPU
+	 * otherwise overlaps with the previous copy (measured: some 200
+	 * instructions cost a quarter of a 4 KiB copy from memory).  The
+	 * tests are those of check_io and effective_flags that a hit must
+	 * pass (an open handle of this process readable, flags a hit may
+	 * serve, no O_DIRECT, no NOREUSE range); anything else, and any
+	 * read the hit declines, goes the full way, which reports errors.
+	 * off + len cannot pass the largest offset: read_hit reads below
+	 * i_size.
+	 */
+	if (h && h->magic == PC_FILE_MAGIC && !(flags & ~(PC_DSYNC | PC_NOWAIT)) && off >= 0 && buf &&
+	    len - 1 < HIT_MAX_LEN && h->accmode != O_WRONLY && !(h->oflags & O_DIRECT) &&
+	    !__atomic_load_n(&h->m->noreuse, __ATOMIC_ACQUIRE) && !cache_inherited(h->c)) {
+		ssize_t r = read_hit(h->m, buf, len, (uint64_t)off);
+		if (r > 0)
+			return r;
+	}
 	struct iovec v = { buf, len };
 	return pc_preadv(h, &v, 1, off, flags);
 }

@@ -4,7 +4,7 @@
  * that into -1/errno.
  *
  * Layering (data flows downward; docs/design.md has the map):
- *   api.c -> read_hit.c -> read.c / write.c / span.c / direct.c / truncate.c
+ *   api.c -> read_hit.h -> read.c / write.c / span.c / direct.c / truncate.c
  *         -> fill.c (blocks of a folio read or merged)
  *         -> writeback.c (device writes) / flusher.c / throttle.c
  *         -> dirty.c (accounting) / errseq.c (errors) / reclaim.c
@@ -44,7 +44,7 @@
 #define HIDDEN __attribute__((visibility("hidden")))
 
 /* PC_TSAN: 1 when built with ThreadSanitizer (some lockless code has a
- * variant it can follow, see read_hit.c). */
+ * variant it can follow, see read_hit.h). */
 #if defined(__SANITIZE_THREAD__)
 #define PC_TSAN 1
 #elif defined(__has_feature)
@@ -162,7 +162,7 @@ enum {
 
 /* The flags word's bits from PF_GEN_SHIFT up count the times the folio was
  * freed, so that a lockless reader can tell that the memory it copied from
- * was not freed (and perhaps reused) meanwhile (read_hit.c).  A reset of
+ * was not freed (and perhaps reused) meanwhile (read_hit.h).  A reset of
  * the flags (folio_reset_flags) keeps it. */
 #define PF_GEN_SHIFT 17
 #define PF_GEN_ONE (1u << PF_GEN_SHIFT)
@@ -221,6 +221,7 @@ struct pc_folio {
 
 #define RT_SHIFT 6
 #define RT_SLOTS (1u << RT_SHIFT)
+#define RT_MASK ((uint64_t)RT_SLOTS - 1)
 enum { RT_TAG_DIRTY, RT_TAG_EDGE, RT_NTAGS };
 
 struct rt_node {
@@ -751,12 +752,51 @@ static inline bool rt_unchanged_since(struct rt_root *r, uint32_t seq)
 	return atomic_load_explicit(&r->seq, memory_order_relaxed) == seq;
 #endif
 }
+static inline unsigned rt_offset(uint64_t index, unsigned shift)
+{
+	return (unsigned)(index >> shift) & RT_MASK;
+}
+/* Largest index below a node of `shift`. */
+static inline uint64_t rt_maxindex(unsigned shift)
+{
+	return shift + RT_SHIFT >= 64 ? UINT64_MAX : (((uint64_t)1 << (shift + RT_SHIFT)) - 1);
+}
 /* Lookup without the lock (r->pool must be set): the item at `index`, NULL,
  * or RT_RETRY when a writer changed the tree meanwhile.  `seq` comes from
  * rt_read_begin.  The item may be removed (and, unless the caller pins it
- * in its own way, reused) at any time after; see radix.c. */
+ * in its own way, reused) at any time after; see radix.c, "Lockless
+ * lookups" (inline for the cache hit, read_hit.h). */
 #define RT_RETRY ((void *)1)
-HIDDEN void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq);
+static inline void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq)
+{
+	if (seq & 1)
+		return RT_RETRY;
+	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
+	/* Whatever was loaded since the last check may be stale: check
+	 * before it is followed (or returned). */
+	if (!rt_unchanged_since(r, seq))
+		return RT_RETRY;
+	if (!n)
+		return NULL;
+	unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
+	if (index > rt_maxindex(shift))
+		return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
+	/* Only the root's shift is read: a node followed while the count
+	 * stayed unchanged is the child it was in the tree then, whose shift
+	 * is its parent's less RT_SHIFT.  So each level costs one load (the
+	 * slot) where it cost two dependent ones (the node's first line for
+	 * the shift, then the slot's line), which a hit on a cold leaf paid
+	 * in cache misses. */
+	for (;;) {
+		void *p = __atomic_load_n(&n->slots[rt_offset(index, shift)], __ATOMIC_RELAXED);
+		if (!rt_unchanged_since(r, seq))
+			return RT_RETRY;
+		if (shift == 0 || !p)
+			return p;
+		n = p;
+		shift -= RT_SHIFT;
+	}
+}
 /* Put `item` in slots [index, index+nr); -EEXIST if any is used. */
 HIDDEN int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item);
 HIDDEN void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr);
@@ -770,14 +810,22 @@ HIDDEN void *rt_find_next(struct rt_root *r, uint64_t *index, int tag);
 
 /* Count n bytes read from the cache without waiting: in this thread's
  * counter slots, so that hits of different threads share no cache line. */
-static inline void count_hit_bytes(struct pc_mapping *m, size_t n)
+static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapping *m, size_t n)
 {
-	counter_add(&m->hits, n);
-	counter_add(&m->c->hits, n);
+	/* counter_add twice, with this thread's slot looked up once (a hit
+	 * does little else, see read_hit.h). */
+	int s = pc_counter_slot_plus1 - 1;
+	if (__builtin_expect(s < 0, 0)) {
+		counter_add(&m->hits, n);
+		counter_add(&m->c->hits, n);
+		return;
+	}
+	_Atomic uint64_t *a = &m->hits.slot[s].v, *b = &m->c->hits.slot[s].v;
+	atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + n, memory_order_relaxed);
+	atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n, memory_order_relaxed);
 }
-/* read_hit.c: serve [off, off+len) from one cached folio without a lock;
- * the bytes copied, or 0 when the full read path must do it. */
-HIDDEN ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off);
+/* read_hit.h: read_hit, a read served from one cached folio without a
+ * lock (inline, for api.c). */
 
 /* mapping.c: the per-file folio index */
 

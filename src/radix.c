@@ -54,6 +54,8 @@
  *   - Atomic words.  Everything a lockless reader loads (the root, a node's
  *     shift and slots) is stored with relaxed atomic stores, so a reader
  *     racing with a writer reads an old or a new value, never a torn one.
+ *   The walk itself, rt_lookup_lockless, is inline in internal.h (a cache
+ *   hit inlines it into pc_pread, see read_hit.h).
  */
 #include "internal.h"
 
@@ -68,24 +70,11 @@
 HIDDEN _Atomic long rt_test_nodes;
 HIDDEN _Atomic long rt_test_alloc_budget = -1;
 
-#define RT_MASK ((uint64_t)RT_SLOTS - 1)
 #define RT_MAX_SHIFT 60 /* 11 levels: 2^66 > 2^64 indices */
-
-static inline unsigned rt_offset(uint64_t index, unsigned shift)
-{
-	return (unsigned)(index >> shift) & RT_MASK;
-}
-
-/* Largest index below a node of `shift`. */
-static inline uint64_t rt_maxindex(unsigned shift)
-{
-	return shift + RT_SHIFT >= 64 ? UINT64_MAX : (((uint64_t)1 << (shift + RT_SHIFT)) - 1);
-}
 
 /* Stores of what lockless readers load (see "Lockless lookups"). */
 #define SET_SLOT(n, i, v) __atomic_store_n(&(n)->slots[i], (v), __ATOMIC_RELAXED)
 #define SET_ROOT(r, v) __atomic_store_n(&(r)->node, (v), __ATOMIC_RELAXED)
-#define LOAD_SLOT(n, i) __atomic_load_n(&(n)->slots[i], __ATOMIC_RELAXED)
 
 static struct rt_node *spare_take(struct rt_pool *p)
 {
@@ -219,30 +208,6 @@ void *rt_lookup(struct rt_root *r, uint64_t index)
 		void *p = n->slots[rt_offset(index, n->shift)];
 		if (n->shift == 0 || !p)
 			return p;
-		n = p;
-	}
-}
-
-void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32_t seq)
-{
-	if (seq & 1)
-		return RT_RETRY;
-	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
-	bool root = true;
-	for (;;) {
-		/* Whatever was loaded since the last check may be stale: check
-		 * before it is followed (or returned). */
-		if (!rt_unchanged_since(r, seq))
-			return RT_RETRY;
-		if (!n)
-			return NULL;
-		unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
-		if (root && index > rt_maxindex(shift))
-			return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
-		root = false;
-		void *p = LOAD_SLOT(n, rt_offset(index, shift));
-		if (shift == 0)
-			return rt_unchanged_since(r, seq) ? p : RT_RETRY;
 		n = p;
 	}
 }

@@ -1,0 +1,184 @@
+/*
+ * read_hit.h - the cache hit: a read that one cached, uptodate folio serves
+ * whole, done without a lock, a reference or any other locked instruction.
+ *
+ * Why: a hit is a 4 KiB copy plus bookkeeping, and the bookkeeping of the
+ * full read path (read.c: the index lock, the folio reference taken and
+ * dropped, per-file and per-cache atomic counters, the handle's read-ahead
+ * state) wrote shared cache lines that two threads reading one file then
+ * passed back and forth, and every locked instruction also made the CPU
+ * finish the previous copy before it could start on the next lookup.
+ *
+ * How (the kernel's seqcount and SLAB_TYPESAFE_BY_RCU ideas):
+ *   - the index is walked without its lock (radix.c, "Lockless lookups"),
+ *     which yields a folio that was in the file at that index;
+ *   - folio memory is never unmapped while the cache lives, so copying from
+ *     it is always memory-safe, even if the folio is freed and reused
+ *     meanwhile; what must be checked is that the bytes copied are the
+ *     file's.  The folio's flags word carries a generation that is
+ *     incremented whenever it is freed (PF_GEN_SHIFT): the flags (and
+ *     mapping, index, order) are read before the copy, the generation again
+ *     after it, and the copy counts only if it did not change.  A folio
+ *     that was removed from the file but not freed (a truncate or hole punch
+ *     racing with the read) still holds the data the file had when the read
+ *     began, which is what a read racing with such a call may return;
+ *   - hits are counted in per-thread slots (counter.c), nothing else is
+ *     written: not the handle, not the folio.
+ * Anything unusual goes the full way (return 0): a folio not uptodate, not
+ * yet marked referenced since reclaim last looked at it (the full path sets
+ * the mark), kept for drop-behind, carrying a read-ahead mark, a read that
+ * crosses a folio boundary, or a writer changing the index right now.
+ *
+ * ThreadSanitizer cannot see that the generation check makes a racy copy
+ * harmless (and would report the copy from a folio being reused), so under
+ * it the hit takes a reference instead (folio_try_get) and copies under it:
+ * same decisions, same index walk, one locked instruction pair more.
+ *
+ * Why a header of inline functions: pc_pread (api.c) tries a hit before
+ * anything else, and the hit inlined there, index walk included, is one
+ * function with one prologue.  Every instruction between two hits' copies
+ * delays the next copy's first loads, which the CPU otherwise overlaps with
+ * the previous copy's (some 200 independent instructions measured to cost
+ * a quarter of a 4 KiB copy from memory).  read_hit.c has the test hook.
+ */
+#ifndef PC_READ_HIT_H
+#define PC_READ_HIT_H
+
+#include "internal.h"
+
+#include <string.h>
+
+#define OPTIMISTIC_COPY (!PC_TSAN)
+
+/* Inlined whole into its callers whatever the compiler's estimate of its
+ * size (see above). */
+#define HIT_INLINE static inline __attribute__((always_inline))
+
+/* A hit needs all of these flags and none of the others listed. */
+#define HIT_NEEDS (PF_UPTODATE | PF_INDEXED | PF_REFERENCED)
+#define HIT_DECLINES (PF_DROPBEHIND | PF_READAHEAD)
+
+/*
+ * The offset in f, with flags fl, of byte `off` of m when f holds all of
+ * [off, off+len) readable; else -1.
+ *
+ * Folios are naturally aligned in the file (mapping_order_for), so f holds
+ * `off` iff f->index is `off` rounded down to f's size, and the offset is
+ * `off` modulo that size.  Why it is computed so, and not as off - f->index:
+ * the copy's address then depends on the order only through the switch
+ * below, a branch the CPU predicts (a file's folios mostly share an
+ * order), and so it starts loading the folio's data while the descriptor
+ * is still on its way from memory, where off - f->index made the whole
+ * copy wait for it.  The descriptor's fields are only compared.
+ *
+ * Values read from a folio being reused may be anything: the result keeps
+ * the copy inside the arena whatever they are.
+ */
+HIT_INLINE ssize_t hit_offset(const struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t fl,
+				 uint64_t off, size_t len)
+{
+	if ((fl & (HIT_NEEDS | HIT_DECLINES)) != HIT_NEEDS)
+		return -1;
+	unsigned order = __atomic_load_n(&f->order, __ATOMIC_RELAXED);
+	uint64_t mask;
+	switch (order) {
+#define HIT_ORDER(o)                                                                                          \
+	case o:                                                                                               \
+		mask = ((uint64_t)PC_PAGE_SIZE << o) - 1;                                                     \
+		/* Keeps the compiler from turning the cases back into a load \
+		 * or arithmetic on `order`. */                                                               \
+		__asm__("" : "+r"(mask));                                                                     \
+		break;
+		HIT_ORDER(0) HIT_ORDER(1) HIT_ORDER(2) HIT_ORDER(3) HIT_ORDER(4)
+		HIT_ORDER(5) HIT_ORDER(6) HIT_ORDER(7) HIT_ORDER(8) HIT_ORDER(9)
+#undef HIT_ORDER
+	default:
+		return -1;
+	}
+	_Static_assert(PC_MAX_ORDER == 9, "hit_offset has a case per order");
+	/* The copy stays in the arena (no test of c->max_order: an order up
+	 * to PC_MAX_ORDER that fits is as safe, and the identity checks
+	 * below decline a folio that is not the file's). */
+	if (folio_pfn(c, f) + (1ull << order) > c->npages)
+		return -1;
+	uint64_t foff = off & mask;
+	if (foff + len > mask + 1 || __atomic_load_n(&f->mapping, __ATOMIC_RELAXED) != m ||
+	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT != off - foff)
+		return -1;
+	return (ssize_t)foff;
+}
+
+/* Tests only (test_mt_hits.c): called once a hit has decided to copy from a
+ * folio and before it copies, so a test can free and reuse the folio in
+ * the window that the generation check must cover. */
+HIDDEN extern void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
+
+#if OPTIMISTIC_COPY
+HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
+			    uint64_t off, size_t len)
+{
+	(void)seq;
+	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
+	ssize_t foff = hit_offset(c, m, f, fl, off, len);
+	if (foff < 0)
+		return false;
+	if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
+		read_hit_test_before_copy(m, off);
+	memcpy(buf, folio_data(c, f) + foff, len);
+	/* The copy's loads complete before the generation is read again.  The
+	 * identity is checked again too (same cache line): a wrap of the
+	 * 15-bit generation would also need the same file, index and
+	 * state. */
+	atomic_thread_fence(memory_order_acquire);
+	uint32_t now = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS &&
+	    __atomic_load_n(&f->mapping, __ATOMIC_RELAXED) == m &&
+	    __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT == off - (uint64_t)foff)
+		return true;
+	/* What was copied may be another file's: it must not stay in the
+	 * caller's buffer past what the full read path will return. */
+	memset(buf, 0, len);
+	return false;
+}
+#else
+HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
+		     uint64_t off, size_t len)
+{
+	if (!folio_try_get(f))
+		return false;
+	/* Still in the tree, so its identity is settled and ours to read. */
+	ssize_t foff = rt_unchanged_since(&m->tree, seq)
+			       ? hit_offset(c, m, f, atomic_load_explicit(&f->flags, memory_order_acquire), off, len)
+			       : -1;
+	bool ok = foff >= 0;
+	if (ok) {
+		if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
+			read_hit_test_before_copy(m, off);
+		memcpy(buf, folio_data(c, f) + foff, len);
+	}
+	folio_put(c, f);
+	return ok;
+}
+#endif
+
+/* Serve [off, off+len) from one cached folio without a lock: the bytes
+ * copied, or 0 when the full read path must do it. */
+HIT_INLINE ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off)
+{
+	uint64_t size = (uint64_t)atomic_load_explicit(&m->i_size, memory_order_acquire);
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	uint32_t seq = rt_read_begin(&m->tree);
+	struct pc_folio *f = rt_lookup_lockless(&m->tree, off >> PC_PAGE_SHIFT, seq);
+	if (!f || f == RT_RETRY)
+		return 0;
+	struct pc_cache *c = m->c;
+	if (!copy_hit(c, m, f, seq, buf, off, len))
+		return 0;
+	count_hit_bytes(m, len);
+	return (ssize_t)len;
+}
+
+#endif
