@@ -55,6 +55,7 @@ struct result {
 				* counter wrapped below zero (shown as is) */
 	struct pc_stats st;    /* pagecache rows: cache stats after fsync */
 	uint64_t max_drift;    /* most records between slowest and fastest thread */
+	int64_t kernel_peak_dirty; /* kernel rows: peak Dirty + Writeback above the start */
 };
 
 /* ------------------------------------------------------------ workers */
@@ -264,8 +265,14 @@ static void run_interleaved(const struct bpath *p, const char *file, uint64_t rs
 
 	sec0 = bu_dev_read_sectors(bo.devstat);
 	prb0 = bu_proc_read_bytes();
-	pthread_barrier_wait(&j.bar);
+	/* Kernel rows: the kernel's Dirty + Writeback, sampled (pagecache
+	 * rows take their peak from the cache's own stats). */
+	struct sampler smp;
+	if (!p->pc)
+		sampler_start(&smp, NULL, NULL);
+	/* Before the workers are let go, not after (see dontcache.c). */
 	t0 = bu_now_ns();
+	pthread_barrier_wait(&j.bar);
 	res->max_drift = wait_workers_sampling_drift(w, bo.threads);
 	if (!atomic_load(&j.err_set) && bf_fsync(&j.f) < 0)
 		job_fail(&j, p->pc ? "pc_fsync" : "fsync", errno, 0);
@@ -273,6 +280,11 @@ static void run_interleaved(const struct bpath *p, const char *file, uint64_t rs
 	sec1 = bu_dev_read_sectors(bo.devstat);
 	prb1 = bu_proc_read_bytes();
 	prog_step_done();
+	if (!p->pc) {
+		sampler_stop(&smp);
+		res->kernel_peak_dirty = smp.peak > smp.baseline ? smp.peak - smp.baseline : 0;
+		sampler_free(&smp);
+	}
 
 	if (atomic_load(&j.err_set)) {
 		job_error(res, &j);
@@ -373,8 +385,7 @@ static struct bres *row_result(const char *workload, const struct bpath *p, cons
 	b->cached_after_bytes = r->cached == CACHED_UNKNOWN ? NAN : (double)r->cached;
 	b->value = r->mibs;
 	snprintf(b->unit, sizeof(b->unit), "MiB/s");
-	if (p->pc)
-		b->peak_dirty_bytes = (double)r->st.peak_dirty_bytes;
+	b->peak_dirty_bytes = p->pc ? (double)r->st.peak_dirty_bytes : (double)r->kernel_peak_dirty;
 	res_note(b, "dev r/w %.3f, proc r/w %.3f, threads drifted up to %" PRIu64 " records apart", r->dev_rpw,
 		 r->proc_rpw, r->max_drift);
 	return b;

@@ -220,8 +220,10 @@ static void json_num(FILE *fp, const char *key, double v, bool comma)
 	fprintf(fp, "\"%s\": ", key);
 	if (isnan(v) || isinf(v))
 		fputs("null", fp);
+	else if (v == floor(v) && fabs(v) < 9007199254740992.0)
+		fprintf(fp, "%.0f", v); /* counts and bytes: exact */
 	else
-		fprintf(fp, "%.6g", v);
+		fprintf(fp, "%.9g", v);
 	if (comma)
 		fputs(", ", fp);
 }
