@@ -179,7 +179,7 @@ struct bres *res_at(size_t i);
  * beside the kernel's with the ratio to the kernel's same mode. */
 void report_workload(const char *suite, const char *workload);
 /* The summary of PASS/FAIL, and --json. */
-void report_finish(int argc, char **argv);
+bool report_finish(int argc, char **argv); /* false: --json could not be written */
 
 /* ------------------------------------------------------------ progress */
 

@@ -9,7 +9,10 @@
  * exit status is 0 even when a target is missed (a benchmark, not a test);
  * 2 for bad arguments.  See usage() for the suites, paths and options.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "bench.h"
 
@@ -237,6 +240,24 @@ static void parse_options(int argc, char **argv, int *first)
 
 /* The suites to run, in the order of the table (a suite named twice runs
  * once). */
+/* The results of a run of minutes must not be lost at its end: --json's
+ * file must be writable and --svg's directory makeable before it starts. */
+static void check_outputs(void)
+{
+	if (bo.json) {
+		FILE *fp = fopen(bo.json, "ae");
+		if (!fp) {
+			fprintf(stderr, "pcbench: --json %s: %s\n", bo.json, strerror(errno));
+			exit(2);
+		}
+		fclose(fp);
+	}
+	if (bo.svgdir && mkdir(bo.svgdir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "pcbench: --svg %s: %s\n", bo.svgdir, strerror(errno));
+		exit(2);
+	}
+}
+
 static int pick_suites(int argc, char **argv, int first, const struct suite **run)
 {
 	bool want[NSUITES] = { false };
@@ -265,6 +286,7 @@ int main(int argc, char **argv)
 
 	parse_options(argc, argv, &first);
 	n = pick_suites(argc, argv, first, run);
+	check_outputs();
 	bu_mkdir(bo.dir);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	bu_print_cmdline(argc, argv);
@@ -287,6 +309,5 @@ int main(int argc, char **argv)
 		printf("(suite %s took %.1f s)\n", run[i]->name, bu_secs(bu_now_ns() - t0));
 	}
 	prog_end();
-	report_finish(argc, argv);
-	return 0;
+	return report_finish(argc, argv) ? 0 : 1;
 }

@@ -294,13 +294,13 @@ static void json_result(FILE *fp, const struct bres *r, bool last)
 	fprintf(fp, "}%s\n", last ? "" : ",");
 }
 
-static void write_json(int argc, char **argv)
+static bool write_json(int argc, char **argv)
 {
 	FILE *fp = fopen(bo.json, "we");
 
 	if (!fp) {
 		bu_warn("pcbench: --json %s:", bo.json);
-		return;
+		return false;
 	}
 	fprintf(fp, "{\n");
 	json_machine(fp, argc, argv);
@@ -308,13 +308,15 @@ static void write_json(int argc, char **argv)
 	for (size_t i = 0; i < nresults; i++)
 		json_result(fp, &results[i], i + 1 == nresults);
 	fprintf(fp, "  ]\n}\n");
-	if (fclose(fp) != 0)
+	if (fclose(fp) != 0) {
 		bu_warn("pcbench: writing %s:", bo.json);
-	else
-		printf("results written to %s\n", bo.json);
+		return false;
+	}
+	printf("results written to %s\n", bo.json);
+	return true;
 }
 
-void report_finish(int argc, char **argv)
+bool report_finish(int argc, char **argv)
 {
 	int pass = 0, fail = 0, errors = 0;
 
@@ -328,6 +330,5 @@ void report_finish(int argc, char **argv)
 		if (results[i].pass == 0)
 			printf("  FAIL %s / %s / %s: %s\n", results[i].suite, results[i].workload, results[i].path,
 			       results[i].target);
-	if (bo.json)
-		write_json(argc, argv);
+	return !bo.json || write_json(argc, argv);
 }
