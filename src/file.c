@@ -260,16 +260,22 @@ void mapping_discard_all(struct pc_mapping *m)
 	}
 }
 
+/* A write-back error of m that no handle reported goes to the cache, for
+ * pc_cache_destroy to report (m's own errseq then has nothing unseen). */
+static void hand_unseen_error_to_cache(struct pc_mapping *m)
+{
+	uint64_t none = 0;
+	if (errseq_unseen(&m->wb_err))
+		atomic_store(&m->c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
+}
+
 void mapping_put(struct pc_mapping *m)
 {
 	if (atomic_fetch_sub(&m->refs, 1) != 1)
 		return;
 	mapping_discard_all(m);
 	mapping_clear_failing(m);
-	/* An error of write-back nobody reported: pc_cache_destroy will. */
-	uint64_t none = 0;
-	if (errseq_unseen(&m->wb_err))
-		atomic_store(&m->c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
+	hand_unseen_error_to_cache(m); /* pc_cache_destroy reports it */
 	rt_destroy(&m->tree);
 	if (m->fd >= 0)
 		close(m->fd);
@@ -427,18 +433,6 @@ static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 	m->wrlocked = false;
 }
 
-/* A file this open created (O_EXCL) has the inode number of a file the
- * cache still knows without a descriptor: that file was deleted and its
- * number reused.  Its data is dropped by the revalidation that follows
- * (the times differ), and a write error of it nobody heard is the
- * cache's to report at pc_cache_destroy, not the new file's (files_lock
- * held). */
-static void forget_old_inode(struct pc_cache *c, struct pc_mapping *m)
-{
-	uint64_t none = 0;
-	if (errseq_unseen(&m->wb_err))
-		atomic_store(&c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
-}
 
 /* Open with open(2): a new mapping, or the descriptor for an old one. */
 static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
@@ -467,8 +461,13 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	int err = 0;
 	pthread_mutex_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
+	/* Created by this open (O_EXCL), yet the cache knows its inode
+	 * number, without a descriptor: that file was deleted and its number
+	 * reused.  Its data is dropped by the revalidation that follows (the
+	 * times differ); a write error of it nobody heard is the cache's to
+	 * report at pc_cache_destroy, not the new file's. */
 	if (m && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
-		forget_old_inode(c, m);
+		hand_unseen_error_to_cache(m);
 	if (m) {
 		bool adopted = m->fd < 0;
 		if (adopted) {

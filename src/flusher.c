@@ -38,13 +38,19 @@ void flusher_kick(struct pc_domain *d)
  * as closed files are (its end exactly, a small one in one write). */
 #define FLUSH_SOON_MS 100u
 
+/* The dirtied_when_ms that makes a file's data expire `ms` from now
+ * (never 0, which means clean). */
+static uint64_t dirtied_to_expire_in(const struct pc_cache *c, uint64_t now, uint64_t ms)
+{
+	uint64_t expire = c->cfg.dirty_expire_ms;
+	return now + ms > expire ? now + ms - expire : 1;
+}
+
 void flusher_write_soon(struct pc_mapping *m)
 {
 	if (atomic_load(&m->nr_dirty) <= 0)
 		return;
-	/* Dirty since `when`: it expires FLUSH_SOON_MS from now. */
-	uint64_t now = pc_now_ms(), expire = m->c->cfg.dirty_expire_ms;
-	uint64_t when = now + FLUSH_SOON_MS > expire ? now + FLUSH_SOON_MS - expire : 1;
+	uint64_t when = dirtied_to_expire_in(m->c, pc_now_ms(), FLUSH_SOON_MS);
 	uint64_t cur = atomic_load(&m->dirtied_when_ms);
 	while ((cur == 0 || cur > when) && !atomic_compare_exchange_weak(&m->dirtied_when_ms, &cur, when))
 		;
@@ -149,9 +155,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 			 * written after the rest) comes back once it is old
 			 * enough, not a whole expiry later. */
 			if (expired && (mode & WB_HOLD_SHORT_RUNS) && atomic_load(&m->nr_dirty) > 0)
-				m->dirtied_when_ms = now + SHORT_RUN_PATIENCE_MS > c->cfg.dirty_expire_ms
-							     ? now + SHORT_RUN_PATIENCE_MS - c->cfg.dirty_expire_ms
-							     : 1;
+				m->dirtied_when_ms = dirtied_to_expire_in(c, now, SHORT_RUN_PATIENCE_MS);
 		}
 	}
 	return submitted;

@@ -272,34 +272,32 @@ static void b_error_kept_without_descriptor(const char *path)
 	}
 }
 
+/* A handle opened after the flusher met the error sees it once at its
+ * sync call (pc_fsync or pc_fdatasync); the retried call writes the data,
+ * and destroy has nothing left to report. */
+static void later_handle_sync_reports(const char *path, unsigned salt, int (*sync)(struct pc_file *))
+{
+	int id;
+	struct pc_cache *c = closed_file_meets_eio(path, salt, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	struct pc_file *f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(sync(f) == -1 && errno == EIO);
+	CHECK(sync(f) == 0);
+	CHECK(on_device(path, salt));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 static void b_error_after_close(void)
 {
 	char path[4200];
 	name_of(path, sizeof(path), "b", 0);
-	struct pc_cache *c = new_cache(0, 0);
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
-	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f };
-	int id = pc_fault_inject(c, &rule);
-	REQUIRE(id >= 0);
-	uint8_t buf[FILE_BYTES];
-	fill(buf, sizeof(buf), 1);
-	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
-	CHECK(pc_close(f) == 0); /* does not wait: nothing failed yet */
-	for (int i = 0; i < 1000 && pc_fault_count(c, id) == 0; i++)
-		usleep(10000); /* the flusher meets the error */
-	CHECK(pc_fault_count(c, id) > 0);
-	CHECK(pc_fault_remove(c, id) == 0);
-	/* A handle opened after the error sees it once; the retried fsync
-	 * writes the data. */
-	f = pc_open(c, path, O_RDWR, 0);
-	REQUIRE(f);
-	errno = 0;
-	CHECK(pc_fsync(f) == -1 && errno == EIO);
-	CHECK(pc_fsync(f) == 0);
-	CHECK(on_device(path, 1));
-	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	int id;
+	struct pc_cache *c;
+	struct pc_file *f;
+	later_handle_sync_reports(path, 1, pc_fsync);
 
 	/* And destroy reports one nobody saw. */
 	c = closed_file_meets_eio(path, 1, &id);
@@ -316,16 +314,7 @@ static void b_error_after_close(void)
 
 	/* A later handle's fdatasync reports it as fsync does, and so does
 	 * its close; either way destroy has nothing left to report. */
-	c = closed_file_meets_eio(path, 4, &id);
-	CHECK(pc_fault_remove(c, id) == 0);
-	f = pc_open(c, path, O_RDWR, 0);
-	REQUIRE(f);
-	errno = 0;
-	CHECK(pc_fdatasync(f) == -1 && errno == EIO);
-	CHECK(pc_fdatasync(f) == 0);
-	CHECK(on_device(path, 4));
-	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
+	later_handle_sync_reports(path, 4, pc_fdatasync);
 	c = closed_file_meets_eio(path, 5, &id);
 	CHECK(pc_fault_remove(c, id) == 0);
 	f = pc_open(c, path, O_RDONLY, 0);
