@@ -188,6 +188,13 @@ static void a_flusher_writes_closed_files(void)
 
 /* A new cache writes path (pattern salt) and closes it; the flusher's
  * write-back then fails with EIO (rule *id, still in force). */
+static uint64_t write_errors_of(struct pc_cache *c)
+{
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	return s.write_errors;
+}
+
 static struct pc_cache *closed_file_meets_eio_in(const char *path, unsigned salt, int *id, unsigned max_closed)
 {
 	struct pc_cache *c = new_cache(0, max_closed);
@@ -200,8 +207,10 @@ static struct pc_cache *closed_file_meets_eio_in(const char *path, unsigned salt
 	fill(buf, sizeof(buf), salt);
 	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
 	CHECK(pc_close(f) == 0);
-	for (int i = 0; i < 1000 && pc_fault_count(c, *id) == 0; i++)
-		usleep(10000);
+	/* The fault fires before the failed write is recorded: wait for the
+	 * record (write_errors counts it after the file's errseq has it), or
+	 * a handle opened meanwhile would sample before the error. */
+	CHECK(TU_POLL(write_errors_of(c) > 0, 10000));
 	CHECK(pc_fault_count(c, *id) > 0);
 	return c;
 }
