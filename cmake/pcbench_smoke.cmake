@@ -5,7 +5,9 @@
 # runs `pcbench --quick --json OUT --dir DIR` (every suite at small sizes)
 # and checks the JSON: a "machine" object, a non-empty "results" array whose
 # every object has the fields of issue 9, results of every default suite,
-# no pagecache path in error, and that pagecache-dontcache read nothing back
+# no pagecache path in error, both competing writers of each pair measured
+# (MiB/s > 0), a bad option refused in a line or two (exit 2), and that
+# pagecache-dontcache read nothing back
 # in the interleaved suite: no 4 KiB device read on a new file, and over
 # existing data at most the one tail block the last record leaves part
 # written (no neighbour completes it; the workload itself asks for it).
@@ -17,6 +19,14 @@ foreach(var PCBENCH DIR OUT)
 		message(FATAL_ERROR "pcbench_smoke: -D${var}=... is required")
 	endif()
 endforeach()
+
+# A bad option: exit status 2 and a short message, not the whole help.
+execute_process(COMMAND ${PCBENCH} --no-such-option RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+string(REGEX MATCHALL "\n" lines "${err}")
+list(LENGTH lines nlines)
+if(NOT rc EQUAL 2 OR nlines GREATER 2)
+	message(FATAL_ERROR "pcbench --no-such-option: exit ${rc} (want 2), ${nlines} lines (at most 2):\n${err}")
+endif()
 
 file(MAKE_DIRECTORY ${DIR})
 file(REMOVE ${OUT})
@@ -54,6 +64,7 @@ foreach(k mib_s ops_s p50_us p99_us p999_us peak_dirty_bytes reads_per_write cac
 endforeach()
 set(suites_seen "")
 set(il_checked 0)
+set(comp_checked 0)
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
 	string(JSON r GET "${json}" results ${i})
@@ -73,6 +84,14 @@ foreach(i RANGE ${last})
 	list(APPEND suites_seen ${suite})
 	if(path MATCHES "^pagecache-" AND NOT error STREQUAL "")
 		message(FATAL_ERROR "pcbench: ${suite} / ${workload} / ${path}: ${error}")
+	endif()
+	# Both competing writers measured: each wrote while the other did.
+	if(suite STREQUAL "dontcache" AND workload MATCHES "^competing")
+		string(JSON mib GET "${r}" mib_s)
+		if(NOT mib GREATER 0)
+			message(FATAL_ERROR "pcbench: ${workload} / ${path}: ${mib} MiB/s (a writer not measured)")
+		endif()
+		math(EXPR comp_checked "${comp_checked} + 1")
 	endif()
 	if(suite STREQUAL "interleaved" AND path STREQUAL "pagecache-dontcache")
 		string(JSON mtype TYPE "${r}" mib_s)
@@ -100,6 +119,9 @@ foreach(s interleaved dontcache fstime read readahead files startup metadata)
 		message(FATAL_ERROR "pcbench JSON: no result of suite ${s}")
 	endif()
 endforeach()
+if(NOT comp_checked EQUAL 4)
+	message(FATAL_ERROR "pcbench JSON: ${comp_checked} competing writers' results, not 4")
+endif()
 if(il_checked EQUAL 0)
 	message(FATAL_ERROR "pcbench JSON: no interleaved pagecache-dontcache result")
 endif()

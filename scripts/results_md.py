@@ -3,9 +3,10 @@
 #
 #   python3 scripts/results_md.py docs/results-full.json [SUITE...] > tables.md
 #
-# One table per workload, each path a row: its figures, the ratio to the
-# kernel's same mode (or kernel-buffered where the kernel has no such
-# mode), the target and PASS/FAIL, as pcbench printed them.  Only
+# One table per workload, each path a row: its figures, the ratio to
+# kernel-buffered's (or, in the rows that compare with something else,
+# memcpy or pagecache itself, to that row), the target and PASS/FAIL, as
+# pcbench printed them.  Only
 # formatting: every number comes from the JSON.
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -57,13 +58,15 @@ for s in suites:
             cells = [r['path']] + [fmt(r[c[0]], c[2]) for c in use]
             if not use: cells.append('%s %s' % (fmt(r['value'],'num'), r['unit'] or ''))
             ratio = '-'
-            if r['path'].startswith('pagecache-') and (r['pass'] is not None or not any(x['path'].startswith('pagecache-buffered-') for x in rows)):
-                base = [x for x in rows if x['path'] == 'kernel-' + r['path'][10:] and not x['error']] or \
-                       [x for x in rows if x['path'] == 'kernel-buffered' and not x['error']] or \
-                       [x for x in rows if not x['path'].startswith('pagecache-') and not x['error']] or \
+            kbuf = [x for x in rows if x['path'] == 'kernel-buffered' and not x['error']]
+            base = []
+            if kbuf and r['path'] != 'kernel-buffered':
+                base = kbuf
+            elif r['path'].startswith('pagecache-') and (r['pass'] is not None or not any(x['path'].startswith('pagecache-buffered-') for x in rows)):
+                base = [x for x in rows if not x['path'].startswith('pagecache-') and not x['error']] or \
                        [x for x in rows if x['path'] != r['path'] and x['path'].startswith('pagecache-buffered') and not x['error']]
-                if base and head(base[0]) and head(r) is not None:
-                    ratio = '%.2fx %s' % (head(r)/head(base[0]), base[0]['path'])
+            if base and head(base[0]) and head(r) is not None:
+                ratio = '%.2fx %s' % (head(r)/head(base[0]), base[0]['path'])
             cells += [ratio, (r['target'] or '').replace('|','/'), '' if r['pass'] is None else ('PASS' if r['pass'] else 'FAIL')]
             print('| ' + ' | '.join(cells) + ' |')
         print()

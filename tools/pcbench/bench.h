@@ -176,7 +176,7 @@ struct bres *res_find(const char *suite, const char *workload, const char *path)
 /* Iteration: the i-th result, NULL past the end. */
 struct bres *res_at(size_t i);
 /* Print the table of one workload (every path measured), pagecache rows
- * beside the kernel's with the ratio to the kernel's same mode. */
+ * beside the kernel's, each with its ratio to kernel-buffered's. */
 void report_workload(const char *suite, const char *workload);
 /* The summary of PASS/FAIL, and --json. */
 bool report_finish(int argc, char **argv); /* false: --json could not be written */
@@ -189,9 +189,14 @@ typedef uint64_t (*prog_poll_fn)(void *arg);
 
 void prog_init(void);
 void prog_suite(const char *suite, int index, int count, double est_s);
-/* A step of known size: `total` bytes (poll gives bytes done) or, with
- * poll NULL, `total` nanoseconds of a timed phase. */
+/* A step of `total` bytes; poll gives bytes done. */
 void prog_step(const char *workload, const char *path, uint64_t total, prog_poll_fn poll, void *arg);
+/* A timed phase of `ns` nanoseconds; poll (may be NULL) gives bytes done,
+ * for the rate. */
+void prog_step_timed(const char *workload, const char *path, uint64_t ns, prog_poll_fn poll, void *arg);
+/* A step of `total` units ("files", "runs"), each done by prog_advance. */
+void prog_step_count(const char *workload, const char *path, uint64_t total, const char *unit);
+void prog_advance(uint64_t n);
 void prog_step_done(void);
 void prog_end(void);
 /* Seconds the remaining suites are expected to take (for "time left"). */

@@ -14,9 +14,13 @@
  *                each, then fsync of all: the seed's peak-dirty comparison
  *   competing    two writers, separate new files, buffered against
  *                uncached (kernel: buffered vs RWF_DONTCACHE; pagecache:
- *                buffered vs PC_DONTCACHE in one cache), until one has
- *                written --seq-total / 2; each writer's MiB/s over the
- *                time both ran (no fsync) and the share (slower / faster)
+ *                buffered vs PC_DONTCACHE in one cache), each writing
+ *                --seq-total / 2; each writer's MiB/s over the time both
+ *                were writing (from the later one's first write to the
+ *                earlier one's last; no fsync) and the share (slower /
+ *                faster).  Neither stops the other: stopped at the first
+ *                finisher, a writer the scheduler had not run yet would
+ *                show 0 MiB/s
  *
  * Peak dirty: the kernel's from /proc/meminfo (Dirty + Writeback, sampled
  * every 10 ms, less its value before the run: system-wide, so other
@@ -45,6 +49,8 @@ struct writer {
 	uint64_t span;             /* W_RANDOM: the file's size */
 	uint64_t bytes;
 	uint64_t *lat;
+	uint64_t *end_ns;          /* W_COMPETE: when each write ended */
+	uint64_t start_ns;         /* W_COMPETE: when the first one began */
 	size_t nlat, maxlat;
 	int err;
 	char *buf;
@@ -91,6 +97,7 @@ static void *writer_main(void *arg)
 
 	bu_rng_seed(&rng, 77 + (uint64_t)w->index);
 	pthread_barrier_wait(&w->run->bar);
+	w->start_ns = bu_now_ns();
 	while (!writer_done(w)) {
 		uint64_t off = next_offset(w, &rng), a = bu_now_ns();
 		ssize_t n = bf_pwrite(&w->f, w->buf, w->wsize, off);
@@ -100,14 +107,16 @@ static void *writer_main(void *arg)
 			atomic_store(&w->run->stop, true);
 			break;
 		}
-		if (w->nlat < w->maxlat)
-			w->lat[w->nlat++] = bu_now_ns() - a;
+		if (w->nlat < w->maxlat) {
+			uint64_t end = bu_now_ns();
+
+			if (w->end_ns)
+				w->end_ns[w->nlat] = end;
+			w->lat[w->nlat++] = end - a;
+		}
 		w->bytes += w->wsize;
 		atomic_fetch_add_explicit(&w->run->written, w->wsize, memory_order_relaxed);
 	}
-	/* competing writers stop together, when the first is done */
-	if (w->run->mode == W_COMPETE)
-		atomic_store(&w->run->stop, true);
 	return NULL;
 }
 
@@ -142,7 +151,8 @@ static int writer_open(struct wrun *r, int i, const struct bpath *p, const char 
 	bu_fill_random(w->buf, w->wsize, 11 + (uint64_t)i);
 	w->maxlat = r->mode == W_RANDOM ? 4u << 20 : w->limit / w->wsize + 1;
 	w->lat = malloc(w->maxlat * sizeof(uint64_t));
-	if (!w->lat)
+	w->end_ns = r->mode == W_COMPETE ? malloc(w->maxlat * sizeof(uint64_t)) : NULL;
+	if (!w->lat || (r->mode == W_COMPETE && !w->end_ns))
 		bu_die("out of memory");
 	return 0;
 }
@@ -160,7 +170,7 @@ static void wrun_go(struct wrun *r, const char *workload, const char *pathname, 
 			bu_die("pthread_create:");
 	if (r->mode == W_RANDOM) {
 		r->deadline = bu_now_ns() + (uint64_t)(bo.seconds * 1e9);
-		prog_step(workload, pathname, (uint64_t)(bo.seconds * 1e9), NULL, NULL);
+		prog_step_timed(workload, pathname, (uint64_t)(bo.seconds * 1e9), written_poll, r);
 	} else {
 		prog_step(workload, pathname, total, written_poll, r);
 	}
@@ -216,6 +226,7 @@ static void wrun_close(struct wrun *r, bool keep_files)
 		if (!keep_files)
 			unlink(r->w[i].file);
 		free(r->w[i].lat);
+		free(r->w[i].end_ns);
 		free(r->w[i].buf);
 	}
 	if (r->c && pc_cache_destroy(r->c) < 0)
@@ -435,6 +446,33 @@ static void target_ratio(const char *workload, const char *path, double min)
 		res_target(p, !k->error[0] && p->mib_s >= min * k->mib_s, ">= %.1fx kernel-buffered", min);
 }
 
+/* Each competing writer's MiB/s over the time both were writing: from
+ * the later first write's start to the earlier last write's end, counting
+ * the writes that ended in it.  Returns that time in seconds (<= 0: they
+ * never wrote at once). */
+static double overlap_rates(const struct wrun *r, double mibs[2])
+{
+	const struct writer *a = &r->w[0], *b = &r->w[1];
+
+	if (!a->nlat || !b->nlat)
+		return 0;
+	uint64_t from = a->start_ns > b->start_ns ? a->start_ns : b->start_ns;
+	uint64_t a_end = a->end_ns[a->nlat - 1], b_end = b->end_ns[b->nlat - 1];
+	uint64_t to = a_end < b_end ? a_end : b_end;
+	if (to <= from)
+		return 0;
+	double secs = bu_secs(to - from);
+	for (int i = 0; i < 2; i++) {
+		const struct writer *w = &r->w[i];
+		size_t n = 0;
+
+		for (size_t k = 0; k < w->nlat; k++)
+			n += w->end_ns[k] > from && w->end_ns[k] <= to;
+		mibs[i] = (double)n * (double)w->wsize / BU_MiB / secs;
+	}
+	return secs;
+}
+
 /* Two writers at once, buffered against uncached, on the kernel or on
  * pagecache; a result per writer with its share. */
 static void competing(const char *workload, const struct bpath *a, const struct bpath *b)
@@ -456,10 +494,13 @@ static void competing(const char *workload, const struct bpath *a, const struct 
 		ok = writer_open(r, i, p[i], name, false) == 0;
 	}
 	if (ok)
-		wrun_go(r, workload, "both", bo.seq_total);
-	double mibs[2] = { 0, 0 };
-	for (int i = 0; i < 2; i++)
-		mibs[i] = (double)r->w[i].bytes / BU_MiB / r->write_secs;
+		wrun_go(r, workload, "both", 2 * r->w[0].limit);
+	double mibs[2] = { 0, 0 }, both_s = 0;
+	if (!r->err[0])
+		both_s = overlap_rates(r, mibs);
+	if (!r->err[0] && !(both_s > 0))
+		snprintf(r->err, sizeof(r->err), "the writers did not overlap (one finished before the other began): "
+			 "a larger --seq-total gives them time");
 	double share = mibs[0] > 0 && mibs[1] > 0 ? fmin(mibs[0], mibs[1]) / fmax(mibs[0], mibs[1]) : 0;
 	for (int i = 0; i < 2; i++) {
 		struct bres *res = res_add("dontcache", workload, p[i]->name);
@@ -470,12 +511,12 @@ static void competing(const char *workload, const struct bpath *a, const struct 
 		}
 		res->mib_s = res->value = mibs[i];
 		snprintf(res->unit, sizeof(res->unit), "MiB/s");
-		res->ops_s = (double)(r->w[i].bytes / BU_MiB) / r->write_secs;
+		res->ops_s = mibs[i]; /* 1 MiB writes */
 		res->share = share;
 		res->peak_dirty_bytes = wrun_peak(r);
 		res_latency(res, r->w[i].lat, r->w[i].nlat);
-		res_note(res, "share %.2f (slower / faster); aggregate %.1f MiB/s over %.2f s, no fsync", share,
-			 mibs[0] + mibs[1], r->write_secs);
+		res_note(res, "share %.2f (slower / faster); aggregate %.1f MiB/s over the %.2f s both wrote "
+			 "(all done in %.2f s), no fsync", share, mibs[0] + mibs[1], both_s, r->write_secs);
 		if (p[i]->pc && p[i]->flags == PC_DONTCACHE)
 			res_target(res, share >= 0.8, "share >= 0.8");
 	}

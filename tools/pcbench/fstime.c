@@ -41,18 +41,32 @@ static int read_whole(struct bfile *f, char *buf)
 	return n < 0 ? -1 : 0;
 }
 
+/* Bytes the running rewrite loop has written, for the progress line's
+ * rate (updated with the clock check, every 64 writes). */
+static _Atomic uint64_t rewritten;
+
+static uint64_t rewritten_poll(void *arg)
+{
+	(void)arg;
+	return atomic_load_explicit(&rewritten, memory_order_relaxed);
+}
+
 /* Writes of `wsize` over the file from 0, again and again, for
  * bo.seconds; writes per second, or NAN on a failed write. */
 static double rewrite_loop(struct bfile *f, const char *buf, size_t wsize)
 {
 	uint64_t count = 0, t0 = bu_now_ns(), deadline = t0 + (uint64_t)(bo.seconds * 1e9);
 
+	atomic_store(&rewritten, 0);
 	for (;;) {
 		for (int blk = 0; blk < FSTIME_BLOCKS; blk++) {
 			if (bf_pwrite(f, buf, wsize, (uint64_t)blk * wsize) != (ssize_t)wsize)
 				return NAN;
 			/* the clock is read every 64 writes, as before */
-			if ((++count & 63) == 0 && bu_now_ns() >= deadline)
+			if ((++count & 63) != 0)
+				continue;
+			atomic_store_explicit(&rewritten, count * wsize, memory_order_relaxed);
+			if (bu_now_ns() >= deadline)
 				return (double)count / bu_secs(bu_now_ns() - t0);
 		}
 	}
@@ -81,7 +95,7 @@ static void fstime_run(const struct fstime_case *fc, const struct bpath *p, cons
 		snprintf(r->error, sizeof(r->error), "%s", f.err);
 		goto close;
 	}
-	prog_step(fc->name, p->name, (uint64_t)(bo.seconds * 1e9), NULL, NULL);
+	prog_step_timed(fc->name, p->name, (uint64_t)(bo.seconds * 1e9), rewritten_poll, NULL);
 	double wps = rewrite_loop(&f, buf, fc->wsize);
 	prog_step_done();
 	if (isnan(wps)) {

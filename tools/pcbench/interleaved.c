@@ -343,8 +343,8 @@ static bool rpw_target_applies(const struct bpath *p, uint64_t rsize, bool overw
 
 static void print_row_header(void)
 {
-	printf("%-7s %-26s %9s %8s %8s %8s %10s %7s  %s\n", "record", "path", "MiB/s", "lib r/w", "dev r/w",
-	       "proc r/w", "cached", "ratio", "targets");
+	printf("%-7s %-26s %9s %8s %8s %8s %10s %-16s %s\n", "record", "path", "MiB/s", "lib r/w", "dev r/w",
+	       "proc r/w", "cached", "vs k-buffered", "targets");
 }
 
 /* The targets of a pagecache row, into the result. */
@@ -394,7 +394,7 @@ static struct bres *row_result(const char *workload, const struct bpath *p, cons
 static void print_row(const char *workload, const struct bpath *p, uint64_t rsize, bool overwrite,
 		      const struct result *r, double kbuf_mibs)
 {
-	char lib[32], dev[32], prc[32], cached[32], ratio[16] = "-";
+	char lib[32], dev[32], prc[32], cached[32], ratio[32] = "-";
 	struct bres *b = row_result(workload, p, r);
 
 	if (!r->ok) {
@@ -414,7 +414,7 @@ static void print_row(const char *workload, const struct bpath *p, uint64_t rsiz
 	if (!isnan(kbuf_mibs) && kbuf_mibs > 0)
 		snprintf(ratio, sizeof(ratio), "%.2fx", r->mibs / kbuf_mibs);
 	row_targets(b, p, rsize, overwrite, r, kbuf_mibs);
-	printf("%-7" PRIu64 " %-26s %9.1f %8s %8s %8s %10s %7s  %s%s%s\n", rsize, p->name, r->mibs, lib, dev, prc,
+	printf("%-7" PRIu64 " %-26s %9.1f %8s %8s %8s %10s %-16s %s%s%s\n", rsize, p->name, r->mibs, lib, dev, prc,
 	       cached, ratio, b->target, b->pass < 0 ? "" : " ", b->pass < 0 ? "" : b->pass ? "PASS" : "FAIL");
 }
 
@@ -492,7 +492,7 @@ static void interleaved_table(bool overwrite)
 	printf("4 KiB device reads per write counted three ways: lib r/w: the library's dev_read_bytes/4096/writes; "
 	       "dev r/w: %s read sectors*512/4096/writes (the whole device: other programs' reads count too); "
 	       "proc r/w: /proc/self/io read_bytes/4096/writes (this process only).  cached: bytes left cached "
-	       "after the fsync; ratio: MiB/s over kernel-buffered's\n",
+	       "after the fsync; vs k-buffered: MiB/s over kernel-buffered's\n",
 	       bo.devstat[0] ? bo.devstat : "(no device counters: n/a)");
 	print_row_header();
 	for (int ri = 0; ri < bo.nrecords; ri++) {

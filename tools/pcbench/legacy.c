@@ -75,13 +75,14 @@ static struct row *add_row(const char *name, const char *unit, const char *targe
 		(r)->pc = NAN; \
 	} while (0)
 
-static struct pc_cache *new_cache(struct row *r, size_t readahead_max)
+/* A cache of at least `min_mem` bytes (--mem if larger). */
+static struct pc_cache *new_cache_of(struct row *r, size_t readahead_max, uint64_t min_mem)
 {
 	struct pc_config cfg;
 	struct pc_cache *c;
 
 	pc_config_init(&cfg);
-	cfg.memory_limit = (size_t)bo.mem;
+	cfg.memory_limit = (size_t)(bo.mem > min_mem ? bo.mem : min_mem);
 	if (readahead_max != (size_t)-1)
 		cfg.readahead_max_bytes = readahead_max;
 	c = pc_cache_new(&cfg);
@@ -90,6 +91,11 @@ static struct pc_cache *new_cache(struct row *r, size_t readahead_max)
 	else
 		bench_wait_prefault(c);
 	return c;
+}
+
+static struct pc_cache *new_cache(struct row *r, size_t readahead_max)
+{
+	return new_cache_of(r, readahead_max, 0);
 }
 
 static void finish_cache(struct row *r, struct pc_cache *c, struct pc_file *f)
@@ -308,8 +314,9 @@ static void bench_random_reads(const char *path, uint64_t fsize)
 		bu_die("kernel pread (4 KiB random):");
 	close(proto.fd);
 
-	/* pagecache */
-	c = new_cache(r, (size_t)-1);
+	/* pagecache: the whole file fits, with room (a --quick --mem is
+	 * smaller than the file that outgrows the CPU's cache) */
+	c = new_cache_of(r, (size_t)-1, 2 * fsize);
 	if (!c)
 		goto out;
 	proto.kind = HIT_PAGECACHE;
@@ -340,6 +347,9 @@ out:
  * <= 50 ms at any size).  And a memory_limit above what the machine can
  * back must fail with ENOMEM (noted).
  */
+/* Four sizes that must work and one too big to. */
+#define STARTUP_CACHES 5
+
 static double startup_ms(uint64_t bytes, int *err)
 {
 	struct pc_config cfg;
@@ -386,6 +396,7 @@ static void bench_startup(void)
 	for (int i = 0; i < 4; i++) {
 		double ms = startup_ms(sizes[i], &err);
 
+		prog_advance(1);
 		l = strlen(r->note);
 		snprintf(r->note + l, sizeof(r->note) - l, "%s%s: %.2f ms%s%s", l ? ", " : "",
 			 bu_human(sizes[i]), ms, err ? " " : "", err ? strerror(err) : "");
@@ -396,6 +407,7 @@ static void bench_startup(void)
 	}
 	uint64_t too_big = avail + 4 * BU_GiB;
 	double ms = startup_ms(too_big, &err);
+	prog_advance(1);
 	l = strlen(r->note);
 	snprintf(r->note + l, sizeof(r->note) - l, "; %s (MemAvailable + 4 GiB): %s after %.2f ms",
 		 bu_human(too_big), err == ENOMEM ? "ENOMEM, as it must" : err ? strerror(err) : "CREATED (wrong)",
@@ -444,6 +456,7 @@ static void first_writes_pass(const char *label, struct pc_file *f, const char *
 		if (pc_pwrite(f, buf, BU_MiB, (off_t)(i * BU_MiB), 0) != (ssize_t)BU_MiB)
 			bu_die("pcbench: G: pc_pwrite:");
 		lat[i] = bu_now_ns() - t;
+		prog_advance(1);
 	}
 	double secs = bu_secs(bu_now_ns() - t0);
 
@@ -509,7 +522,8 @@ static void bench_first_writes(const char *path)
 
 /*
  * h. cache hits at memory speed (issue 10): warm 4 KiB random reads of a
- * 128 MiB file (16 MiB with --quick) through a 512 MiB cache, against the
+ * 128 MiB file (twice the CPU's cache, 64 MiB at least, with --quick) and
+ * of one the CPU's cache holds, through a 512 MiB cache, against the
  * kernel's pread of the same file and against the limit the memory allows:
  * a bare 4 KiB memcpy of the same random pattern out of a hugepage-backed
  * anonymous buffer of the same size.  One thread, then two threads sharing
@@ -762,6 +776,7 @@ static void bench_metadata(const char *path, uint64_t fsize)
 	for (i = 0; i < npages; i++) {
 		ssize_t n = pc_pread(f, buf, 4096, (off_t)(perm[i] * 4096), 0);
 
+		prog_advance(1);
 		if (n != 4096) {
 			if (n >= 0)
 				errno = EIO;
@@ -869,6 +884,7 @@ static double files_kernel_create(char *buf, unsigned lo, unsigned hi)
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0 || write(fd, buf, FILES_BYTES) != FILES_BYTES || close(fd) != 0)
 			bu_die("kernel files %s:", path);
+		prog_advance(1);
 	}
 	return bu_secs(bu_now_ns() - t0);
 }
@@ -883,6 +899,7 @@ static double files_kernel_reread(char *buf, unsigned lo, unsigned hi)
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || read(fd, buf, FILES_BYTES) != FILES_BYTES || close(fd) != 0)
 			bu_die("kernel files %s:", path);
+		prog_advance(1);
 	}
 	return bu_secs(bu_now_ns() - t0);
 }
@@ -909,6 +926,7 @@ static double files_pc_create(struct row *r, struct pc_cache *c, char *buf, unsi
 			PC_FAIL(r, "pc_close");
 			return NAN;
 		}
+		prog_advance(1);
 	}
 	return bu_secs(bu_now_ns() - t0);
 }
@@ -930,6 +948,7 @@ static double files_pc_reread(struct row *r, struct pc_cache *c, char *buf, unsi
 			PC_FAIL(r, "pc_pread/pc_close");
 			return NAN;
 		}
+		prog_advance(1);
 	}
 	return bu_secs(bu_now_ns() - t0);
 }
@@ -1086,6 +1105,9 @@ out:
 #define STREAM_HOT_BYTES (64 * BU_MiB)
 #define STREAM_MISSES 2000
 #define STREAM_ROUNDS 3
+/* Cold runs in all: scan + hot (3 kinds), then 2 (kernel, pagecache) of
+ * quarters, uncached and cold misses, each STREAM_ROUNDS times. */
+#define STREAM_RUNS (STREAM_ROUNDS * (3 + 3 * 2))
 
 /* Where the reads of a stream workload go: a kernel descriptor, or a scan
  * handle and a hot-read handle (the same one, or two). */
@@ -1175,6 +1197,7 @@ static double stream_scan_hot_run(struct row *r, const char *path, uint64_t size
 		stream_close(r, c, &s);
 	else
 		close(s.fd);
+	prog_advance(1);
 	return (double)size / BU_MiB / secs;
 }
 
@@ -1265,6 +1288,7 @@ static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, ch
 			stream_open(r, path, &s, true, 1);
 			k[round] = fn(&s, size, buf);
 			close(s.fd);
+			prog_advance(1);
 			continue;
 		}
 		struct pc_cache *c = stream_open(r, path, &s, false, 1);
@@ -1279,6 +1303,7 @@ static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, ch
 			cached = cached > st.cached_bytes ? cached : st.cached_bytes;
 		}
 		stream_close(r, c, &s);
+		prog_advance(1);
 	}
 	r->kernel = median(k, STREAM_ROUNDS);
 	r->pc = median(p, STREAM_ROUNDS);
@@ -1463,25 +1488,45 @@ static void legacy_file(char *out, size_t len, const char *name)
 	bu_join(out, len, bo.dir, name);
 }
 
-/* a: a file the CPU's last-level cache holds and one it does not; h: the
- * same two kinds of size. */
+/* The CPU's last-level cache in bytes (sysfs; 32 MiB when it cannot
+ * say).  sysconf's figure can be the whole package's or wrong in a VM. */
+static uint64_t llc_bytes(void)
+{
+	unsigned long long kib = 0;
+	FILE *fp = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "re");
+
+	if (!fp)
+		fp = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "re");
+	if (fp && fscanf(fp, "%lluK", &kib) != 1)
+		kib = 0;
+	if (fp)
+		fclose(fp);
+	return kib ? kib * 1024 : 32 * BU_MiB;
+}
+
+/* a: a file the CPU's last-level cache holds (half of it, 16 MiB at most)
+ * and one it does not (twice its size, 64 MiB at least, also with
+ * --quick); h: the same two kinds,
+ * the larger one the issue's 128 MiB outside --quick. */
 void legacy_warm_reads(void)
 {
 	char path[PATH_MAX];
 	int first = nrows;
-	uint64_t rsmall = 16 * BU_MiB, rbig = bo.quick ? 32 * BU_MiB : 64 * BU_MiB;
-	uint64_t hbig = bo.quick ? 32 * BU_MiB : 128 * BU_MiB;
+	uint64_t llc = llc_bytes(), rsmall = llc / 2 < 16 * BU_MiB ? llc / 2 : 16 * BU_MiB, rbig = 2 * llc;
+	if (rbig < 64 * BU_MiB)
+		rbig = 64 * BU_MiB;
+	uint64_t hbig = bo.quick || rbig > 128 * BU_MiB ? rbig : 128 * BU_MiB;
 
 	legacy_file(path, sizeof(path), "pcbench-random.dat");
-	prog_step("a. 4 KiB random reads, warm", "kernel, pagecache", (uint64_t)(4 * bo.seconds * 1e9),
-		      NULL, NULL);
+	prog_step_timed("a. 4 KiB random reads, warm", "kernel, pagecache", (uint64_t)(4 * bo.seconds * 1e9),
+			NULL, NULL);
 	bu_make_file(path, rsmall, 1);
 	bench_random_reads(path, rsmall);
 	bu_make_file(path, rbig, 1);
 	bench_random_reads(path, rbig);
 	prog_step_done();
-	prog_step("h. 4 KiB hits", "memcpy, kernel, pagecache", (uint64_t)(2 * bo.seconds * 1e9), NULL,
-		      NULL);
+	prog_step_timed("h. 4 KiB hits", "memcpy, kernel, pagecache", (uint64_t)(2 * bo.seconds * 1e9), NULL,
+			NULL);
 	bu_make_file(path, rsmall, 1);
 	bench_hits(path, rsmall);
 	bu_make_file(path, hbig, 1);
@@ -1500,7 +1545,7 @@ void suite_metadata(void)
 	if (size > bo.mem / 2)
 		size = (bo.mem / 2) & ~(uint64_t)4095;
 	legacy_file(path, sizeof(path), "pcbench-meta.dat");
-	prog_step("e. metadata per folio", "pagecache-buffered", 0, NULL, NULL);
+	prog_step_count("e. metadata per folio", "pagecache-buffered", size / 4096, "reads");
 	bu_make_file(path, size, 1);
 	bench_metadata(path, size);
 	prog_step_done();
@@ -1510,11 +1555,12 @@ void suite_metadata(void)
 
 /* A legacy workload as one step of the progress line, its rows as the
  * suite's table and results. */
-static void rows_suite(const char *suite, const char *step, void (*bench)(void))
+static void rows_suite(const char *suite, const char *step, void (*bench)(void), uint64_t units,
+		       const char *unit)
 {
 	int first = nrows;
 
-	prog_step(step, "kernel, pagecache", 0, NULL, NULL);
+	prog_step_count(step, "kernel, pagecache", units, unit);
 	bench();
 	prog_step_done();
 	flush_rows(suite, first);
@@ -1522,12 +1568,12 @@ static void rows_suite(const char *suite, const char *step, void (*bench)(void))
 
 void suite_files(void)
 {
-	rows_suite("files", "f. small files", bench_small_files);
+	rows_suite("files", "f. small files", bench_small_files, 4 * FILES_N, "files");
 }
 
 void suite_startup(void)
 {
-	rows_suite("startup", "g. pc_cache_new", bench_startup);
+	rows_suite("startup", "g. pc_cache_new", bench_startup, STARTUP_CACHES, "caches");
 }
 
 void suite_firstwrites(void)
@@ -1535,7 +1581,7 @@ void suite_firstwrites(void)
 	char path[PATH_MAX];
 
 	legacy_file(path, sizeof(path), "pcbench-first.dat");
-	prog_step("G. first writes into a new cache", "pagecache", 0, NULL, NULL);
+	prog_step_count("G. first writes into a new cache", "pagecache", 6 * STARTUP_WRITE_TOTAL / BU_MiB, "MiB");
 	bench_first_writes(path);
 	prog_step_done();
 }
@@ -1546,7 +1592,7 @@ void suite_readahead(void)
 	int first = nrows;
 
 	legacy_file(path, sizeof(path), "pcbench-stream.dat");
-	prog_step("r. read-ahead streams", "kernel, pagecache", 0, NULL, NULL);
+	prog_step_count("r. read-ahead streams", "kernel, pagecache", STREAM_RUNS, "runs");
 	bu_make_file(path, bo.seq_total, 3);
 	bench_streams(path, bo.seq_total);
 	prog_step_done();

@@ -231,7 +231,9 @@ static void parse_options(int argc, char **argv, int *first)
 		case OPT_QUICK: bo.scale = SCALE_QUICK; break;
 		case OPT_FULL: bo.scale = SCALE_FULL; break;
 		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		default: /* getopt said what was wrong, on one line */
+			fprintf(stderr, "pcbench: pcbench --help lists the options\n");
+			exit(2);
 		}
 	}
 	apply_scale(mem_set, seconds_set, total_set, seq_set);

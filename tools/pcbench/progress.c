@@ -1,28 +1,44 @@
 /*
  * progress.c - where the run is.  On a terminal (stderr) a line redrawn
- * four times a second: suite, workload, path, percent of the step,
- * current MiB/s, the step's time left and the run's.  Otherwise one plain
- * line per step.  A thread of its own draws it: the workloads only say
- * what step they are in and how to ask how far it is, so that nothing is
- * added to their timed loops.
+ * four times a second: suite, workload, path, percent of the step, the
+ * current rate, the step's time left and the run's, cut to the terminal's
+ * width.  Otherwise one plain line per step.  A thread of its own draws
+ * it: the workloads only say what step they are in and how far it is
+ * (a byte count they keep anyway, a counter they advance once per file or
+ * run, or the clock for a timed phase), so that little is added to their
+ * timed loops.
+ *
+ * Three kinds of step:
+ *   bytes: `total` bytes, the poll gives bytes done; rate in MiB/s.
+ *   timed: a phase that runs `total` ns; percent by the clock, and a rate
+ *          in MiB/s when a poll of bytes done is given (the warm-read
+ *          loops give none: counting in them would slow what they time).
+ *   count: `total` units (files, runs, caches) advanced by prog_advance;
+ *          rate in units/s.
  */
 #include "bench.h"
+
+#include <sys/ioctl.h>
+
+enum prog_kind { PROG_BYTES, PROG_TIMED, PROG_COUNT };
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_t th;
 	bool tty, started;
 	atomic_bool stop;
-	char suite[32], workload[96], path[48];
+	char suite[32], workload[96], path[48], unit[16];
 	int index, count;
-	uint64_t total;          /* bytes, or ns when poll is NULL */
-	prog_poll_fn poll;
+	enum prog_kind kind;
+	uint64_t total;          /* bytes, ns or units, by kind */
+	prog_poll_fn poll;       /* bytes done (bytes, timed kinds) */
 	void *arg;
+	_Atomic uint64_t advanced; /* units done (count kind) */
 	uint64_t step_t0, suite_t0, run_t0;
 	bool in_step;
 	double suite_est_s, plan_left_s;
 	uint64_t last_done, last_t;
-	double mibs;
+	double rate;
 } pg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fmt_mmss(char *b, size_t len, double s)
@@ -43,31 +59,69 @@ static double run_left_s(uint64_t now)
 	return (left > 0 ? left : 0) + pg.plan_left_s;
 }
 
-static void draw(void)
+/* Units done in the step: bytes (from the poll) or advanced units. */
+static uint64_t units_done(void)
 {
-	uint64_t now = bu_now_ns(), done;
-	double frac;
-	char step_left[16], run_left[16], rate[24] = "";
+	if (pg.kind == PROG_COUNT)
+		return atomic_load_explicit(&pg.advanced, memory_order_relaxed);
+	return pg.poll ? pg.poll(pg.arg) : 0;
+}
 
-	if (pg.poll) {
-		done = pg.poll(pg.arg);
-		if (now - pg.last_t > 200000000ull) {
-			pg.mibs = (double)(done - pg.last_done) / BU_MiB / bu_secs(now - pg.last_t);
+/* The rate over the last 200 ms or more; before the first 200 ms have
+ * passed, over the step so far (a short step would show 0 otherwise). */
+static void update_rate(uint64_t now, uint64_t done)
+{
+	uint64_t dt = now - pg.last_t;
+
+	if (dt >= 200000000ull || pg.last_t == pg.step_t0) {
+		double units = (double)(done - pg.last_done);
+
+		pg.rate = dt ? units / bu_secs(dt) : 0;
+		if (dt >= 200000000ull) {
 			pg.last_done = done;
 			pg.last_t = now;
 		}
-		snprintf(rate, sizeof(rate), " %7.1f MiB/s", pg.mibs);
-	} else {
-		done = now - pg.step_t0;
 	}
-	frac = pg.total ? (double)done / (double)pg.total : 0;
+}
+
+static void fmt_rate(char *b, size_t len)
+{
+	if (pg.kind == PROG_COUNT)
+		snprintf(b, len, " %.0f %s/s", pg.rate, pg.unit);
+	else if (pg.poll)
+		snprintf(b, len, " %.1f MiB/s", pg.rate / BU_MiB);
+	else
+		b[0] = 0;
+}
+
+/* Columns of the terminal (stderr), 80 when it cannot say. */
+static int term_width(void)
+{
+	struct winsize ws;
+
+	return ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+static void draw(void)
+{
+	uint64_t now = bu_now_ns(), done = units_done();
+	char step_left[16], run_left[16], rate[40], line[512];
+
+	update_rate(now, done);
+	fmt_rate(rate, sizeof(rate));
+	uint64_t progress = pg.kind == PROG_TIMED ? now - pg.step_t0 : done;
+	double frac = pg.total ? (double)progress / (double)pg.total : 0;
 	if (frac > 1)
 		frac = 1;
 	double el = bu_secs(now - pg.step_t0);
 	fmt_mmss(step_left, sizeof(step_left), frac > 0.01 ? el / frac - el : -1);
 	fmt_mmss(run_left, sizeof(run_left), run_left_s(now));
-	fprintf(stderr, "\r\033[K[%d/%d %s] %.56s / %s %3.0f%%%s, step left %s, run left ~%s", pg.index, pg.count,
-		pg.suite, pg.workload, pg.path, frac * 100, rate, step_left, run_left);
+	int n = snprintf(line, sizeof(line), "[%d/%d %s] %s / %s %3.0f%%%s, step left %s, run left ~%s", pg.index,
+			 pg.count, pg.suite, pg.workload, pg.path, frac * 100, rate, step_left, run_left);
+	int width = term_width() - 1; /* the last column would wrap */
+	if (n > width && width > 0)
+		n = width;
+	fprintf(stderr, "\r\033[K%.*s", n, line);
 }
 
 static void *progress_main(void *arg)
@@ -118,21 +172,45 @@ void prog_suite(const char *suite, int index, int count, double est_s)
 	}
 }
 
-void prog_step(const char *workload, const char *path, uint64_t total, prog_poll_fn poll, void *arg)
+static void step_begin(const char *workload, const char *path, enum prog_kind kind, uint64_t total,
+		       prog_poll_fn poll, void *arg, const char *unit)
 {
 	pthread_mutex_lock(&pg.lock);
 	snprintf(pg.workload, sizeof(pg.workload), "%s", workload);
 	snprintf(pg.path, sizeof(pg.path), "%s", path);
+	snprintf(pg.unit, sizeof(pg.unit), "%s", unit ? unit : "");
+	pg.kind = kind;
 	pg.total = total;
 	pg.poll = poll;
 	pg.arg = arg;
+	atomic_store(&pg.advanced, 0);
 	pg.step_t0 = pg.last_t = bu_now_ns();
 	pg.last_done = 0;
-	pg.mibs = 0;
+	pg.rate = 0;
 	pg.in_step = true;
 	pthread_mutex_unlock(&pg.lock);
 	if (!pg.tty)
 		fprintf(stderr, "pcbench: %s: %s / %s\n", pg.suite, workload, path);
+}
+
+void prog_step(const char *workload, const char *path, uint64_t total, prog_poll_fn poll, void *arg)
+{
+	step_begin(workload, path, PROG_BYTES, total, poll, arg, NULL);
+}
+
+void prog_step_timed(const char *workload, const char *path, uint64_t ns, prog_poll_fn poll, void *arg)
+{
+	step_begin(workload, path, PROG_TIMED, ns, poll, arg, NULL);
+}
+
+void prog_step_count(const char *workload, const char *path, uint64_t total, const char *unit)
+{
+	step_begin(workload, path, PROG_COUNT, total, NULL, NULL, unit);
+}
+
+void prog_advance(uint64_t n)
+{
+	atomic_fetch_add_explicit(&pg.advanced, n, memory_order_relaxed);
 }
 
 void prog_step_done(void)
