@@ -411,7 +411,7 @@ static void print_row(const char *workload, const struct bpath *p, uint64_t rsiz
 		snprintf(dev, sizeof(dev), "n/a");
 	fmt_rpw(prc, sizeof(prc), r->proc_rpw);
 	fmt_cached(cached, sizeof(cached), r->cached);
-	if (!isnan(kbuf_mibs) && kbuf_mibs > 0)
+	if (!isnan(kbuf_mibs) && kbuf_mibs > 0 && strcmp(p->name, "kernel-buffered") != 0)
 		snprintf(ratio, sizeof(ratio), "%.2fx", r->mibs / kbuf_mibs);
 	row_targets(b, p, rsize, overwrite, r, kbuf_mibs);
 	printf("%-7" PRIu64 " %-26s %9.1f %8s %8s %8s %10s %-16s %s%s%s\n", rsize, p->name, r->mibs, lib, dev, prc,
