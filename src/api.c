@@ -8,8 +8,29 @@
  * call on a handle that was just closed fails with EBADF instead of using
  * freed memory.
  */
-#include "internal.h"
+#include "handle.h"
+
+#include "backend.h"
+#include "cache.h"
+#include "closed.h"
+#include "direct.h"
+#include "edges.h"
+#include "errseq.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
+#include "read.h"
 #include "read_hit.h"
+#include "read_io.h"
+#include "readahead.h"
+#include "span.h"
+#include "truncate.h"
+#include "util.h"
+#include "write.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>

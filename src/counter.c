@@ -15,7 +15,9 @@
  * relaxed loads: a sum taken while others count is a value the counter had
  * at some point, up to the additions still in flight, as for one atomic.
  */
-#include "internal.h"
+#include "counter.h"
+
+#include "util.h"
 
 #include <pthread.h>
 

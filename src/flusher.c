@@ -6,7 +6,18 @@
  * throttled (made to sleep) past the dirty limit (throttle.c): they never
  * write back inline.
  */
-#include "internal.h"
+#include "flusher.h"
+
+#include "backend.h"
+#include "cache.h"
+#include "closed.h"
+#include "dirty.h"
+#include "file.h"
+#include "fs_sync.h"
+#include "mapping.h"
+#include "throttle.h"
+#include "util.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>

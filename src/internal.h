@@ -1,10 +1,15 @@
 /*
- * internal.h - every internal header at once.
+ * internal.h - every internal header at once, for the tests that reach
+ * into the library's internals; all but read_hit.h, the cache hit inline
+ * for api.c (tests/test_mt_hits.c declares its hook itself).
  *
- * Each header is one concern and declares the calls of the .c file of
- * its name (handle.h: api.c's; cache.h has struct pc_cache only).  For
- * now every source still includes this file; next, each includes the
- * headers of what it uses.
+ * The library's own sources do not include it: each .c file of src/
+ * includes the headers of what it uses, and each header is one concern
+ * and declares the calls of the .c file of its name (handle.h: api.c's;
+ * cache.h has struct pc_cache only).  docs/design.md has the map and
+ * which layer may call which; scripts/include-graph.py checks that the
+ * include graph has no cycle and that no source of the library includes
+ * this file.
  */
 #ifndef PC_INTERNAL_H
 #define PC_INTERNAL_H
@@ -44,7 +49,6 @@
 #include "file.h"
 #include "process.h"
 #include "read.h"
-#include "read_hit.h"
 #include "read_io.h"
 #include "readahead.h"
 #include "span.h"

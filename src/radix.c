@@ -57,7 +57,9 @@
  *   The walk itself, rt_lookup_lockless, is inline in internal.h (a cache
  *   hit inlines it into pc_pread, see read_hit.h).
  */
-#include "internal.h"
+#include "radix.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

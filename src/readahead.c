@@ -39,7 +39,15 @@
  * kernel doubles its largest window too, but still ramps up to it: a
  * caller that says it will read sequentially gains nothing from the ramp).
  */
-#include "internal.h"
+#include "readahead.h"
+
+#include "cache.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "read_io.h"
+#include "util.h"
 
 #define RA_MIN_WINDOW (128u * 1024u)
 

@@ -1,6 +1,9 @@
 /* util.c - small helpers with no better home: the millisecond clock and
  * copying between iovec arrays and flat buffers. */
-#include "internal.h"
+#include "util.h"
+
+#include "cache.h"
+#include "folio.h"
 
 #include <string.h>
 #include <time.h>
