@@ -333,7 +333,7 @@ static ssize_t do_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off
 	flags = effective_flags(h, (uint64_t)off, len, flags);
 	uint64_t pos = (uint64_t)off;
 	ssize_t r;
-	/* A cache hit first: no lock, no write to shared memory (read_hit.c). */
+	/* A cache hit first: no lock, no write to shared memory (read_hit.h). */
 	if (!write && iovcnt == 1 && !(flags & (PC_DIRECT | PC_DONTCACHE)) &&
 	    (r = read_hit(h->m, iov[0].iov_base, len, pos)) > 0)
 		return r;

@@ -28,7 +28,7 @@
 
 #define FLUSHER_TICK_MS 100
 
-/* ------------------------------------------------------------ throttle */
+/* --------------------------------------------------------------- kicks */
 
 /* Already kicked: the flusher has not started the round that answers it
  * (it clears the flag as a round starts), so nothing more is needed.

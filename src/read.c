@@ -1,5 +1,5 @@
 /*
- * read.c - the read path: the reads that read_hit.c declines (misses,
+ * read.c - the read path: the reads that read_hit.h declines (misses,
  * read-ahead marks, uncached reads, partly valid folios).  What a miss
  * reads, and when read-ahead starts, is readahead.c's; bringing a range
  * into the cache is read_io.c's; filling blocks of a folio synchronously
