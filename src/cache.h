@@ -4,9 +4,9 @@
  * reclaim queues, throttle, files, closed files, handles, counters).
  * cache.c creates and destroys it; it has no internal calls of its own.
  *
- * Fields are grouped by the layer that owns them (the comments say which
- * file).  Their order stays as it is: it decides which fields share a
- * cache line, which the hot paths' speed depends on.
+ * Fields come in groups by the layer that owns them, most with a comment
+ * naming its file.  Their order stays as it is: it decides which fields
+ * share a cache line, which the hot paths' speed depends on.
  */
 #ifndef PC_CACHE_H
 #define PC_CACHE_H
@@ -19,9 +19,12 @@
 
 #include "pagecache.h"
 
-struct pc_domain;
-struct pc_file;
-struct pc_mapping;
+struct fault_set;       /* fault.c */
+struct pc_domain;       /* flusher.h */
+struct pc_edge_ref;     /* edges.h */
+struct pc_file;         /* handle.h */
+struct pc_mapping;      /* mapping.h */
+struct throttle_waiter; /* throttle.c */
 
 struct pc_cache {
 	struct pc_config cfg;
@@ -79,6 +82,7 @@ struct pc_cache {
 	struct pc_mapping *closed_files_head, *closed_files_tail;
 	unsigned nr_closed_fds;
 	uint64_t last_sweep_ms;
+	/* writeback domains, one per device (flusher.c) */
 	struct pc_domain *domains;
 	/* handles (api.c): the open ones, and the quarantine of closed ones */
 	struct pc_file *open_head;
