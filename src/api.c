@@ -8,8 +8,29 @@
  * call on a handle that was just closed fails with EBADF instead of using
  * freed memory.
  */
-#include "internal.h"
+#include "handle.h"
+
+#include "backend.h"
+#include "cache.h"
+#include "closed.h"
+#include "direct.h"
+#include "edges.h"
+#include "errseq.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
+#include "read.h"
 #include "read_hit.h"
+#include "read_io.h"
+#include "readahead.h"
+#include "span.h"
+#include "truncate.h"
+#include "util.h"
+#include "write.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -312,7 +333,7 @@ static ssize_t do_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off
 	flags = effective_flags(h, (uint64_t)off, len, flags);
 	uint64_t pos = (uint64_t)off;
 	ssize_t r;
-	/* A cache hit first: no lock, no write to shared memory (read_hit.c). */
+	/* A cache hit first: no lock, no write to shared memory (read_hit.h). */
 	if (!write && iovcnt == 1 && !(flags & (PC_DIRECT | PC_DONTCACHE)) &&
 	    (r = read_hit(h->m, iov[0].iov_base, len, pos)) > 0)
 		return r;

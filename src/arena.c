@@ -44,7 +44,13 @@
  * figure does not show yet).  The rule is documented with memory_limit in
  * pagecache.h.
  */
-#include "internal.h"
+#include "arena.h"
+
+#include "cache.h"
+#include "folio.h"
+#include "pagecache.h"
+#include "sysmem.h"
+#include "util.h"
 
 #include <errno.h>
 #include <signal.h>

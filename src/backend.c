@@ -74,7 +74,12 @@
  *   the same I/O (neither hooked nor counted again).  fsync and NOP are not
  *   counted.  Everything here tolerates c == NULL (no hook, no counters).
  */
-#include "internal.h"
+#include "backend.h"
+
+#include "cache.h"
+#include "fault.h"
+#include "pagecache.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>

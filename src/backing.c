@@ -13,7 +13,14 @@
  *                (backing_extend), so direct writes below it allocate
  *                nothing and take the file system's shared lock.
  */
-#include "internal.h"
+#include "backing.h"
+
+#include "backend.h"
+#include "folio.h"
+#include "fs_sync.h"
+#include "mapping.h"
+#include "util.h"
+#include "written.h"
 
 #include <errno.h>
 #include <fcntl.h>

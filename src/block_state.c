@@ -24,7 +24,11 @@
  * made under the folio's state spinlock (PF_STATELOCK) with the folio lock
  * held, except redirtying after a failed write, which only needs the spin.
  */
-#include "internal.h"
+#include "block_state.h"
+
+#include "folio.h"
+#include "mapping.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

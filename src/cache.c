@@ -2,7 +2,23 @@
  * cache.c - the cache instance: configuration, creation and destruction,
  * and the counters reported by pc_cache_stats / pc_file_stats.
  */
-#include "internal.h"
+#include "cache.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "counter.h"
+#include "edges.h"
+#include "fault.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
+#include "progress.h"
+#include "radix.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

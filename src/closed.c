@@ -32,7 +32,17 @@
  * Everything here runs under files_lock, except settling, which takes
  * locks that come before it (inval_lock, size_lock).
  */
-#include "internal.h"
+#include "closed.h"
+
+#include "backing.h"
+#include "cache.h"
+#include "dirty.h"
+#include "errseq.h"
+#include "file.h"
+#include "flusher.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>

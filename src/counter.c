@@ -1,6 +1,6 @@
 /*
  * counter.c - statistics counters that threads update without sharing a
- * cache line (struct pc_counter in internal.h).
+ * cache line (struct pc_counter in counter.h).
  *
  * Cache hits are counted per file and per cache.  With one atomic counter
  * each, two threads hitting different folios of one file would both write
@@ -15,7 +15,9 @@
  * relaxed loads: a sum taken while others count is a value the counter had
  * at some point, up to the additions still in flight, as for one atomic.
  */
-#include "internal.h"
+#include "counter.h"
+
+#include "util.h"
 
 #include <pthread.h>
 

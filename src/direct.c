@@ -10,7 +10,18 @@
  * the edge-block logic keeps a block shared with a neighbouring write until
  * that write completes it, so nothing is read back from the device.
  */
-#include "internal.h"
+#include "direct.h"
+
+#include "backend.h"
+#include "fill.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "truncate.h"
+#include "util.h"
+#include "write.h"
+#include "writeback.h"
+#include "written.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -8,7 +8,14 @@
  * its flusher as soon as a little uncached data is dirty and the flusher
  * cleans exactly that data first (flusher.c).
  */
-#include "internal.h"
+#include "dirty.h"
+
+#include "cache.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -29,7 +29,17 @@
  * can always be checked; the generation in the flags word tells a folio
  * freed and reused since.
  */
-#include "internal.h"
+#include "edges.h"
+
+#include "arena.h"
+#include "block_state.h"
+#include "cache.h"
+#include "dirty.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "radix.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <time.h>

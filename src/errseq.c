@@ -3,7 +3,11 @@
  * each handle has seen, as the kernel's errseq_t) and "failing" files,
  * whose new writes are refused while their writeback keeps failing.
  */
-#include "internal.h"
+#include "errseq.h"
+
+#include "cache.h"
+#include "mapping.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,15 @@
  * reference on the file's mapping, so that its descriptors stay open (and
  * are not reused by another file) while the rule exists.
  */
-#include "internal.h"
+#include "fault.h"
+
+#include "backend.h"
+#include "cache.h"
+#include "file.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -12,7 +12,24 @@
  * compares size, mtime and ctime with what they were then and drops the
  * cached data if they changed.
  */
-#include "internal.h"
+#include "file.h"
+
+#include "backend.h"
+#include "backing.h"
+#include "block_state.h"
+#include "cache.h"
+#include "closed.h"
+#include "dirty.h"
+#include "errseq.h"
+#include "flusher.h"
+#include "folio.h"
+#include "fs_sync.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "radix.h"
+#include "util.h"
+#include "writeback.h"
+#include "written.h"
 
 #include <errno.h>
 #include <fcntl.h>

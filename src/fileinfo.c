@@ -4,7 +4,11 @@
  * it to report the size of a file whose last writes are still only cached:
  * the backing file's own size would be stale until write-back settles it.
  */
-#include "internal.h"
+#include "cache.h"
+#include "file.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,14 @@
  * uptodate) and writeback (which must merge a partial block before writing
  * it), so neither calls into the other.
  */
-#include "internal.h"
+#include "fill.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "block_state.h"
+#include "folio.h"
+#include "mapping.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,7 +6,18 @@
  * throttled (made to sleep) past the dirty limit (throttle.c): they never
  * write back inline.
  */
-#include "internal.h"
+#include "flusher.h"
+
+#include "backend.h"
+#include "cache.h"
+#include "closed.h"
+#include "dirty.h"
+#include "file.h"
+#include "fs_sync.h"
+#include "mapping.h"
+#include "throttle.h"
+#include "util.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +28,7 @@
 
 #define FLUSHER_TICK_MS 100
 
-/* ------------------------------------------------------------ throttle */
+/* --------------------------------------------------------------- kicks */
 
 /* Already kicked: the flusher has not started the round that answers it
  * (it clears the flag as a round starts), so nothing more is needed.

@@ -7,7 +7,13 @@
  * waits.  A sleeper sets PF_WAITERS first; whoever clears a waited-on bit
  * and sees PF_WAITERS wakes all sleepers of the word, who re-check.
  */
-#include "internal.h"
+#include "folio.h"
+
+#include "arena.h"
+#include "block_state.h"
+#include "cache.h"
+#include "progress.h"
+#include "reclaim.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

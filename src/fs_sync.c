@@ -15,7 +15,11 @@
  * each such file is synced by its own descriptor instead (fdatasync),
  * which reports errors met since that descriptor was opened.
  */
-#include "internal.h"
+#include "fs_sync.h"
+
+#include "cache.h"
+#include "flusher.h"
+#include "mapping.h"
 
 #include <errno.h>
 #include <fcntl.h>

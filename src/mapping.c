@@ -13,7 +13,15 @@
  * index's reference is the only other one.  When a writer raced, the lookup
  * takes the read lock.
  */
-#include "internal.h"
+#include "mapping.h"
+
+#include "arena.h"
+#include "block_state.h"
+#include "cache.h"
+#include "folio.h"
+#include "radix.h"
+#include "reclaim.h"
+#include "util.h"
 
 #include <errno.h>
 

@@ -31,7 +31,9 @@
  * write instead of sleeping a few microseconds at a time; one sleep is at
  * most PACE_MAX_SLEEP_NS.
  */
-#include "internal.h"
+#include "pace.h"
+
+#include "cache.h"
 
 #include <errno.h>
 #include <time.h>

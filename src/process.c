@@ -27,7 +27,20 @@
  * only the calling thread): it is never stopped or joined here, and it
  * only ever touched the arena and atomics, so its state needs no care.
  */
-#include "internal.h"
+#include "process.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "block_state.h"
+#include "cache.h"
+#include "counter.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "radix.h"
+#include "written.h"
 
 #include <errno.h>
 #include <pthread.h>

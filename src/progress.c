@@ -14,7 +14,9 @@
  * state or the signaller sees the waiter and moves the count: no wakeup is
  * lost.  Signals with nobody registered cost one load.
  */
-#include "internal.h"
+#include "progress.h"
+
+#include "util.h"
 
 #include <time.h>
 

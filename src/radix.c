@@ -54,10 +54,12 @@
  *   - Atomic words.  Everything a lockless reader loads (the root, a node's
  *     shift and slots) is stored with relaxed atomic stores, so a reader
  *     racing with a writer reads an old or a new value, never a torn one.
- *   The walk itself, rt_lookup_lockless, is inline in internal.h (a cache
+ *   The walk itself, rt_lookup_lockless, is inline in radix.h (a cache
  *   hit inlines it into pc_pread, see read_hit.h).
  */
-#include "internal.h"
+#include "radix.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

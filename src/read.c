@@ -1,11 +1,26 @@
 /*
- * read.c - the read path: the reads that read_hit.c declines (misses,
+ * read.c - the read path: the reads that read_hit.h declines (misses,
  * read-ahead marks, uncached reads, partly valid folios).  What a miss
  * reads, and when read-ahead starts, is readahead.c's; bringing a range
  * into the cache is read_io.c's; filling blocks of a folio synchronously
  * (which writeback needs too) is fill.c's.
  */
-#include "internal.h"
+#include "read.h"
+
+#include "arena.h"
+#include "block_state.h"
+#include "cache.h"
+#include "dirty.h"
+#include "fill.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "read_hit.h"
+#include "read_io.h"
+#include "readahead.h"
+#include "reclaim.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,4 +4,7 @@
  */
 #include "read_hit.h"
 
+#include "mapping.h"
+#include "util.h"
+
 HIDDEN void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);

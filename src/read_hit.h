@@ -40,13 +40,39 @@
  * delays the next copy's first loads, which the CPU otherwise overlaps with
  * the previous copy's (some 200 independent instructions measured to cost
  * a quarter of a 4 KiB copy from memory).  read_hit.c has the test hook.
+ *
+ * count_hit_bytes is here too: read.c and span.c count the hits they
+ * serve the same way.
  */
 #ifndef PC_READ_HIT_H
 #define PC_READ_HIT_H
 
-#include "internal.h"
+#include "arena.h"
+#include "cache.h"
+#include "counter.h"
+#include "folio.h"
+#include "mapping.h"
+#include "radix.h"
+#include "util.h"
 
 #include <string.h>
+
+/* Count n bytes read from the cache without waiting: in this thread's
+ * counter slots, so that hits of different threads share no cache line. */
+static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapping *m, size_t n)
+{
+	/* counter_add twice, with this thread's slot looked up once (a hit
+	 * does little else, see above). */
+	int s = pc_counter_slot_plus1 - 1;
+	if (__builtin_expect(s < 0, 0)) {
+		counter_add(&m->hits, n);
+		counter_add(&m->c->hits, n);
+		return;
+	}
+	_Atomic uint64_t *a = &m->hits.slot[s].v, *b = &m->c->hits.slot[s].v;
+	atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + n, memory_order_relaxed);
+	atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n, memory_order_relaxed);
+}
 
 #define OPTIMISTIC_COPY (!PC_TSAN)
 

@@ -8,7 +8,16 @@
  * This is the mechanism under both the read path's misses and read-ahead
  * (readahead.c decides what to read; this file only reads it).
  */
-#include "internal.h"
+#include "read_io.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "block_state.h"
+#include "file.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -14,8 +14,8 @@
  *    from the first folio not cached.
  *    So a steady scan keeps one window in flight ahead of it and finds
  *    its data cached.  Cache hits on unmarked folios do nothing here (and
- *    read_hit.c serves them without a lock); a marked folio is declined by
- *    read_hit.c so that its reader comes here.
+ *    read_hit.h serves them without a lock); a marked folio is declined by
+ *    read_hit.h so that its reader comes here.
  *  - Context.  A miss looks at the folios right before it.  If the cache
  *    holds more just before the miss than this read asks for, the miss
  *    continues a stream whose window was lost (evicted, or never started
@@ -39,7 +39,15 @@
  * kernel doubles its largest window too, but still ramps up to it: a
  * caller that says it will read sequentially gains nothing from the ramp).
  */
-#include "internal.h"
+#include "readahead.h"
+
+#include "cache.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "read_io.h"
+#include "util.h"
 
 #define RA_MIN_WINDOW (128u * 1024u)
 

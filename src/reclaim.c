@@ -19,7 +19,15 @@
  * passed over and the flusher is asked to write back; an allocation that
  * finds nothing to evict waits for writeback to clean something.
  */
-#include "internal.h"
+#include "reclaim.h"
+
+#include "arena.h"
+#include "cache.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "progress.h"
+#include "util.h"
 
 #include <errno.h>
 #include <time.h>

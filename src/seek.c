@@ -8,7 +8,12 @@
  * it is told is a hole).  So any cached folio counts as data, even one
  * holding zeros, and the answer never looks below the folio level.
  */
-#include "internal.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "process.h"
+#include "util.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -28,7 +28,22 @@
  * blocks that are clean or not uptodate, and the dirty bytes of the span,
  * which exist nowhere else, are saved at begin and put back here.
  */
-#include "internal.h"
+#include "span.h"
+
+#include "arena.h"
+#include "block_state.h"
+#include "cache.h"
+#include "file.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "read.h"
+#include "read_hit.h"
+#include "read_io.h"
+#include "reclaim.h"
+#include "util.h"
+#include "write.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -21,7 +21,9 @@
  * The kernel checks RLIMIT_AS, RLIMIT_DATA and, in vm.overcommit_memory
  * mode 2, the commit limit itself when the arena is mapped.
  */
-#include "internal.h"
+#include "sysmem.h"
+
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,16 @@
  * is new) is moved up to within THROTTLE_CREDIT of the last writer let
  * through, so it cannot claim the room for a long burst on its past.
  */
-#include "internal.h"
+#include "throttle.h"
+
+#include "cache.h"
+#include "errseq.h"
+#include "file.h"
+#include "flusher.h"
+#include "mapping.h"
+#include "pace.h"
+#include "progress.h"
+#include "util.h"
 
 #include <errno.h>
 #include <time.h>

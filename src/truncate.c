@@ -9,7 +9,18 @@
  * that is no longer part of the file) and are zeroed in memory; a partly
  * covered *block* is zeroed through the write path, like any write.
  */
-#include "internal.h"
+#include "truncate.h"
+
+#include "arena.h"
+#include "backing.h"
+#include "block_state.h"
+#include "dirty.h"
+#include "errseq.h"
+#include "folio.h"
+#include "mapping.h"
+#include "util.h"
+#include "write.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,9 @@
 /* util.c - small helpers with no better home: the millisecond clock and
  * copying between iovec arrays and flat buffers. */
-#include "internal.h"
+#include "util.h"
+
+#include "cache.h"
+#include "folio.h"
 
 #include <string.h>
 #include <time.h>
@@ -14,8 +17,6 @@ void cond_init_monotonic(pthread_cond_t *cv)
 	pthread_condattr_destroy(&a);
 }
 
-/* Wait on cv (made by cond_init_monotonic) for at most ms milliseconds
- * (the caller re-checks why). */
 void deadline_after_ms(struct timespec *ts, unsigned ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -24,6 +25,8 @@ void deadline_after_ms(struct timespec *ts, unsigned ms)
 	ts->tv_nsec %= 1000000000L;
 }
 
+/* Wait on cv (made by cond_init_monotonic) for at most ms milliseconds
+ * (the caller re-checks why). */
 void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
 {
 	struct timespec ts;

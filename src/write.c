@@ -15,7 +15,25 @@
  *     PC_DSYNC writes and PC_CFG_NO_DEFERRED_RMW read it now, as does a
  *     write whose range would be disjoint from the block's valid range.
  */
-#include "internal.h"
+#include "write.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "backing.h"
+#include "block_state.h"
+#include "dirty.h"
+#include "edges.h"
+#include "errseq.h"
+#include "fill.h"
+#include "folio.h"
+#include "handle.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "reclaim.h"
+#include "throttle.h"
+#include "util.h"
+#include "writeback.h"
+#include "written.h"
 
 #include <errno.h>
 #include <stdlib.h>

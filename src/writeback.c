@@ -10,7 +10,27 @@
  * so a failed write can simply set the same dirty bits again: the data is
  * never lost, and the error is recorded for fsync/close to report.
  */
-#include "internal.h"
+#include "writeback.h"
+
+#include "arena.h"
+#include "backend.h"
+#include "backing.h"
+#include "block_state.h"
+#include "cache.h"
+#include "dirty.h"
+#include "errseq.h"
+#include "fault.h"
+#include "file.h"
+#include "fill.h"
+#include "flusher.h"
+#include "folio.h"
+#include "mapping.h"
+#include "pagecache.h"
+#include "progress.h"
+#include "radix.h"
+#include "reclaim.h"
+#include "util.h"
+#include "written.h"
 
 #include <errno.h>
 #include <fcntl.h>

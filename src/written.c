@@ -21,7 +21,9 @@
  * base, and when too many ranges would be needed, we ask the file system:
  * being unsure only costs that call, never correctness.
  */
-#include "internal.h"
+#include "written.h"
+
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

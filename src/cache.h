@@ -1,0 +1,124 @@
+/*
+ * cache.h - the cache instance (struct pc_cache): its configuration and
+ * the state of every layer that is per cache rather than per file (arena,
+ * reclaim queues, throttle, files, closed files, handles, counters).
+ * cache.c creates and destroys it; it has no internal calls of its own.
+ *
+ * Fields come in groups by the layer that owns them, most with a comment
+ * naming its file.  Their order stays as it is: it decides which fields
+ * share a cache line, which the hot paths' speed depends on.
+ */
+#ifndef PC_CACHE_H
+#define PC_CACHE_H
+
+#include "counter.h"
+#include "folio.h"
+#include "progress.h"
+#include "radix.h"
+#include "util.h"
+
+#include "pagecache.h"
+
+struct fault_set;       /* fault.c */
+struct pc_domain;       /* flusher.h */
+struct pc_edge_ref;     /* edges.h */
+struct pc_file;         /* handle.h */
+struct pc_mapping;      /* mapping.h */
+struct throttle_waiter; /* throttle.c */
+
+struct pc_cache {
+	struct pc_config cfg;
+	/* arena */
+	uint8_t *arena;
+	size_t arena_bytes;
+	uint32_t npages;
+	struct pc_folio *folios;
+	pthread_mutex_t arena_lock;
+	uint32_t free_head[PC_MAX_ORDER + 1];
+	unsigned max_order;
+	/* Pages from here on were never handed out: in no free list, their
+	 * descriptors still calloc's zeros (arena.c).  Changed under
+	 * arena_lock; atomic for the readers that take no lock. */
+	_Atomic uint32_t fresh_pfn;
+	/* Background fault-in of the arena (arena.c). */
+	pthread_t populate_thread;
+	bool populate_running;         /* started and not yet joined */
+	_Atomic bool populate_stop;
+	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
+	_Atomic bool populate_ended;   /* the thread is done (or never ran) */
+	/* Bytes from the arena's start that are handed out or faulted in:
+	 * the rest is what this cache has yet to take from the machine. */
+	_Atomic size_t taken_bytes;
+	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
+	pthread_mutex_t lru_lock;
+	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */
+	uint32_t small_head, small_tail, main_head, main_tail;
+	uint64_t small_pages, main_pages;
+	/* Memory freed, or made freeable (writeback ended): what allocations
+	 * waiting for memory wait for (reclaim.c). */
+	struct pc_progress mem_progress;
+	/* Device writes ended (dirty room): what the throttle waits for. */
+	struct pc_progress wb_progress;
+	/* dirty throttle (throttle.c) */
+	pthread_mutex_t throttle_lock;
+	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
+	uint64_t throttle_vclock;  /* virtual time of the last let through */
+	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
+	_Atomic int64_t dirty, writeback, uncached;
+	_Atomic int nr_failing;     /* mappings whose writeback keeps failing */
+	_Atomic int last_wb_error;  /* negative errno of the latest failed write */
+	/* A write error of a file freed before any handle reported it: what
+	 * pc_cache_destroy reports (negative errno, 0: none). */
+	_Atomic int orphan_error;
+	/* files */
+	pthread_mutex_t files_lock;
+	struct pc_mapping **file_hash;
+	unsigned file_hash_size;
+	unsigned nr_mappings;
+	/* closed files (closed.c): dirty ones waiting for write-back, and
+	 * clean ones keeping their descriptor, oldest first */
+	struct pc_mapping *closed_dirty_head, *closed_dirty_tail;
+	unsigned nr_closed_dirty; /* changed under files_lock, read with __atomic loads */
+	struct pc_mapping *closed_files_head, *closed_files_tail;
+	unsigned nr_closed_fds;
+	uint64_t last_sweep_ms;
+	/* writeback domains, one per device (flusher.c) */
+	struct pc_domain *domains;
+	/* handles (api.c): the open ones, and the quarantine of closed ones */
+	struct pc_file *open_head;
+	struct pc_file *closed_head, *closed_tail;
+	unsigned nr_closed;
+	bool use_uring;
+	uint64_t start_ms;
+	unsigned owner_generation; /* process.c: the process that owns it */
+	/* counters */
+	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
+	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
+	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired, st_edge_evicted;
+	/* edges.c: the kept edges' bytes, and their FIFO, oldest first */
+	_Atomic int64_t edge_bytes;
+	_Atomic bool edge_trimming;
+	pthread_mutex_t edge_lock;
+	struct pc_edge_ref *edge_fifo;
+	uint32_t edge_cap, edge_head, edge_count;
+	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
+	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
+	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
+	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
+	/* pace.c: write-back completed and bytes dirtied (all writers), the
+	 * last sample of both, and the estimates made from them (bytes/s) */
+	_Atomic uint64_t wb_done_bytes, dirtied_bytes;
+	pthread_mutex_t pace_lock;
+	uint64_t pace_stamp_ns, pace_done, pace_dirtied;
+	_Atomic uint64_t pace_bw, pace_ratelimit;
+	_Atomic int64_t peak_dirty;
+	/* tests: fail device I/O; returns 0 or a negative errno */
+	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
+	void *fault_arg;
+	/* pc_fault_inject rules (fault.c): created on first use; the count
+	 * is the fast path's only load when there are none */
+	struct fault_set *_Atomic faults;
+	_Atomic unsigned fault_nrules;
+};
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * pace.h - writers paced by the write-back bandwidth below the dirty limit
+ * (pace.c; the idea of the kernel's balance_dirty_pages pause), so that
+ * they slow down smoothly before the limit instead of running into it and
+ * stopping.  throttle.c calls pace_account and pace_writer; the pure
+ * functions of the model are here for tests/test_pace.c.
+ */
+#ifndef PC_PACE_H
+#define PC_PACE_H
+
+#include "util.h"
+
+struct pc_cache;
+
+#define PACE_ONE 1024
+#define PACE_MIN_POS (PACE_ONE / 4)
+/* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
+ * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
+ * just under the limit, 0 at the limit and past. */
+HIDDEN uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit);
+/* The time `bytes` take at ratelimit * pos bytes per second (at most the
+ * longest pause). */
+HIDDEN uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos);
+/* The next per-writer ratelimit, from what writers were let do (ratelimit
+ * at pos), the bandwidth and the dirtying rate measured (bytes/s). */
+HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate);
+/* Count bytes dirtied by any writer (the dirtying rate). */
+HIDDEN void pace_account(struct pc_cache *c, size_t bytes);
+/* After a write of `bytes` under the limit: sleep what they owe. */
+HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
+
+#endif

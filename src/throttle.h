@@ -1,0 +1,29 @@
+/*
+ * throttle.h - the dirty throttle (throttle.c): past the dirty limit,
+ * writers sleep until writeback makes room (they wait on the cache's
+ * wb_progress, which completions signal: writeback never calls up here),
+ * and are let through in order of the bytes their thread dirtied, so
+ * that many writers of one file stay in step.  Below the limit they are
+ * paced (pace.h).
+ */
+#ifndef PC_THROTTLE_H
+#define PC_THROTTLE_H
+
+#include "util.h"
+
+struct pc_cache;
+struct pc_mapping;
+
+/* Writers call this after dirtying: kicks the flusher past the background
+ * or uncached thresholds; sleeps while dirty+writeback > dirty_limit, let
+ * through in order of bytes their thread dirtied. */
+HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
+/* The calling thread dirtied `bytes` (its place in the throttle queue,
+ * and the dirtying rate pacing measures). */
+HIDDEN void throttle_account(struct pc_cache *c, size_t bytes);
+/* Are dirty + writeback bytes past the dirty limit?  Dirty data of files
+ * whose writeback keeps failing does not count: it cannot be cleaned
+ * until the fault clears. */
+HIDDEN bool dirty_over_limit(struct pc_cache *c);
+
+#endif
