@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,13 +134,18 @@ static void daemon_ready(int fd)
 	close(fd);
 }
 
-static void report(struct pcfs *fs, int prio, const char *fmt, const char *arg)
+void pcfs_log(int prio, const char *fmt, ...)
 {
-	syslog(prio, fmt, arg);
-	if (fs->opt.foreground) {
+	va_list ap;
+	va_start(ap, fmt);
+	vsyslog(prio, fmt, ap);
+	va_end(ap);
+	if (pcfs_fs && pcfs_fs->opt.foreground) {
+		va_start(ap, fmt);
 		fputs("pcfs: ", stderr);
-		fprintf(stderr, fmt, arg);
+		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);
+		va_end(ap);
 	}
 }
 
@@ -162,7 +168,7 @@ static void *housekeeping(void *arg)
 			char *text = stats_text(fs, &len);
 			if (text) {
 				for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
-					report(fs, LOG_INFO, "stats: %s", l);
+					pcfs_log(LOG_INFO, "stats: %s", l);
 				free(text);
 			}
 		}
@@ -207,6 +213,31 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* After the mount is gone (loop: what the FUSE loop returned, < 0 an
+ * error): write everything back, then put the mtimes still owed on the
+ * backing files (the write-back just changed them), and say what could
+ * not be done.  The exit status: 1 if anything failed.  libfuse's signal
+ * handlers stay until the data is written: a second SIGTERM or SIGINT
+ * (an impatient ^C) must not end the process with data still cached. */
+static int finish(struct pcfs *fs, int loop)
+{
+	int status = 0;
+	if (loop < 0) {
+		pcfs_log(LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
+		status = 1;
+	}
+	if (pc_cache_destroy(fs->cache) != 0) {
+		pcfs_log(LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
+		status = 1;
+	}
+	fs->cache = NULL;
+	inode_settle_times(fs, true);
+	fuse_remove_signal_handlers(fs->se);
+	fuse_session_destroy(fs->se);
+	inode_table_free(fs);
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -258,19 +289,5 @@ int main(int argc, char **argv)
 	if (have_hk)
 		pthread_join(hk, NULL);
 	fuse_session_unmount(fs.se);
-	fuse_remove_signal_handlers(fs.se);
-
-	/* Everything is written back here; what could not be is reported. */
-	int status = 0;
-	if (pc_cache_destroy(fs.cache) != 0) {
-		report(&fs, LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
-		status = 1;
-	}
-	fs.cache = NULL;
-	inode_settle_times(&fs, true);
-	fuse_session_destroy(fs.se);
-	inode_table_free(&fs);
-	if (loop < 0 && status == 0)
-		report(&fs, LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
-	return status;
+	return finish(&fs, loop);
 }

@@ -233,7 +233,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err = handle_close(fs, h);
 	/* Nobody can hear it now: FLUSH reported what was known then. */
 	if (err)
-		syslog(LOG_ERR, "pcfs: write error after the last close of a file: %s", strerror(err));
+		pcfs_log(LOG_ERR, "write error after the last close of a file: %s (its data stays cached, retried)",
+			 strerror(err));
 	if (in)
 		times_try_settle(fs, in, false);
 	fuse_reply_err(req, 0);

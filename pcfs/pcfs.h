@@ -139,6 +139,10 @@ void stats_open(fuse_req_t req, struct fuse_file_info *fi);
 /* The counters as text (caller frees); also what SIGUSR1 prints. */
 char *stats_text(struct pcfs *fs, size_t *len);
 
+/* main.c: one line to syslog, and to stderr with -f (a daemon's stderr is
+ * /dev/null). */
+__attribute__((format(printf, 2, 3))) void pcfs_log(int prio, const char *fmt, ...);
+
 /* reply.c: replies libfuse 3.14 cannot build */
 int reply_open_direct(fuse_req_t req, uint64_t fh);
 int reply_create_direct(fuse_req_t req, const struct fuse_entry_param *e, uint64_t fh);

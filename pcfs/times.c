@@ -77,16 +77,30 @@ static bool data_all_written(struct pcfs *fs, struct pcfs_inode *in)
 	return info.open_handles == 0 && !info.unsettled && info.dirty_bytes == 0;
 }
 
+/* Put in's pending mtime on its backing file (in->lock held): 0, or -1
+ * with errno (EBUSY: written again meanwhile). */
+static int set_pending_mtime(struct pcfs *fs, struct pcfs_inode *in)
+{
+	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
+	if (fs->cache) {
+		/* Through the cache: set directly, the new ctime would make
+		 * the next open drop the cached data. */
+		return pc_cache_file_set_times(fs->cache, in->fd, tv);
+	}
+	/* At unmount, after the cache wrote everything back and is gone:
+	 * nothing is cached any more that a new ctime could drop. */
+	char name[32];
+	inode_proc_name(in, name);
+	return utimensat(fs->proc_fd, name, tv, 0);
+}
+
 bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written)
 {
 	pthread_mutex_lock(&in->lock);
 	bool pending = in->times_pending;
 	if (pending && (all_written || data_all_written(fs, in))) {
-		struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
 		struct stat st;
-		/* Through the cache: set directly, the new ctime would make the
-		 * next open drop the cached data. */
-		int set = pc_cache_file_set_times(fs->cache, in->fd, tv);
+		int set = set_pending_mtime(fs, in);
 		if (set != 0 && errno == EBUSY) {
 			/* Written again meanwhile: the next settling puts it. */
 			pthread_mutex_unlock(&in->lock);
