@@ -14,6 +14,7 @@
  */
 #include "pcfs.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -203,9 +204,10 @@ static int serve(struct pcfs *fs)
 	return r;
 }
 
-/* Every inode the kernel knows holds an O_PATH descriptor (inode.c), so a
- * tree of a few thousand files needs more than the usual soft limit of
- * 1024: take the hard limit, as libfuse's passthrough_ll does. */
+/* Inodes hold O_PATH descriptors (a bounded number of them, a share of
+ * this limit, where they can be reopened by file handle: fds.c; all of
+ * them elsewhere) and pagecache keeps closed files' descriptors, so take
+ * the hard limit, as libfuse's passthrough_ll does. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -228,6 +230,7 @@ static int finish(struct pcfs *fs, int loop)
 		pcfs_log(LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
 		status = 1;
 	}
+	fds_close_unused(fs); /* room for the write-back's own (syncfs) */
 	if (pc_cache_destroy(fs->cache) != 0) {
 		pcfs_log(LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
 		status = 1;
@@ -253,7 +256,13 @@ int main(int argc, char **argv)
 	check_cache_config(&fs.opt);
 	if (root_init(&fs, backing_fd) != 0 || inode_table_init(&fs) != 0)
 		die("out of memory");
-	openlog("pcfs", LOG_PID, LOG_DAEMON);
+	fds_init(&fs);
+	/* What must work when descriptors have run out (fds.c logs it) is
+	 * opened now: the syslog socket, and libgcc_s, which glibc loads at
+	 * the first pthread_cancel (libfuse's loop ends so) and aborts the
+	 * process without, data still cached, when it cannot. */
+	openlog("pcfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
 
 	fs.se = session_new(&fs, cl.fuse_opts);
 	if (!fs.se)

@@ -1,6 +1,7 @@
 /*
  * ops_data.c - file data, all of it through pagecache: one pc_file handle
- * per FUSE open, opened relative to the inode's O_PATH descriptor.
+ * per FUSE open, opened relative to the inode's O_PATH descriptor (which
+ * stays open while the file is: fds.c).
  *
  * What programs ask for maps to pagecache's flags: an O_DIRECT open is a
  * PC_DIRECT handle; O_DSYNC / O_SYNC opens, and writes the kernel flags
@@ -60,11 +61,43 @@ static int dsync_flag(int fl)
 	return (fl & O_DSYNC) ? PC_DSYNC : 0;
 }
 
+/* pc_openat of name in the directory inode `in`, or of `in` itself (name
+ * NULL); retried when out of descriptors (fds_retry).  NULL with errno. */
+static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
+				     mode_t mode)
+{
+	int fd = fd_hold(fs, in);
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	char self[32];
+	int dirfd = fd;
+	if (!name) {
+		proc_name(fd, self);
+		name = self;
+		dirfd = fs->proc_fd;
+	}
+	struct pc_file *pf;
+	for (int try = 0; !(pf = pc_openat(fs->cache, dirfd, name, flags, mode)) && fds_retry(fs, errno, try); try++)
+		;
+	int err = errno;
+	fd_put(fs, in);
+	errno = err;
+	return pf;
+}
+
+/* A FUSE open of in: the inode keeps its descriptor open meanwhile (a file
+ * unlinked while open could not be reopened by handle). */
 static struct pcfs_handle *handle_new(struct pcfs *fs, struct pcfs_inode *in, struct pc_file *pf, int fl)
 {
 	struct pcfs_handle *h = calloc(1, sizeof(*h));
-	if (!h)
+	int fd = h ? fd_hold(fs, in) : -ENOMEM;
+	if (fd < 0) {
+		free(h);
+		errno = -fd;
 		return NULL;
+	}
 	h->pf = pf;
 	h->in = in;
 	h->write_flags = dsync_flag(fl);
@@ -77,8 +110,10 @@ static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
 	int err = 0;
 	if (h->pf && pc_close(h->pf) != 0)
 		err = errno;
-	if (h->in)
+	if (h->in) {
 		inode_open_count(fs, h->in, -1);
+		fd_put(fs, h->in);
+	}
 	free(h->text);
 	free(h);
 	return err;
@@ -92,12 +127,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	struct pcfs_inode *in = inode_of(req, ino);
-	char name[32];
-	inode_proc_name(in, name);
-	struct pc_file *pf = pc_openat(fs->cache, fs->proc_fd, name, pc_open_flags(fi->flags), 0);
+	struct pc_file *pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
 	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
 	if (!h) {
-		int err = pf ? ENOMEM : errno;
+		int err = errno;
 		if (pf)
 			pc_close(pf);
 		fuse_reply_err(req, err);
@@ -122,7 +155,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	int fl = pc_open_flags(fi->flags) | O_CREAT | O_NOFOLLOW | (fi->flags & O_EXCL);
-	struct pc_file *pf = pc_openat(fs->cache, dir->fd, name, fl, mode);
+	struct pc_file *pf = open_at_inode(fs, dir, name, fl, mode);
 	if (!pf) {
 		fuse_reply_err(req, errno);
 		return;
@@ -132,8 +165,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct pcfs_handle *h = err ? NULL : handle_new(fs, (struct pcfs_inode *)(uintptr_t)e.ino, pf, fi->flags);
 	if (!h) {
 		if (!err) {
+			err = -errno;
 			inode_forget(fs, (struct pcfs_inode *)(uintptr_t)e.ino, 1);
-			err = -ENOMEM;
 		}
 		pc_close(pf);
 		fuse_reply_err(req, -err);
@@ -286,18 +319,14 @@ int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse
 		return -EPERM;
 	if (!pf) {
 		/* truncate(2) by name: a handle of our own for the call. */
-		char name[32];
-		inode_proc_name(in, name);
-		pf = tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		pf = tmp = open_at_inode(fs, in, NULL, O_WRONLY, 0);
 		if (!pf)
 			return -errno;
 	}
 	int err = pc_ftruncate(pf, size) ? -errno : 0;
 	if (err == -EBADF && !tmp) {
 		/* A read-only handle of a writer's ftruncate? Open our own. */
-		char name[32];
-		inode_proc_name(in, name);
-		tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		tmp = open_at_inode(fs, in, NULL, O_WRONLY, 0);
 		err = !tmp ? -errno : pc_ftruncate(tmp, size) ? -errno : 0;
 	}
 	if (tmp && pc_close(tmp) != 0 && !err)
