@@ -56,9 +56,12 @@ static void check_cache_config(const struct pcfs_options *o)
 	config_from_options(o, &cfg);
 	cfg.flags |= PC_CFG_LAZY_MEMORY;
 	struct pc_cache *c = pc_cache_new(&cfg);
-	if (!c)
-		die("cannot make a cache with these options (memory, max_folio, block, dirty_limit): %s",
-		    strerror(errno));
+	char size[32];
+	if (!c && errno == ENOMEM)
+		die("-o memory=%s is more than this machine can back now (MemAvailable, cgroup limits): %s",
+		    size_text(cfg.memory_limit, size), strerror(errno));
+	if (!c) /* options.c checked the ranges: pagecache changed its own? */
+		die("pagecache refuses these sizes (memory, max_folio, block, dirty_limit): %s", strerror(errno));
 	pc_cache_destroy(c);
 }
 

@@ -38,13 +38,17 @@ void usage(FILE *out)
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -h, --help              this text\n"
 		"  -o OPT[,OPT...]         options:\n"
-		"     memory=SIZE          cache memory (memory_limit), default 256M\n"
-		"     max_folio=SIZE       largest folio, 4K..2M, default 256K\n"
-		"     block=SIZE           block size, 512..64K (default: the file system's)\n"
+		"     memory=SIZE          cache memory (memory_limit), default 256M; at least\n"
+		"                          1M and 16 x max_folio, less than 16T, and no more\n"
+		"                          than the machine can back\n"
+		"     max_folio=SIZE       largest folio, a power of two 4K..2M, default 256K\n"
+		"     block=SIZE           block size, a power of two 512..64K, at most\n"
+		"                          max_folio (default: the file system's)\n"
 		"     uncached=never|always|SIZE\n"
 		"                          PC_DONTCACHE for no file (default), every request,\n"
 		"                          or reads and writes of at least SIZE bytes\n"
-		"     dirty_limit=SIZE     dirty bytes before writers wait (default 20%% of memory)\n"
+		"     dirty_limit=SIZE     dirty bytes before writers wait, 4K to half of memory\n"
+		"                          (default 20%% of memory)\n"
 		"     threads=N            FUSE worker threads, 1..256 (default 16)\n"
 		"     close_to_open        every close(2) writes the file back and waits\n"
 		"     ro                   read-only mount\n"
@@ -52,7 +56,8 @@ void usage(FILE *out)
 		"                          /etc/fuse.conf for non-root)\n"
 		"     FUSE options passed on: allow_root, auto_unmount, fsname=, subtype=,\n"
 		"     max_background=, nosuid, nodev, noexec, noatime, ...\n"
-		"SIZE: bytes, or with K, M, G or T (powers of 1024).\n"
+		"SIZE: bytes, or with K, M, G or T (powers of 1024).  A size out of its range\n"
+		"is refused before mounting, in one line naming the option and the limit.\n"
 		"Stats: cat MOUNTPOINT/.pcfs-stats (mount owner only), or kill -USR1 the daemon.\n"
 		"Unmount: fusermount3 -u MOUNTPOINT (or umount); SIGTERM/SIGINT also unmount.\n"
 		"Everything is written back at unmount; a crash of the daemon loses what\n"
@@ -87,11 +92,83 @@ static bool parse_size(const char *s, size_t *out)
 	return true;
 }
 
-static size_t size_value(const char *name, const char *v)
+/* ---------------------------------------------------------- size limits */
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+#define TIB ((size_t)1 << 40)
+
+const char *size_text(size_t n, char buf[32])
+{
+	static const char units[] = "TGMK";
+	for (int i = 0; i < 4; i++) {
+		size_t u = (size_t)1 << (10 * (4 - i));
+		if (n && n % u == 0) {
+			snprintf(buf, 32, "%zu%c", n / u, units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, 32, "%zu", n);
+	return buf;
+}
+
+/* -o name=v within [lo, hi], else one line naming the limit (and what it
+ * comes from: lo_why, hi_why; "" for nothing) and exit 1. */
+static void check_range(const char *name, size_t v, size_t lo, const char *lo_why, size_t hi, const char *hi_why)
+{
+	char a[32], b[32];
+	if (v < lo)
+		die("-o %s=%s is too small: at least %s%s", name, size_text(v, a), size_text(lo, b), lo_why);
+	if (v > hi)
+		die("-o %s=%s is too large: at most %s%s", name, size_text(v, a), size_text(hi, b), hi_why);
+}
+
+static void check_pow2(const char *name, size_t v, size_t lo, size_t hi)
+{
+	char a[32], b[32], c[32];
+	if (v & (v - 1))
+		die("-o %s=%s is not a power of two (%s to %s)", name, size_text(v, a), size_text(lo, b),
+		    size_text(hi, c));
+	check_range(name, v, lo, "", hi, "");
+}
+
+/* The limits pagecache puts on its configuration (struct pc_config in
+ * pagecache.h), checked here so that a bad size is one line that names
+ * the option and its limit, not pc_cache_new's EINVAL. */
+static void check_sizes(const struct pcfs_options *o)
+{
+	char a[32], why[96];
+	size_t folio = (o->given & GIVEN_MAX_FOLIO) ? o->max_folio : 256 * KIB;
+	if (o->given & GIVEN_MAX_FOLIO)
+		check_pow2("max_folio", o->max_folio, 4 * KIB, 2 * MIB);
+	if (o->given & GIVEN_BLOCK) {
+		check_pow2("block", o->block, 512, 64 * KIB);
+		snprintf(why, sizeof(why), " (max_folio, %s)", size_text(folio, a));
+		check_range("block", o->block, 512, "", folio, why);
+	}
+	size_t memory = (o->given & GIVEN_MEMORY) ? o->memory : 256 * MIB;
+	if (o->given & GIVEN_MEMORY) {
+		size_t lo = 16 * folio > MIB ? 16 * folio : MIB;
+		snprintf(why, sizeof(why), lo > MIB ? " (16 times max_folio, %s)" : "", size_text(folio, a));
+		check_range("memory", o->memory, lo, why, SIZE_MAX, "");
+		/* Counted in 4 KiB pages, below UINT32_MAX of them. */
+		if (o->memory >= 16 * TIB - 4 * KIB)
+			die("-o memory=%s is too large: less than 16T", size_text(o->memory, a));
+	}
+	if (o->given & GIVEN_DIRTY_LIMIT) {
+		snprintf(why, sizeof(why), " (half of memory, %s)", size_text(memory, a));
+		check_range("dirty_limit", o->dirty_limit, 4 * KIB, "", memory / 2, why);
+	}
+}
+
+/* A size option's value (its range is check_sizes's), given: one of
+ * GIVEN_* for o->given. */
+static size_t size_value(struct pcfs_options *o, unsigned given, const char *name, const char *v)
 {
 	size_t n;
 	if (!v || !parse_size(v, &n))
 		die("bad value for -o %s: '%s' (a size: bytes, or with K, M, G, T)", name, v ? v : "");
+	o->given |= given;
 	return n;
 }
 
@@ -130,13 +207,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 	if (v)
 		*v++ = 0;
 	if (!strcmp(o, "memory"))
-		opt->memory = size_value(o, v);
+		opt->memory = size_value(opt, GIVEN_MEMORY, o, v);
 	else if (!strcmp(o, "max_folio"))
-		opt->max_folio = size_value(o, v);
+		opt->max_folio = size_value(opt, GIVEN_MAX_FOLIO, o, v);
 	else if (!strcmp(o, "block"))
-		opt->block = size_value(o, v);
+		opt->block = size_value(opt, GIVEN_BLOCK, o, v);
 	else if (!strcmp(o, "dirty_limit"))
-		opt->dirty_limit = size_value(o, v);
+		opt->dirty_limit = size_value(opt, GIVEN_DIRTY_LIMIT, o, v);
 	else if (!strcmp(o, "uncached")) {
 		if (v && !strcmp(v, "never"))
 			opt->uncached = UNCACHED_NEVER;
@@ -148,9 +225,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 			die("bad value for -o uncached: '%s' (never, always or a size)", v ? v : "");
 	} else if (!strcmp(o, "threads")) {
 		char *end;
+		errno = 0;
 		long n = v ? strtol(v, &end, 10) : 0;
-		if (!v || !*v || *end || n < 1 || n > 256)
-			die("bad value for -o threads: '%s' (1 to 256)", v ? v : "");
+		if (!v || !*v || *end || errno)
+			die("bad value for -o threads: '%s' (a number, 1 to 256)", v ? v : "");
+		if (n < 1 || n > 256)
+			die("-o threads=%ld is too %s: %s", n, n < 1 ? "small" : "large",
+			    n < 1 ? "at least 1" : "at most 256");
 		opt->threads = (unsigned)n;
 	} else if (!strcmp(o, "ro") && !v)
 		opt->ro = true;
@@ -209,6 +290,7 @@ void parse_cmdline(struct cmdline *cl, int argc, char **argv)
 			     : "too many arguments: only BACKING_DIR and MOUNTPOINT (see pcfs --help)");
 	cl->opt.backing = pos[0];
 	cl->opt.mountpoint = pos[1];
+	check_sizes(&cl->opt);
 }
 
 /* Is something mounted at the directory `real` (a resolved path)? */

@@ -12,6 +12,8 @@ struct cmdline {
 /* One line "pcfs: ..." on stderr, exit status 1. */
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
 void usage(FILE *out);
+/* n as the user would write it: "256K", "3M", or bytes. */
+const char *size_text(size_t n, char buf[32]);
 void parse_cmdline(struct cmdline *cl, int argc, char **argv);
 /* Check BACKING_DIR and MOUNTPOINT (die on a bad one); the O_PATH
  * descriptor of BACKING_DIR. */

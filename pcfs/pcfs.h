@@ -28,8 +28,12 @@
 /* How -o uncached= maps to PC_DONTCACHE. */
 enum uncached_mode { UNCACHED_NEVER, UNCACHED_ALWAYS, UNCACHED_SIZE };
 
+/* Size options given on the command line (struct pcfs_options given). */
+enum { GIVEN_MEMORY = 1, GIVEN_MAX_FOLIO = 2, GIVEN_BLOCK = 4, GIVEN_DIRTY_LIMIT = 8 };
+
 struct pcfs_options {
 	size_t memory, max_folio, block, dirty_limit;
+	unsigned given; /* GIVEN_* */
 	enum uncached_mode uncached;
 	size_t uncached_min; /* UNCACHED_SIZE: requests of at least this */
 	unsigned threads;
