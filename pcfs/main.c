@@ -167,15 +167,8 @@ static void *housekeeping(void *arg)
 	sigaddset(&set, SIGUSR1);
 	while (!atomic_load(&housekeeping_stop)) {
 		struct timespec t = { 1, 0 };
-		if (sigtimedwait(&set, NULL, &t) == SIGUSR1) {
-			size_t len;
-			char *text = stats_text(fs, &len);
-			if (text) {
-				for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
-					pcfs_log(LOG_INFO, "stats: %s", l);
-				free(text);
-			}
-		}
+		if (sigtimedwait(&set, NULL, &t) == SIGUSR1)
+			stats_report(fs);
 		inode_settle_times(fs, false);
 	}
 	return NULL;
@@ -220,6 +213,15 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* What made the exit status 1: logged, and the first kept in error[256]
+ * for -o stats_file. */
+static void exit_error(char *error, const char *what, int err)
+{
+	pcfs_log(LOG_ERR, "%s: %s", what, strerror(err));
+	if (!*error)
+		snprintf(error, 256, "%s: %s", what, strerror(err));
+}
+
 /* After the mount is gone (loop: what the FUSE loop returned, < 0 an
  * error): write everything back, then put the mtimes still owed on the
  * backing files (the write-back just changed them), and say what could
@@ -228,18 +230,19 @@ static void raise_fd_limit(void)
  * (an impatient ^C) must not end the process with data still cached. */
 static int finish(struct pcfs *fs, int loop)
 {
-	int status = 0;
-	if (loop < 0) {
-		pcfs_log(LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
-		status = 1;
-	}
+	/* The last counters for -o stats_file, while there is a cache. */
+	size_t len = 0;
+	char *counters = fs->opt.stats_file ? stats_text(fs, &len) : NULL;
+	char error[256] = "";
+	if (loop < 0)
+		exit_error(error, "the FUSE session ended with an error", -loop);
 	fds_close_unused(fs); /* room for the write-back's own (syncfs) */
-	if (pc_cache_destroy(fs->cache) != 0) {
-		pcfs_log(LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
-		status = 1;
-	}
+	if (pc_cache_destroy(fs->cache) != 0)
+		exit_error(error, "data could not be written back at unmount", errno);
 	fs->cache = NULL;
 	inode_settle_times(fs, true);
+	stats_final(fs, counters, len, error);
+	int status = *error ? 1 : 0;
 	fuse_remove_signal_handlers(fs->se);
 	fuse_session_destroy(fs->se);
 	inode_table_free(fs);

@@ -51,6 +51,8 @@ void usage(FILE *out)
 		"                          (default 20%% of memory)\n"
 		"     threads=N            FUSE worker threads, 1..256 (default 16)\n"
 		"     close_to_open        every close(2) writes the file back and waits\n"
+		"     stats_file=PATH      kill -USR1 writes the counters there too (mode 0600),\n"
+		"                          and the last ones with unmount_status at exit\n"
 		"     ro                   read-only mount\n"
 		"     allow_other          let other users in (needs user_allow_other in\n"
 		"                          /etc/fuse.conf for non-root)\n"
@@ -58,7 +60,8 @@ void usage(FILE *out)
 		"     max_background=, nosuid, nodev, noexec, noatime, ...\n"
 		"SIZE: bytes, or with K, M, G or T (powers of 1024).  A size out of its range\n"
 		"is refused before mounting, in one line naming the option and the limit.\n"
-		"Stats: cat MOUNTPOINT/.pcfs-stats (mount owner only), or kill -USR1 the daemon.\n"
+		"Stats: cat MOUNTPOINT/.pcfs-stats (mount owner only), or kill -USR1 the daemon\n"
+		"(to syslog, stderr with -f, and -o stats_file).\n"
 		"Unmount: fusermount3 -u MOUNTPOINT (or umount); SIGTERM/SIGINT also unmount.\n"
 		"Everything is written back at unmount; a crash of the daemon loses what\n"
 		"was not fsynced.\n");
@@ -239,6 +242,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 		opt->allow_other = true;
 	else if (!strcmp(o, "close_to_open") && !v)
 		opt->close_to_open = true;
+	else if (!strcmp(o, "stats_file")) {
+		if (!v || !*v)
+			die("-o stats_file needs a file name");
+		free(opt->stats_file);
+		if (!(opt->stats_file = strdup(v)))
+			die("out of memory");
+	}
 	else {
 		if (v)
 			v[-1] = '=';
@@ -323,7 +333,45 @@ static bool mounted_at(const char *real)
 	return found;
 }
 
-int check_paths(const struct pcfs_options *opt)
+/* Is the resolved path p dir or below it? */
+static bool path_within(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !strcmp(dir, "/") || (!strncmp(p, dir, n) && (p[n] == '/' || !p[n]));
+}
+
+/* -o stats_file=PATH, made absolute (its directory resolved: the daemon
+ * writes it long after, whatever its cwd) and written once now, empty,
+ * so that a directory that takes no new file is refused before mounting.
+ * Not under MOUNTPOINT (real_mp): pcfs would write it through itself. */
+static void check_stats_file(struct pcfs_options *opt, const char *real_mp)
+{
+	const char *path = opt->stats_file, *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	char dir[PATH_MAX], real_dir[PATH_MAX];
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == path)
+		strcpy(dir, "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		die("-o stats_file=%s: not a file name", path);
+	if (!realpath(dir, real_dir))
+		die("-o stats_file=%s: %s: %s", path, dir, strerror(errno));
+	char *abs = malloc(strlen(real_dir) + strlen(base) + 2);
+	if (!abs)
+		die("out of memory");
+	sprintf(abs, "%s/%s", strcmp(real_dir, "/") ? real_dir : "", base);
+	if (path_within(abs, real_mp))
+		die("-o stats_file=%s is inside MOUNTPOINT %s: put it elsewhere", path, opt->mountpoint);
+	if (stats_file_write(abs, "", 0) != 0)
+		die("-o stats_file=%s: cannot write it: %s", path, strerror(errno));
+	free(opt->stats_file);
+	opt->stats_file = abs;
+}
+
+int check_paths(struct pcfs_options *opt)
 {
 	int fd = open(opt->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -342,9 +390,10 @@ int check_paths(const struct pcfs_options *opt)
 		die("cannot resolve %s or %s: %s", opt->mountpoint, opt->backing, strerror(errno));
 	if (mounted_at(real_mp))
 		die("MOUNTPOINT %s is in use: something is mounted there", opt->mountpoint);
-	size_t lb = strlen(real_b);
-	if (!strcmp(real_b, "/") || (!strncmp(real_mp, real_b, lb) && (real_mp[lb] == '/' || !real_mp[lb])))
+	if (path_within(real_mp, real_b))
 		die("MOUNTPOINT %s is inside BACKING_DIR %s: the mount would contain itself", opt->mountpoint,
 		    opt->backing);
+	if (opt->stats_file)
+		check_stats_file(opt, real_mp);
 	return fd;
 }

@@ -39,6 +39,7 @@ struct pcfs_options {
 	unsigned threads;
 	bool ro, allow_other, close_to_open, foreground, debug;
 	const char *backing, *mountpoint;
+	char *stats_file; /* -o stats_file=, made absolute; NULL: none */
 };
 
 /*
@@ -193,6 +194,17 @@ void stats_getattr(fuse_req_t req);
 void stats_open(fuse_req_t req, struct fuse_file_info *fi);
 /* The counters as text (caller frees); also what SIGUSR1 prints. */
 char *stats_text(struct pcfs *fs, size_t *len);
+/* SIGUSR1: the counters to syslog (and stderr with -f) and to -o
+ * stats_file. */
+void stats_report(struct pcfs *fs);
+/* Replace the file at path with len bytes of text, by renaming a new
+ * file (mode 0600) over it: a reader sees the old text or the new.  0, or
+ * -1 with errno. */
+int stats_file_write(const char *path, const char *text, size_t len);
+/* At exit: -o stats_file gets the counters taken before the final
+ * write-back (text, freed here) and its outcome, unmount_status 0, or 1
+ * and unmount_error <error> if error is not empty. */
+void stats_final(struct pcfs *fs, char *text, size_t len, const char *error);
 
 /* main.c: one line to syslog, and to stderr with -f (a daemon's stderr is
  * /dev/null). */

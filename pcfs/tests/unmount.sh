@@ -62,17 +62,20 @@ for how in umount TERM INT TERM2; do
 done
 
 # A backing file system with no room: the data written through the mount
-# is only cached; at unmount it cannot be written.
+# is only cached; at unmount it cannot be written, and -o stats_file says
+# so too (a daemon's stderr is /dev/null).
 rm -rf "${B:?}"/*
 mount -t tmpfs -o size=4M pcfs-unmount "$B" || fail "cannot mount a tmpfs"
 dd if=/dev/zero of="$B/fill" bs=4k 2>/dev/null || true
-start_fg
+start_fg -o stats_file="$T/stats"
 MOUNTS=("$M" "$B") # the pcfs mount goes first at cleanup
 head -c 300000 /dev/urandom >"$M/late" 2>/dev/null || true
 stop umount
 [ "$RC" -eq 1 ] || { cat "$T/err"; fail "full backing fs: exit status $RC, want 1"; }
 grep -q "could not be written back at unmount: No space left" "$T/err" ||
 	{ cat "$T/err"; fail "full backing fs: no line saying the data could not be written"; }
+grep -qx "unmount_status 1" "$T/stats" && grep -q "^unmount_error data could not be written back" "$T/stats" ||
+	{ cat "$T/stats"; fail "full backing fs: stats_file has no unmount_status 1 and unmount_error"; }
 echo "full backing file system: $(grep "could not" "$T/err"), exit status 1"
 umount "$B"
 echo "unmount: ok"
