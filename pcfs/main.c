@@ -65,9 +65,31 @@ static void check_cache_config(const struct pcfs_options *o)
 	pc_cache_destroy(c);
 }
 
+/* MAP_SHARED of a file opened with FOPEN_DIRECT_IO: the kernel (6.6 and
+ * later) allows it only if the daemon grants FUSE_DIRECT_IO_ALLOW_MMAP,
+ * and libfuse can send that only from 3.17.1, whose headers define
+ * FUSE_CAP_DIRECT_IO_ALLOW_MMAP.  The kernel then keeps the mapped pages
+ * coherent with our direct writes itself (it writes back and invalidates
+ * the range around each direct I/O), and a shared mapping's dirty pages
+ * come back as WRITEs.  Built against an older libfuse (Debian 12's
+ * 3.14), MAP_SHARED fails with ENODEV: see "mmap" in README.md. */
+static bool want_shared_mmap(struct fuse_conn_info *conn)
+{
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP) {
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+		return true;
+	}
+#else
+	(void)conn;
+#endif
+	return false;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct pcfs *fs = userdata;
+	fs->shared_mmap = want_shared_mmap(conn);
 	/* 1 MiB requests: libfuse asks the kernel for max_pages to match. */
 	conn->max_write = 1u << 20;
 	conn->max_readahead = 0; /* direct I/O: the kernel reads nothing ahead */

@@ -95,6 +95,7 @@ struct pcfs {
 	struct fuse_session *se;
 	int proc_fd; /* /proc/self/fd, to reopen O_PATH descriptors */
 	uid_t owner;
+	bool shared_mmap; /* FUSE_DIRECT_IO_ALLOW_MMAP granted (main.c) */
 	struct pcfs_inode root;
 	/* The inode table, by (dev, ino). */
 	pthread_mutex_t table_lock;

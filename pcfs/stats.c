@@ -48,7 +48,8 @@ char *stats_text(struct pcfs *fs, size_t *len)
 	fprintf(f, "fuse_reads %llu\nfuse_read_bytes %llu\nfuse_writes %llu\nfuse_write_bytes %llu\n",
 		(unsigned long long)atomic_load(&fs->reads), (unsigned long long)atomic_load(&fs->read_bytes),
 		(unsigned long long)writes, (unsigned long long)atomic_load(&fs->write_bytes));
-	fprintf(f, "flush_errors %llu\n", (unsigned long long)atomic_load(&fs->flush_errors));
+	fprintf(f, "flush_errors %llu\nshared_mmap %d\n", (unsigned long long)atomic_load(&fs->flush_errors),
+		fs->shared_mmap);
 	stats_fds(fs, f);
 	/* edgebench's figure: 4 KiB device reads per write request. */
 	fprintf(f, "dev_reads_per_write %.3f\n", writes ? (double)s.dev_read_bytes / 4096.0 / (double)writes : 0.0);
