@@ -180,22 +180,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 }
 
-/* A per-thread buffer for read replies that cannot use spans (up to
- * max_read, 1 MiB). */
-static char *read_buffer(size_t size)
-{
-	static __thread char *buf;
-	static __thread size_t cap;
-	if (size > cap) {
-		char *nb = realloc(buf, size);
-		if (!nb)
-			return NULL;
-		buf = nb;
-		cap = size;
-	}
-	return buf;
-}
-
 /* Spans enough for a 1 MiB read of 4 KiB folios, and the reply header. */
 #define READ_SPANS 260
 
@@ -230,10 +214,12 @@ static ssize_t reply_read_spans(fuse_req_t req, struct pc_file *pf, size_t size,
 	return (ssize_t)done;
 }
 
-/* The same with a copy, for handles that take no spans. */
+/* The same with a copy, for handles that take no spans (O_DIRECT: the
+ * device read dwarfs the allocation; a per-thread buffer leaked when
+ * libfuse ended its threads). */
 static ssize_t reply_read_copy(fuse_req_t req, struct pc_file *pf, size_t size, off_t off, int flags)
 {
-	char *buf = read_buffer(size);
+	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		errno = ENOMEM;
 		return -1;
@@ -241,6 +227,9 @@ static ssize_t reply_read_copy(fuse_req_t req, struct pc_file *pf, size_t size, 
 	ssize_t n = pc_pread(pf, buf, size, off, flags);
 	if (n >= 0)
 		fuse_reply_buf(req, buf, (size_t)n);
+	int err = errno;
+	free(buf);
+	errno = err;
 	return n;
 }
 
