@@ -1,7 +1,7 @@
 /*
  * inode.c - the inode table: every backing file or directory the kernel
- * holds lookups on, by (dev, ino), each with an O_PATH descriptor, as
- * libfuse's passthrough_ll does.  Two names of one file (hard links) are
+ * holds lookups on, by (dev, ino), each with an O_PATH descriptor (as
+ * libfuse's passthrough_ll does; fds.c bounds how many are open).  Two names of one file (hard links) are
  * one inode, so its cached data is one mapping in pagecache too.
  *
  * An inode goes when the kernel has forgotten all its lookups, unless it
@@ -74,7 +74,7 @@ struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st)
 	if (in) {
 		in->nlookup++;
 		pthread_mutex_unlock(&fs->table_lock);
-		close(fd);
+		fds_offer(fs, in, fd);
 		return in;
 	}
 	in = calloc(1, sizeof(*in));
@@ -85,7 +85,7 @@ struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st)
 	}
 	in->dev = st->st_dev;
 	in->ino = st->st_ino;
-	in->fd = fd;
+	fds_adopt(fs, in, fd);
 	in->nlookup = 1;
 	pthread_mutex_init(&in->lock, NULL);
 	if (fs->ninodes >= 2 * fs->nbuckets) {
@@ -111,9 +111,9 @@ static void table_remove(struct pcfs *fs, struct pcfs_inode *in)
 	}
 }
 
-static void inode_free(struct pcfs_inode *in)
+static void inode_free(struct pcfs *fs, struct pcfs_inode *in)
 {
-	close(in->fd);
+	fds_release(fs, in);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
 }
@@ -142,7 +142,7 @@ void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n)
 	}
 	pthread_mutex_unlock(&fs->table_lock);
 	if (gone)
-		inode_free(in);
+		inode_free(fs, in);
 }
 
 void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta)
@@ -152,9 +152,9 @@ void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta)
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
-void inode_proc_name(const struct pcfs_inode *in, char buf[32])
+void proc_name(int fd, char buf[32])
 {
-	snprintf(buf, 32, "%d", in->fd);
+	snprintf(buf, 32, "%d", fd);
 }
 
 /* Snapshot of the inodes that owe an mtime and nobody holds (all: every
@@ -198,7 +198,7 @@ void inode_settle_times(struct pcfs *fs, bool all)
 			table_remove(fs, in);
 		pthread_mutex_unlock(&fs->table_lock);
 		if (gone)
-			inode_free(in);
+			inode_free(fs, in);
 	}
 	free(v);
 }
@@ -209,7 +209,7 @@ void inode_table_free(struct pcfs *fs)
 		while (fs->buckets[i]) {
 			struct pcfs_inode *in = fs->buckets[i];
 			fs->buckets[i] = in->hash_next;
-			inode_free(in);
+			inode_free(fs, in);
 		}
 	free(fs->buckets);
 	fs->buckets = NULL;

@@ -14,9 +14,11 @@
  */
 #include "pcfs.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +56,40 @@ static void check_cache_config(const struct pcfs_options *o)
 	config_from_options(o, &cfg);
 	cfg.flags |= PC_CFG_LAZY_MEMORY;
 	struct pc_cache *c = pc_cache_new(&cfg);
-	if (!c)
-		die("cannot make a cache with these options (memory, max_folio, block, dirty_limit): %s",
-		    strerror(errno));
+	char size[32];
+	if (!c && errno == ENOMEM)
+		die("-o memory=%s is more than this machine can back now (MemAvailable, cgroup limits): %s",
+		    size_text(cfg.memory_limit, size), strerror(errno));
+	if (!c) /* options.c checked the ranges: pagecache changed its own? */
+		die("pagecache refuses these sizes (memory, max_folio, block, dirty_limit): %s", strerror(errno));
 	pc_cache_destroy(c);
+}
+
+/* MAP_SHARED of a file opened with FOPEN_DIRECT_IO: the kernel (6.6 and
+ * later) allows it only if the daemon grants FUSE_DIRECT_IO_ALLOW_MMAP,
+ * and libfuse can send that only from 3.17.1, whose headers define
+ * FUSE_CAP_DIRECT_IO_ALLOW_MMAP.  The kernel then keeps the mapped pages
+ * coherent with our direct writes itself (it writes back and invalidates
+ * the range around each direct I/O), and a shared mapping's dirty pages
+ * come back as WRITEs.  Built against an older libfuse (Debian 12's
+ * 3.14), MAP_SHARED fails with ENODEV: see "mmap" in README.md. */
+static bool want_shared_mmap(struct fuse_conn_info *conn)
+{
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP) {
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+		return true;
+	}
+#else
+	(void)conn;
+#endif
+	return false;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct pcfs *fs = userdata;
+	fs->shared_mmap = want_shared_mmap(conn);
 	/* 1 MiB requests: libfuse asks the kernel for max_pages to match. */
 	conn->max_write = 1u << 20;
 	conn->max_readahead = 0; /* direct I/O: the kernel reads nothing ahead */
@@ -133,13 +160,18 @@ static void daemon_ready(int fd)
 	close(fd);
 }
 
-static void report(struct pcfs *fs, int prio, const char *fmt, const char *arg)
+void pcfs_log(int prio, const char *fmt, ...)
 {
-	syslog(prio, fmt, arg);
-	if (fs->opt.foreground) {
+	va_list ap;
+	va_start(ap, fmt);
+	vsyslog(prio, fmt, ap);
+	va_end(ap);
+	if (pcfs_fs && pcfs_fs->opt.foreground) {
+		va_start(ap, fmt);
 		fputs("pcfs: ", stderr);
-		fprintf(stderr, fmt, arg);
+		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);
+		va_end(ap);
 	}
 }
 
@@ -157,15 +189,8 @@ static void *housekeeping(void *arg)
 	sigaddset(&set, SIGUSR1);
 	while (!atomic_load(&housekeeping_stop)) {
 		struct timespec t = { 1, 0 };
-		if (sigtimedwait(&set, NULL, &t) == SIGUSR1) {
-			size_t len;
-			char *text = stats_text(fs, &len);
-			if (text) {
-				for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
-					report(fs, LOG_INFO, "stats: %s", l);
-				free(text);
-			}
-		}
+		if (sigtimedwait(&set, NULL, &t) == SIGUSR1)
+			stats_report(fs);
 		inode_settle_times(fs, false);
 	}
 	return NULL;
@@ -197,9 +222,10 @@ static int serve(struct pcfs *fs)
 	return r;
 }
 
-/* Every inode the kernel knows holds an O_PATH descriptor (inode.c), so a
- * tree of a few thousand files needs more than the usual soft limit of
- * 1024: take the hard limit, as libfuse's passthrough_ll does. */
+/* Inodes hold O_PATH descriptors (a bounded number of them, a share of
+ * this limit, where they can be reopened by file handle: fds.c; all of
+ * them elsewhere) and pagecache keeps closed files' descriptors, so take
+ * the hard limit, as libfuse's passthrough_ll does. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -207,6 +233,42 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* What made the exit status 1: logged, and the first kept in error[256]
+ * for -o stats_file. */
+static void exit_error(char *error, const char *what, int err)
+{
+	pcfs_log(LOG_ERR, "%s: %s", what, strerror(err));
+	if (!*error)
+		snprintf(error, 256, "%s: %s", what, strerror(err));
+}
+
+/* After the mount is gone (loop: what the FUSE loop returned, < 0 an
+ * error): write everything back, then put the mtimes still owed on the
+ * backing files (the write-back just changed them), and say what could
+ * not be done.  The exit status: 1 if anything failed.  libfuse's signal
+ * handlers stay until the data is written: a second SIGTERM or SIGINT
+ * (an impatient ^C) must not end the process with data still cached. */
+static int finish(struct pcfs *fs, int loop)
+{
+	/* The last counters for -o stats_file, while there is a cache. */
+	size_t len = 0;
+	char *counters = fs->opt.stats_file ? stats_text(fs, &len) : NULL;
+	char error[256] = "";
+	if (loop < 0)
+		exit_error(error, "the FUSE session ended with an error", -loop);
+	fds_close_unused(fs); /* room for the write-back's own (syncfs) */
+	if (pc_cache_destroy(fs->cache) != 0)
+		exit_error(error, "data could not be written back at unmount", errno);
+	fs->cache = NULL;
+	inode_settle_times(fs, true);
+	stats_final(fs, counters, len, error);
+	int status = *error ? 1 : 0;
+	fuse_remove_signal_handlers(fs->se);
+	fuse_session_destroy(fs->se);
+	inode_table_free(fs);
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -222,7 +284,13 @@ int main(int argc, char **argv)
 	check_cache_config(&fs.opt);
 	if (root_init(&fs, backing_fd) != 0 || inode_table_init(&fs) != 0)
 		die("out of memory");
-	openlog("pcfs", LOG_PID, LOG_DAEMON);
+	fds_init(&fs);
+	/* What must work when descriptors have run out (fds.c logs it) is
+	 * opened now: the syslog socket, and libgcc_s, which glibc loads at
+	 * the first pthread_cancel (libfuse's loop ends so) and aborts the
+	 * process without, data still cached, when it cannot. */
+	openlog("pcfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
 
 	fs.se = session_new(&fs, cl.fuse_opts);
 	if (!fs.se)
@@ -258,19 +326,5 @@ int main(int argc, char **argv)
 	if (have_hk)
 		pthread_join(hk, NULL);
 	fuse_session_unmount(fs.se);
-	fuse_remove_signal_handlers(fs.se);
-
-	/* Everything is written back here; what could not be is reported. */
-	int status = 0;
-	if (pc_cache_destroy(fs.cache) != 0) {
-		report(&fs, LOG_ERR, "data could not be written back at unmount: %s", strerror(errno));
-		status = 1;
-	}
-	fs.cache = NULL;
-	inode_settle_times(&fs, true);
-	fuse_session_destroy(fs.se);
-	inode_table_free(&fs);
-	if (loop < 0 && status == 0)
-		report(&fs, LOG_ERR, "the FUSE session ended with an error: %s", strerror(-loop));
-	return status;
+	return finish(&fs, loop);
 }

@@ -1,6 +1,7 @@
 /*
  * ops_data.c - file data, all of it through pagecache: one pc_file handle
- * per FUSE open, opened relative to the inode's O_PATH descriptor.
+ * per FUSE open, opened relative to the inode's O_PATH descriptor (which
+ * stays open while the file is: fds.c).
  *
  * What programs ask for maps to pagecache's flags: an O_DIRECT open is a
  * PC_DIRECT handle; O_DSYNC / O_SYNC opens, and writes the kernel flags
@@ -60,11 +61,43 @@ static int dsync_flag(int fl)
 	return (fl & O_DSYNC) ? PC_DSYNC : 0;
 }
 
+/* pc_openat of name in the directory inode `in`, or of `in` itself (name
+ * NULL); retried when out of descriptors (fds_retry).  NULL with errno. */
+static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
+				     mode_t mode)
+{
+	int fd = fd_hold(fs, in);
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	char self[32];
+	int dirfd = fd;
+	if (!name) {
+		proc_name(fd, self);
+		name = self;
+		dirfd = fs->proc_fd;
+	}
+	struct pc_file *pf;
+	for (int try = 0; !(pf = pc_openat(fs->cache, dirfd, name, flags, mode)) && fds_retry(fs, errno, try); try++)
+		;
+	int err = errno;
+	fd_put(fs, in);
+	errno = err;
+	return pf;
+}
+
+/* A FUSE open of in: the inode keeps its descriptor open meanwhile (a file
+ * unlinked while open could not be reopened by handle). */
 static struct pcfs_handle *handle_new(struct pcfs *fs, struct pcfs_inode *in, struct pc_file *pf, int fl)
 {
 	struct pcfs_handle *h = calloc(1, sizeof(*h));
-	if (!h)
+	int fd = h ? fd_hold(fs, in) : -ENOMEM;
+	if (fd < 0) {
+		free(h);
+		errno = -fd;
 		return NULL;
+	}
 	h->pf = pf;
 	h->in = in;
 	h->write_flags = dsync_flag(fl);
@@ -77,8 +110,10 @@ static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
 	int err = 0;
 	if (h->pf && pc_close(h->pf) != 0)
 		err = errno;
-	if (h->in)
+	if (h->in) {
 		inode_open_count(fs, h->in, -1);
+		fd_put(fs, h->in);
+	}
 	free(h->text);
 	free(h);
 	return err;
@@ -92,12 +127,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	struct pcfs_inode *in = inode_of(req, ino);
-	char name[32];
-	inode_proc_name(in, name);
-	struct pc_file *pf = pc_openat(fs->cache, fs->proc_fd, name, pc_open_flags(fi->flags), 0);
+	struct pc_file *pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
 	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
 	if (!h) {
-		int err = pf ? ENOMEM : errno;
+		int err = errno;
 		if (pf)
 			pc_close(pf);
 		fuse_reply_err(req, err);
@@ -122,7 +155,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	int fl = pc_open_flags(fi->flags) | O_CREAT | O_NOFOLLOW | (fi->flags & O_EXCL);
-	struct pc_file *pf = pc_openat(fs->cache, dir->fd, name, fl, mode);
+	struct pc_file *pf = open_at_inode(fs, dir, name, fl, mode);
 	if (!pf) {
 		fuse_reply_err(req, errno);
 		return;
@@ -132,8 +165,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct pcfs_handle *h = err ? NULL : handle_new(fs, (struct pcfs_inode *)(uintptr_t)e.ino, pf, fi->flags);
 	if (!h) {
 		if (!err) {
+			err = -errno;
 			inode_forget(fs, (struct pcfs_inode *)(uintptr_t)e.ino, 1);
-			err = -ENOMEM;
 		}
 		pc_close(pf);
 		fuse_reply_err(req, -err);
@@ -147,19 +180,57 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 }
 
-/* A per-thread buffer for read replies (up to max_read, 1 MiB). */
-static char *read_buffer(size_t size)
+/* Spans enough for a 1 MiB read of 4 KiB folios, and the reply header. */
+#define READ_SPANS 260
+
+/* Reply to a read with the cached bytes themselves: spans of the range
+ * (pc_read_begin), sent by fuse_reply_iov straight from the cache's
+ * memory, then released.  One copy (the kernel's, into the program's
+ * buffer) instead of two (pc_pread into a buffer, then the kernel's).
+ * The bytes read, or -1 with errno if nothing could be read: EINVAL for a
+ * handle that takes no spans (O_DIRECT), which pc_pread serves. */
+static ssize_t reply_read_spans(fuse_req_t req, struct pc_file *pf, size_t size, off_t off, int flags)
 {
-	static __thread char *buf;
-	static __thread size_t cap;
-	if (size > cap) {
-		char *nb = realloc(buf, size);
-		if (!nb)
-			return NULL;
-		buf = nb;
-		cap = size;
+	static __thread struct pc_span spans[READ_SPANS];
+	struct iovec iov[READ_SPANS];
+	size_t n = 0, done = 0;
+	while (done < size && n < READ_SPANS) {
+		ssize_t got = pc_read_begin(pf, off + (off_t)done, size - done, flags, &spans[n]);
+		if (got <= 0) {
+			if (got < 0 && n == 0)
+				return -1;
+			break; /* end of file; or an error after some bytes: a short read */
+		}
+		iov[n].iov_base = spans[n].data;
+		iov[n++].iov_len = (size_t)got;
+		done += (size_t)got;
 	}
-	return buf;
+	if (n)
+		fuse_reply_iov(req, iov, (int)n);
+	else
+		fuse_reply_buf(req, NULL, 0);
+	for (size_t i = 0; i < n; i++)
+		pc_read_end(&spans[i]);
+	return (ssize_t)done;
+}
+
+/* The same with a copy, for handles that take no spans (O_DIRECT: the
+ * device read dwarfs the allocation; a per-thread buffer leaked when
+ * libfuse ended its threads). */
+static ssize_t reply_read_copy(fuse_req_t req, struct pc_file *pf, size_t size, off_t off, int flags)
+{
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ssize_t n = pc_pread(pf, buf, size, off, flags);
+	if (n >= 0)
+		fuse_reply_buf(req, buf, (size_t)n);
+	int err = errno;
+	free(buf);
+	errno = err;
+	return n;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -172,19 +243,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_buf(req, h->text + (n ? off : 0), n < size ? n : size);
 		return;
 	}
-	char *buf = read_buffer(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ssize_t n = pc_pread(h->pf, buf, size, off, uncached_flag(fs, size));
+	int flags = uncached_flag(fs, size);
+	ssize_t n = reply_read_spans(req, h->pf, size, off, flags);
+	if (n < 0 && errno == EINVAL)
+		n = reply_read_copy(req, h->pf, size, off, flags);
 	if (n < 0) {
 		fuse_reply_err(req, errno);
 		return;
 	}
 	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&fs->read_bytes, (uint64_t)n, memory_order_relaxed);
-	fuse_reply_buf(req, buf, (size_t)n);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -233,7 +301,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err = handle_close(fs, h);
 	/* Nobody can hear it now: FLUSH reported what was known then. */
 	if (err)
-		syslog(LOG_ERR, "pcfs: write error after the last close of a file: %s", strerror(err));
+		pcfs_log(LOG_ERR, "write error after the last close of a file: %s (its data stays cached, retried)",
+			 strerror(err));
 	if (in)
 		times_try_settle(fs, in, false);
 	fuse_reply_err(req, 0);
@@ -285,18 +354,14 @@ int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse
 		return -EPERM;
 	if (!pf) {
 		/* truncate(2) by name: a handle of our own for the call. */
-		char name[32];
-		inode_proc_name(in, name);
-		pf = tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		pf = tmp = open_at_inode(fs, in, NULL, O_WRONLY, 0);
 		if (!pf)
 			return -errno;
 	}
 	int err = pc_ftruncate(pf, size) ? -errno : 0;
 	if (err == -EBADF && !tmp) {
 		/* A read-only handle of a writer's ftruncate? Open our own. */
-		char name[32];
-		inode_proc_name(in, name);
-		tmp = pc_openat(fs->cache, fs->proc_fd, name, O_WRONLY, 0);
+		tmp = open_at_inode(fs, in, NULL, O_WRONLY, 0);
 		err = !tmp ? -errno : pc_ftruncate(tmp, size) ? -errno : 0;
 	}
 	if (tmp && pc_close(tmp) != 0 && !err)

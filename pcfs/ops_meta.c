@@ -1,7 +1,8 @@
 /*
  * ops_meta.c - metadata operations, passed through to the backing
  * directory.  Every call is relative to the O_PATH descriptor of an inode
- * (or to /proc/self/fd/<fd> for calls that refuse O_PATH descriptors), and
+ * (held by fd_hold, fds.c, for the call; or to /proc/self/fd/<fd> for
+ * calls that refuse O_PATH descriptors), and
  * names are single components the kernel gave us, opened with O_NOFOLLOW:
  * no path, `..` or symlink in the backing directory can take a call
  * outside it.  The kernel resolves symlinks itself, in the mount.
@@ -35,19 +36,24 @@ int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, s
 {
 	if (bad_name(name))
 		return -ENOENT;
-	int fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	int dirfd = fd_hold(fs, parent);
+	if (dirfd < 0)
+		return dirfd;
+	int fd = fds_openat(fs, dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int err = fd < 0 ? -errno : 0;
+	fd_put(fs, parent);
+	if (err)
+		return err;
 	struct stat st;
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-		int err = -errno;
+		err = -errno;
 		close(fd);
 		return err;
 	}
 	struct pcfs_inode *in = inode_get(fs, fd, &st);
 	if (!in)
 		return -ENOMEM;
-	int err = attr_of(fs, in, &st);
+	err = attr_of(fs, in, &st);
 	if (err) {
 		inode_forget(fs, in, 1);
 		return err;
@@ -123,16 +129,17 @@ static struct timespec set_time(int to_set, int now_bit, int set_bit, struct tim
 	return t;
 }
 
-static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, const struct stat *attr, int to_set)
+/* setattr's mode, owner and times, through in's descriptor fd. */
+static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, int fd, const struct stat *attr, int to_set)
 {
 	char name[32];
-	inode_proc_name(in, name);
+	proc_name(fd, name);
 	if ((to_set & FUSE_SET_ATTR_MODE) && fchmodat(fs->proc_fd, name, attr->st_mode, 0) != 0)
 		return -errno;
 	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
-		if (fchownat(in->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
 			return -errno;
 	}
 	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
@@ -145,7 +152,7 @@ static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, const struct sta
 			return -errno;
 		if (tv[1].tv_nsec != UTIME_OMIT) {
 			struct stat st;
-			if (fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+			if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
 				times_explicit_mtime(in, &st.st_mtim); /* re-applied once data is written */
 		}
 	} else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -165,8 +172,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int err = 0;
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		err = data_truncate(req, in, attr->st_size, fi);
+	int fd = err ? -1 : fd_hold(fs, in);
 	if (!err)
-		err = setattr_meta(fs, in, attr, to_set);
+		err = fd < 0 ? fd : setattr_meta(fs, in, fd, attr, to_set);
+	if (fd >= 0)
+		fd_put(fs, in);
 	struct stat st;
 	if (!err)
 		err = attr_of(fs, in, &st);
@@ -178,16 +188,33 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct pcfs_inode *in = inode_of(req, ino);
+	int fd = fd_hold_or_reply(req, in);
+	if (fd < 0)
+		return;
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(inode_of(req, ino)->fd, "", buf, sizeof(buf));
+	ssize_t n = readlinkat(fd, "", buf, sizeof(buf));
+	int err = errno;
+	fd_put(fs_of(req), in);
 	if (n < 0)
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, err);
 	else if (n >= (ssize_t)sizeof(buf))
 		fuse_reply_err(req, ENAMETOOLONG);
 	else {
 		buf[n] = 0;
 		fuse_reply_readlink(req, buf);
 	}
+}
+
+/* Make a node (mknod, mkdir, symlink) and reply with its entry. */
+/* Make a node (mknod, mkdir, symlink) in the directory dirfd. */
+static int make_node_at(int dirfd, const char *name, mode_t mode, dev_t rdev, const char *link)
+{
+	if (link)
+		return symlinkat(link, dirfd, name);
+	if (S_ISDIR(mode))
+		return mkdirat(dirfd, name, mode);
+	return mknodat(dirfd, name, mode, rdev);
 }
 
 /* Make a node (mknod, mkdir, symlink) and reply with its entry. */
@@ -200,15 +227,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, bad_name(name) ? EINVAL : EEXIST);
 		return;
 	}
-	int r;
-	if (link)
-		r = symlinkat(link, dir->fd, name);
-	else if (S_ISDIR(mode))
-		r = mkdirat(dir->fd, name, mode);
-	else
-		r = mknodat(dir->fd, name, mode, rdev);
-	if (r != 0) {
-		fuse_reply_err(req, errno);
+	int dirfd = fd_hold_or_reply(req, dir);
+	if (dirfd < 0)
+		return;
+	int err = make_node_at(dirfd, name, mode, rdev, link) ? errno : 0;
+	fd_put(fs, dir);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	struct fuse_entry_param e;
@@ -230,6 +255,18 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	make_node(req, parent, name, S_IFLNK, 0, link);
 }
 
+/* A new name in dirfd for the file of fd; errno on failure. */
+static int link_at(struct pcfs *fs, int fd, int dirfd, const char *newname)
+{
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc name does not. */
+	char name[32];
+	proc_name(fd, name);
+	if (linkat(fd, "", dirfd, newname, AT_EMPTY_PATH) != 0 &&
+	    linkat(fs->proc_fd, name, dirfd, newname, AT_SYMLINK_FOLLOW) != 0)
+		return errno;
+	return 0;
+}
+
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct pcfs *fs = fs_of(req);
@@ -238,12 +275,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc name does not. */
-	char name[32];
-	inode_proc_name(in, name);
-	if (linkat(in->fd, "", dir->fd, newname, AT_EMPTY_PATH) != 0 &&
-	    linkat(fs->proc_fd, name, dir->fd, newname, AT_SYMLINK_FOLLOW) != 0) {
-		fuse_reply_err(req, errno);
+	int fd = fd_hold_or_reply(req, in);
+	if (fd < 0)
+		return;
+	int dirfd = fd_hold(fs, dir);
+	int err = dirfd < 0 ? -dirfd : link_at(fs, fd, dirfd, newname);
+	if (dirfd >= 0)
+		fd_put(fs, dir);
+	fd_put(fs, in);
+	if (err) {
+		fuse_reply_err(req, err);
 		return;
 	}
 	times_meta_changed(in);
@@ -251,47 +292,68 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	reply_entry_or_err(req, entry_lookup(fs, dir, newname, &e), &e);
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* unlink and rmdir (flags AT_REMOVEDIR). */
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct pcfs_inode *dir = inode_of(req, parent);
 	if (bad_name(name)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	int dirfd = fd_hold_or_reply(req, dir);
+	if (dirfd < 0)
+		return;
+	int err = unlinkat(dirfd, name, flags) ? errno : 0;
+	fd_put(fs_of(req), dir);
+	fuse_reply_err(req, err);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
 	/* An open file keeps working: its pagecache handle holds the
 	 * backing descriptor, and its inode keeps its O_PATH one. */
-	fuse_reply_err(req, unlinkat(dir->fd, name, 0) ? errno : 0);
+	remove_name(req, parent, name, 0);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct pcfs_inode *dir = inode_of(req, parent);
-	if (bad_name(name)) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	fuse_reply_err(req, unlinkat(dir->fd, name, AT_REMOVEDIR) ? errno : 0);
+	remove_name(req, parent, name, AT_REMOVEDIR);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
+	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *a = inode_of(req, parent), *b = inode_of(req, newparent);
 	if (bad_name(name) || bad_name(newname)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	int afd = fd_hold_or_reply(req, a);
+	if (afd < 0)
+		return;
+	int bfd = fd_hold(fs, b);
 	/* RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT: as the backing
 	 * file system does them.  Cached data follows the inode, not the
 	 * name, so a renamed open file keeps its data. */
-	fuse_reply_err(req, renameat2(a->fd, name, b->fd, newname, flags) ? errno : 0);
+	int err = bfd < 0 ? -bfd : renameat2(afd, name, bfd, newname, flags) ? errno : 0;
+	if (bfd >= 0)
+		fd_put(fs, b);
+	fd_put(fs, a);
+	fuse_reply_err(req, err);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct pcfs_inode *in = inode_of(req, ino == PCFS_STATS_INO ? FUSE_ROOT_ID : ino);
+	int fd = fd_hold_or_reply(req, in);
+	if (fd < 0)
+		return;
 	struct statvfs sv;
-	if (fstatvfs(inode_of(req, ino == PCFS_STATS_INO ? FUSE_ROOT_ID : ino)->fd, &sv) != 0)
-		fuse_reply_err(req, errno);
+	int err = fstatvfs(fd, &sv) ? errno : 0;
+	fd_put(fs_of(req), in);
+	if (err)
+		fuse_reply_err(req, err);
 	else
 		fuse_reply_statfs(req, &sv);
 }
@@ -306,7 +368,13 @@ struct dir_handle {
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int fd = openat(inode_of(req, ino)->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct pcfs *fs = fs_of(req);
+	struct pcfs_inode *in = inode_of(req, ino);
+	int dirfd = fd_hold_or_reply(req, in);
+	if (dirfd < 0)
+		return;
+	int fd = fds_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd_put(fs, in);
 	struct dir_handle *d = fd >= 0 ? calloc(1, sizeof(*d)) : NULL;
 	if (d)
 		d->dp = fdopendir(fd);
@@ -387,45 +455,58 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 
 /* xattr calls take paths: /proc/self/fd/N names the inode itself.  A
  * symlink's xattrs are not reachable that way (the l-calls would act on
- * the /proc link): ENOTSUP, as for user xattrs on symlinks anyway. */
-static bool xattr_path(fuse_req_t req, fuse_ino_t ino, char path[64])
+ * the /proc link): ENOTSUP, as for user xattrs on symlinks anyway.  The
+ * inode, its descriptor held until xattr_done; NULL when replied to. */
+static struct pcfs_inode *xattr_path(fuse_req_t req, fuse_ino_t ino, char path[64])
 {
-	struct pcfs_inode *in = inode_of(req, ino);
-	struct stat st;
-	if (ino == PCFS_STATS_INO || fstatat(in->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
-	    S_ISLNK(st.st_mode)) {
+	if (ino == PCFS_STATS_INO) {
 		fuse_reply_err(req, ENOTSUP);
-		return false;
+		return NULL;
 	}
-	snprintf(path, 64, "/proc/self/fd/%d", in->fd);
-	return true;
+	struct pcfs_inode *in = inode_of(req, ino);
+	int fd = fd_hold_or_reply(req, in);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode)) {
+		fd_put(fs_of(req), in);
+		fuse_reply_err(req, ENOTSUP);
+		return NULL;
+	}
+	snprintf(path, 64, "/proc/self/fd/%d", fd);
+	return in;
 }
 
-/* Reply to a get/list call: the size (size 0 asked), the data, or errno. */
-static void reply_xattr(fuse_req_t req, ssize_t n, size_t size, const char *buf)
+/* After the call on xattr_path's path that returned r (errno set if < 0):
+ * the descriptor goes back; the errno to reply. */
+static int xattr_done(fuse_req_t req, struct pcfs_inode *in, ssize_t r)
 {
-	if (n < 0)
-		fuse_reply_err(req, errno);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	int err = r < 0 ? errno : 0;
+	fd_put(fs_of(req), in);
+	return err;
 }
 
 /* getxattr and listxattr: the value (or name list) of `ino` into a buffer
  * of the size the kernel asked for (0: just the size), replied. */
 static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	char path[64];
-	if (!xattr_path(req, ino, path))
-		return;
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = name ? getxattr(path, name, buf, size) : listxattr(path, buf, size);
-	reply_xattr(req, n, size, buf);
+	char path[64];
+	struct pcfs_inode *in = xattr_path(req, ino, path);
+	if (in) {
+		ssize_t n = name ? getxattr(path, name, buf, size) : listxattr(path, buf, size);
+		int err = xattr_done(req, in, n);
+		if (err)
+			fuse_reply_err(req, err);
+		else if (size == 0)
+			fuse_reply_xattr(req, (size_t)n);
+		else
+			fuse_reply_buf(req, buf, (size_t)n);
+	}
 	free(buf);
 }
 
@@ -439,27 +520,30 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	get_or_list_xattr(req, ino, NULL, size);
 }
 
+/* setxattr (value) and removexattr (value NULL), replied. */
+static void set_or_remove_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+				int flags)
+{
+	char path[64];
+	struct pcfs_inode *in = xattr_path(req, ino, path);
+	if (!in)
+		return;
+	int r = value ? setxattr(path, name, value, size, flags) : removexattr(path, name);
+	int err = xattr_done(req, in, r);
+	if (!err)
+		times_meta_changed(in);
+	fuse_reply_err(req, err);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 			int flags)
 {
-	char path[64];
-	if (!xattr_path(req, ino, path))
-		return;
-	int r = setxattr(path, name, value, size, flags);
-	if (r == 0)
-		times_meta_changed(inode_of(req, ino));
-	fuse_reply_err(req, r ? errno : 0);
+	set_or_remove_xattr(req, ino, name, value, size, flags);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	char path[64];
-	if (!xattr_path(req, ino, path))
-		return;
-	int r = removexattr(path, name);
-	if (r == 0)
-		times_meta_changed(inode_of(req, ino));
-	fuse_reply_err(req, r ? errno : 0);
+	set_or_remove_xattr(req, ino, name, NULL, 0, 0);
 }
 
 void ops_meta_fill(struct fuse_lowlevel_ops *ops)

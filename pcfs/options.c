@@ -38,22 +38,30 @@ void usage(FILE *out)
 		"  -d                      FUSE debug output (implies -f)\n"
 		"  -h, --help              this text\n"
 		"  -o OPT[,OPT...]         options:\n"
-		"     memory=SIZE          cache memory (memory_limit), default 256M\n"
-		"     max_folio=SIZE       largest folio, 4K..2M, default 256K\n"
-		"     block=SIZE           block size, 512..64K (default: the file system's)\n"
+		"     memory=SIZE          cache memory (memory_limit), default 256M; at least\n"
+		"                          1M and 16 x max_folio, less than 16T, and no more\n"
+		"                          than the machine can back\n"
+		"     max_folio=SIZE       largest folio, a power of two 4K..2M, default 256K\n"
+		"     block=SIZE           block size, a power of two 512..64K, at most\n"
+		"                          max_folio (default: the file system's)\n"
 		"     uncached=never|always|SIZE\n"
 		"                          PC_DONTCACHE for no file (default), every request,\n"
 		"                          or reads and writes of at least SIZE bytes\n"
-		"     dirty_limit=SIZE     dirty bytes before writers wait (default 20%% of memory)\n"
+		"     dirty_limit=SIZE     dirty bytes before writers wait, 4K to half of memory\n"
+		"                          (default 20%% of memory)\n"
 		"     threads=N            FUSE worker threads, 1..256 (default 16)\n"
 		"     close_to_open        every close(2) writes the file back and waits\n"
+		"     stats_file=PATH      kill -USR1 writes the counters there too (mode 0600),\n"
+		"                          and the last ones with unmount_status at exit\n"
 		"     ro                   read-only mount\n"
 		"     allow_other          let other users in (needs user_allow_other in\n"
 		"                          /etc/fuse.conf for non-root)\n"
 		"     FUSE options passed on: allow_root, auto_unmount, fsname=, subtype=,\n"
 		"     max_background=, nosuid, nodev, noexec, noatime, ...\n"
-		"SIZE: bytes, or with K, M, G or T (powers of 1024).\n"
-		"Stats: cat MOUNTPOINT/.pcfs-stats (mount owner only), or kill -USR1 the daemon.\n"
+		"SIZE: bytes, or with K, M, G or T (powers of 1024).  A size out of its range\n"
+		"is refused before mounting, in one line naming the option and the limit.\n"
+		"Stats: cat MOUNTPOINT/.pcfs-stats (mount owner only), or kill -USR1 the daemon\n"
+		"(to syslog, stderr with -f, and -o stats_file).\n"
 		"Unmount: fusermount3 -u MOUNTPOINT (or umount); SIGTERM/SIGINT also unmount.\n"
 		"Everything is written back at unmount; a crash of the daemon loses what\n"
 		"was not fsynced.\n");
@@ -87,11 +95,83 @@ static bool parse_size(const char *s, size_t *out)
 	return true;
 }
 
-static size_t size_value(const char *name, const char *v)
+/* ---------------------------------------------------------- size limits */
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+#define TIB ((size_t)1 << 40)
+
+const char *size_text(size_t n, char buf[32])
+{
+	static const char units[] = "TGMK";
+	for (int i = 0; i < 4; i++) {
+		size_t u = (size_t)1 << (10 * (4 - i));
+		if (n && n % u == 0) {
+			snprintf(buf, 32, "%zu%c", n / u, units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, 32, "%zu", n);
+	return buf;
+}
+
+/* -o name=v within [lo, hi], else one line naming the limit (and what it
+ * comes from: lo_why, hi_why; "" for nothing) and exit 1. */
+static void check_range(const char *name, size_t v, size_t lo, const char *lo_why, size_t hi, const char *hi_why)
+{
+	char a[32], b[32];
+	if (v < lo)
+		die("-o %s=%s is too small: at least %s%s", name, size_text(v, a), size_text(lo, b), lo_why);
+	if (v > hi)
+		die("-o %s=%s is too large: at most %s%s", name, size_text(v, a), size_text(hi, b), hi_why);
+}
+
+static void check_pow2(const char *name, size_t v, size_t lo, size_t hi)
+{
+	char a[32], b[32], c[32];
+	if (v & (v - 1))
+		die("-o %s=%s is not a power of two (%s to %s)", name, size_text(v, a), size_text(lo, b),
+		    size_text(hi, c));
+	check_range(name, v, lo, "", hi, "");
+}
+
+/* The limits pagecache puts on its configuration (struct pc_config in
+ * pagecache.h), checked here so that a bad size is one line that names
+ * the option and its limit, not pc_cache_new's EINVAL. */
+static void check_sizes(const struct pcfs_options *o)
+{
+	char a[32], why[96];
+	size_t folio = (o->given & GIVEN_MAX_FOLIO) ? o->max_folio : 256 * KIB;
+	if (o->given & GIVEN_MAX_FOLIO)
+		check_pow2("max_folio", o->max_folio, 4 * KIB, 2 * MIB);
+	if (o->given & GIVEN_BLOCK) {
+		check_pow2("block", o->block, 512, 64 * KIB);
+		snprintf(why, sizeof(why), " (max_folio, %s)", size_text(folio, a));
+		check_range("block", o->block, 512, "", folio, why);
+	}
+	size_t memory = (o->given & GIVEN_MEMORY) ? o->memory : 256 * MIB;
+	if (o->given & GIVEN_MEMORY) {
+		size_t lo = 16 * folio > MIB ? 16 * folio : MIB;
+		snprintf(why, sizeof(why), lo > MIB ? " (16 times max_folio, %s)" : "", size_text(folio, a));
+		check_range("memory", o->memory, lo, why, SIZE_MAX, "");
+		/* Counted in 4 KiB pages, below UINT32_MAX of them. */
+		if (o->memory >= 16 * TIB - 4 * KIB)
+			die("-o memory=%s is too large: less than 16T", size_text(o->memory, a));
+	}
+	if (o->given & GIVEN_DIRTY_LIMIT) {
+		snprintf(why, sizeof(why), " (half of memory, %s)", size_text(memory, a));
+		check_range("dirty_limit", o->dirty_limit, 4 * KIB, "", memory / 2, why);
+	}
+}
+
+/* A size option's value (its range is check_sizes's), given: one of
+ * GIVEN_* for o->given. */
+static size_t size_value(struct pcfs_options *o, unsigned given, const char *name, const char *v)
 {
 	size_t n;
 	if (!v || !parse_size(v, &n))
 		die("bad value for -o %s: '%s' (a size: bytes, or with K, M, G, T)", name, v ? v : "");
+	o->given |= given;
 	return n;
 }
 
@@ -130,13 +210,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 	if (v)
 		*v++ = 0;
 	if (!strcmp(o, "memory"))
-		opt->memory = size_value(o, v);
+		opt->memory = size_value(opt, GIVEN_MEMORY, o, v);
 	else if (!strcmp(o, "max_folio"))
-		opt->max_folio = size_value(o, v);
+		opt->max_folio = size_value(opt, GIVEN_MAX_FOLIO, o, v);
 	else if (!strcmp(o, "block"))
-		opt->block = size_value(o, v);
+		opt->block = size_value(opt, GIVEN_BLOCK, o, v);
 	else if (!strcmp(o, "dirty_limit"))
-		opt->dirty_limit = size_value(o, v);
+		opt->dirty_limit = size_value(opt, GIVEN_DIRTY_LIMIT, o, v);
 	else if (!strcmp(o, "uncached")) {
 		if (v && !strcmp(v, "never"))
 			opt->uncached = UNCACHED_NEVER;
@@ -148,9 +228,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 			die("bad value for -o uncached: '%s' (never, always or a size)", v ? v : "");
 	} else if (!strcmp(o, "threads")) {
 		char *end;
+		errno = 0;
 		long n = v ? strtol(v, &end, 10) : 0;
-		if (!v || !*v || *end || n < 1 || n > 256)
-			die("bad value for -o threads: '%s' (1 to 256)", v ? v : "");
+		if (!v || !*v || *end || errno)
+			die("bad value for -o threads: '%s' (a number, 1 to 256)", v ? v : "");
+		if (n < 1 || n > 256)
+			die("-o threads=%ld is too %s: %s", n, n < 1 ? "small" : "large",
+			    n < 1 ? "at least 1" : "at most 256");
 		opt->threads = (unsigned)n;
 	} else if (!strcmp(o, "ro") && !v)
 		opt->ro = true;
@@ -158,6 +242,13 @@ static void parse_one_option(struct cmdline *cl, char *o)
 		opt->allow_other = true;
 	else if (!strcmp(o, "close_to_open") && !v)
 		opt->close_to_open = true;
+	else if (!strcmp(o, "stats_file")) {
+		if (!v || !*v)
+			die("-o stats_file needs a file name");
+		free(opt->stats_file);
+		if (!(opt->stats_file = strdup(v)))
+			die("out of memory");
+	}
 	else {
 		if (v)
 			v[-1] = '=';
@@ -209,6 +300,7 @@ void parse_cmdline(struct cmdline *cl, int argc, char **argv)
 			     : "too many arguments: only BACKING_DIR and MOUNTPOINT (see pcfs --help)");
 	cl->opt.backing = pos[0];
 	cl->opt.mountpoint = pos[1];
+	check_sizes(&cl->opt);
 }
 
 /* Is something mounted at the directory `real` (a resolved path)? */
@@ -241,7 +333,45 @@ static bool mounted_at(const char *real)
 	return found;
 }
 
-int check_paths(const struct pcfs_options *opt)
+/* Is the resolved path p dir or below it? */
+static bool path_within(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !strcmp(dir, "/") || (!strncmp(p, dir, n) && (p[n] == '/' || !p[n]));
+}
+
+/* -o stats_file=PATH, made absolute (its directory resolved: the daemon
+ * writes it long after, whatever its cwd) and written once now, empty,
+ * so that a directory that takes no new file is refused before mounting.
+ * Not under MOUNTPOINT (real_mp): pcfs would write it through itself. */
+static void check_stats_file(struct pcfs_options *opt, const char *real_mp)
+{
+	const char *path = opt->stats_file, *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	char dir[PATH_MAX], real_dir[PATH_MAX];
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == path)
+		strcpy(dir, "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		die("-o stats_file=%s: not a file name", path);
+	if (!realpath(dir, real_dir))
+		die("-o stats_file=%s: %s: %s", path, dir, strerror(errno));
+	char *abs = malloc(strlen(real_dir) + strlen(base) + 2);
+	if (!abs)
+		die("out of memory");
+	sprintf(abs, "%s/%s", strcmp(real_dir, "/") ? real_dir : "", base);
+	if (path_within(abs, real_mp))
+		die("-o stats_file=%s is inside MOUNTPOINT %s: put it elsewhere", path, opt->mountpoint);
+	if (stats_file_write(abs, "", 0) != 0)
+		die("-o stats_file=%s: cannot write it: %s", path, strerror(errno));
+	free(opt->stats_file);
+	opt->stats_file = abs;
+}
+
+int check_paths(struct pcfs_options *opt)
 {
 	int fd = open(opt->backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -260,9 +390,10 @@ int check_paths(const struct pcfs_options *opt)
 		die("cannot resolve %s or %s: %s", opt->mountpoint, opt->backing, strerror(errno));
 	if (mounted_at(real_mp))
 		die("MOUNTPOINT %s is in use: something is mounted there", opt->mountpoint);
-	size_t lb = strlen(real_b);
-	if (!strcmp(real_b, "/") || (!strncmp(real_mp, real_b, lb) && (real_mp[lb] == '/' || !real_mp[lb])))
+	if (path_within(real_mp, real_b))
 		die("MOUNTPOINT %s is inside BACKING_DIR %s: the mount would contain itself", opt->mountpoint,
 		    opt->backing);
+	if (opt->stats_file)
+		check_stats_file(opt, real_mp);
 	return fd;
 }

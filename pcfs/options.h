@@ -12,9 +12,11 @@ struct cmdline {
 /* One line "pcfs: ..." on stderr, exit status 1. */
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
 void usage(FILE *out);
+/* n as the user would write it: "256K", "3M", or bytes. */
+const char *size_text(size_t n, char buf[32]);
 void parse_cmdline(struct cmdline *cl, int argc, char **argv);
-/* Check BACKING_DIR and MOUNTPOINT (die on a bad one); the O_PATH
- * descriptor of BACKING_DIR. */
-int check_paths(const struct pcfs_options *opt);
+/* Check BACKING_DIR, MOUNTPOINT and -o stats_file (die on a bad one; the
+ * last is made absolute); the O_PATH descriptor of BACKING_DIR. */
+int check_paths(struct pcfs_options *opt);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "pagecache.h"
@@ -27,25 +28,39 @@
 /* How -o uncached= maps to PC_DONTCACHE. */
 enum uncached_mode { UNCACHED_NEVER, UNCACHED_ALWAYS, UNCACHED_SIZE };
 
+/* Size options given on the command line (struct pcfs_options given). */
+enum { GIVEN_MEMORY = 1, GIVEN_MAX_FOLIO = 2, GIVEN_BLOCK = 4, GIVEN_DIRTY_LIMIT = 8 };
+
 struct pcfs_options {
 	size_t memory, max_folio, block, dirty_limit;
+	unsigned given; /* GIVEN_* */
 	enum uncached_mode uncached;
 	size_t uncached_min; /* UNCACHED_SIZE: requests of at least this */
 	unsigned threads;
 	bool ro, allow_other, close_to_open, foreground, debug;
 	const char *backing, *mountpoint;
+	char *stats_file; /* -o stats_file=, made absolute; NULL: none */
 };
 
 /*
  * One backing file or directory the kernel knows (it holds lookups on it).
- * The node id the kernel sees is the address of this structure.  `fd` is
- * an O_PATH descriptor: every access to the backing file goes through it
- * (or through /proc/self/fd/<fd>), never through a path.
+ * The node id the kernel sees is the address of this structure.  Every
+ * access to the backing file goes through an O_PATH descriptor of it (or
+ * through /proc/self/fd/<fd>), never through a path: take it with
+ * fd_hold and give it back with fd_put (fds.c), which keeps at most
+ * fd_limit of them open and reopens the others by file handle.
  */
 struct pcfs_inode {
 	dev_t dev;
 	ino_t ino;
+	/* Under fs->fd_lock when `handle` is set (else fixed): the O_PATH
+	 * descriptor, -1 while closed by the LRU; the threads using it now
+	 * (and open pcfs handles: an open file keeps its descriptor); the
+	 * LRU links, while fd is open and reopenable. */
 	int fd;
+	unsigned fd_users;
+	struct pcfs_inode *lru_prev, *lru_next;
+	struct file_handle *handle; /* reopens fd; NULL: fd stays open */
 	bool is_root;
 	uint64_t nlookup;          /* under the table lock */
 	unsigned nopen;            /* open pcfs handles, under the table lock */
@@ -80,11 +95,20 @@ struct pcfs {
 	struct fuse_session *se;
 	int proc_fd; /* /proc/self/fd, to reopen O_PATH descriptors */
 	uid_t owner;
+	bool shared_mmap; /* FUSE_DIRECT_IO_ALLOW_MMAP granted (main.c) */
 	struct pcfs_inode root;
 	/* The inode table, by (dev, ino). */
 	pthread_mutex_t table_lock;
 	struct pcfs_inode **buckets;
 	size_t nbuckets, ninodes;
+	/* Inode descriptors (fds.c); lock order: table_lock, then fd_lock. */
+	int mount_fd;               /* BACKING_DIR, for open_by_handle_at; -1: no handles */
+	const char *no_handles_why; /* why not, for the log */
+	pthread_mutex_t fd_lock;
+	struct pcfs_inode lru;      /* list head: most recently used first */
+	size_t lru_fds, fd_limit;   /* reopenable descriptors open, and their bound */
+	_Atomic uint64_t fd_reopens, fd_evictions;
+	_Atomic int64_t fd_shortage_logged; /* CLOCK_MONOTONIC s of the last shortage line */
 	/* Requests served (for the stats). */
 	_Atomic uint64_t reads, writes, read_bytes, write_bytes, flush_errors;
 };
@@ -99,19 +123,52 @@ extern struct pcfs *pcfs_fs;
 int inode_table_init(struct pcfs *fs);
 struct pcfs_inode *inode_of(fuse_req_t req, fuse_ino_t ino);
 /* The inode for the O_PATH descriptor fd with attributes st: an existing
- * one gets another lookup (fd is closed), else a new one takes fd. */
+ * one gets another lookup (and fd, if the LRU had closed its own; else fd
+ * is closed), else a new one takes fd. */
 struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st);
 /* The kernel forgot n lookups of in. */
 void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n);
 void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta);
-/* "/proc/self/fd"-relative name of in's descriptor, for calls that
- * refuse O_PATH descriptors. */
-void inode_proc_name(const struct pcfs_inode *in, char buf[32]);
+/* "/proc/self/fd"-relative name of a descriptor, for calls that refuse
+ * O_PATH descriptors. */
+void proc_name(int fd, char buf[32]);
 /* Put pending write times on backing files whose data is all written;
  * free inodes nobody needs any more.  `all`: the cache is gone, every
  * file is written. */
 void inode_settle_times(struct pcfs *fs, bool all);
 void inode_table_free(struct pcfs *fs);
+
+/* fds.c: inodes' O_PATH descriptors.  At most fd_limit of those that can
+ * be reopened by file handle are open at once (least recently used closed
+ * first), so a tree of more files than RLIMIT_NOFILE can be used; without
+ * file handles (not root, or the file system has none) every inode keeps
+ * its descriptor. */
+void fds_init(struct pcfs *fs);
+/* A new inode takes its descriptor fd (and a file handle of it). */
+void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd);
+/* A fresh descriptor of an inode that has one: kept if the LRU had
+ * closed the inode's own, else closed. */
+void fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd);
+/* The inode's descriptor, open (reopened by handle if it was closed) and
+ * held until fd_put; or -errno (ESTALE: the file is gone). */
+int fd_hold(struct pcfs *fs, struct pcfs_inode *in);
+void fd_put(struct pcfs *fs, struct pcfs_inode *in);
+/* fd_hold, or reply the error to req and return -1. */
+int fd_hold_or_reply(fuse_req_t req, struct pcfs_inode *in);
+/* Close every reopenable descriptor not in use; how many. */
+size_t fds_close_unused(struct pcfs *fs);
+/* The inode goes: its descriptor and handle too. */
+void fds_release(struct pcfs *fs, struct pcfs_inode *in);
+/* A call that makes a descriptor failed with err on its try-th attempt
+ * (0 first): true if one more attempt is worth it (out of descriptors,
+ * and the LRU closed some); else false, having logged a shortage. */
+bool fds_retry(struct pcfs *fs, int err, int try);
+/* openat(2), retried by fds_retry; -1 with errno. */
+int fds_openat(struct pcfs *fs, int dirfd, const char *name, int flags);
+/* The .pcfs-stats lines of these: file_handles (1: inodes reopen by
+ * handle), inode_fds (reopenable descriptors open), inode_fd_limit,
+ * inode_fd_evictions, inode_fd_reopens. */
+void stats_fds(struct pcfs *fs, FILE *f);
 
 /* times.c */
 void times_data_changed(struct pcfs_inode *in);
@@ -138,6 +195,21 @@ void stats_getattr(fuse_req_t req);
 void stats_open(fuse_req_t req, struct fuse_file_info *fi);
 /* The counters as text (caller frees); also what SIGUSR1 prints. */
 char *stats_text(struct pcfs *fs, size_t *len);
+/* SIGUSR1: the counters to syslog (and stderr with -f) and to -o
+ * stats_file. */
+void stats_report(struct pcfs *fs);
+/* Replace the file at path with len bytes of text, by renaming a new
+ * file (mode 0600) over it: a reader sees the old text or the new.  0, or
+ * -1 with errno. */
+int stats_file_write(const char *path, const char *text, size_t len);
+/* At exit: -o stats_file gets the counters taken before the final
+ * write-back (text, freed here) and its outcome, unmount_status 0, or 1
+ * and unmount_error <error> if error is not empty. */
+void stats_final(struct pcfs *fs, char *text, size_t len, const char *error);
+
+/* main.c: one line to syslog, and to stderr with -f (a daemon's stderr is
+ * /dev/null). */
+__attribute__((format(printf, 2, 3))) void pcfs_log(int prio, const char *fmt, ...);
 
 /* reply.c: replies libfuse 3.14 cannot build */
 int reply_open_direct(fuse_req_t req, uint64_t fh);

@@ -2,8 +2,10 @@
  * stats.c - the cache's counters, for the user: the file .pcfs-stats in the
  * mount's root (mode 0400, owned by the user who mounted: only that user,
  * and root, can read it; it is not listed by readdir), and SIGUSR1, which
- * writes the same text to the daemon's stderr (with -f) and to syslog.
- * The text is made when the file is opened: reopen to read new figures.
+ * writes the same text to the daemon's stderr (with -f), to syslog, and
+ * to the file -o stats_file= names (a daemon's stderr is /dev/null, and
+ * a container may have no syslog).  The text is made when the file is
+ * opened: reopen to read new figures.
  */
 #include "pcfs.h"
 
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <fcntl.h>
+#include <syslog.h>
 #include <unistd.h>
 
 char *stats_text(struct pcfs *fs, size_t *len)
@@ -45,12 +48,65 @@ char *stats_text(struct pcfs *fs, size_t *len)
 	fprintf(f, "fuse_reads %llu\nfuse_read_bytes %llu\nfuse_writes %llu\nfuse_write_bytes %llu\n",
 		(unsigned long long)atomic_load(&fs->reads), (unsigned long long)atomic_load(&fs->read_bytes),
 		(unsigned long long)writes, (unsigned long long)atomic_load(&fs->write_bytes));
-	fprintf(f, "flush_errors %llu\n", (unsigned long long)atomic_load(&fs->flush_errors));
+	fprintf(f, "flush_errors %llu\nshared_mmap %d\n", (unsigned long long)atomic_load(&fs->flush_errors),
+		fs->shared_mmap);
+	stats_fds(fs, f);
 	/* edgebench's figure: 4 KiB device reads per write request. */
 	fprintf(f, "dev_reads_per_write %.3f\n", writes ? (double)s.dev_read_bytes / 4096.0 / (double)writes : 0.0);
 	fclose(f);
 	*len = n;
 	return buf;
+}
+
+int stats_file_write(const char *path, const char *text, size_t len)
+{
+	char *tmp = malloc(strlen(path) + 8);
+	if (!tmp)
+		return -1;
+	sprintf(tmp, "%s.XXXXXX", path);
+	int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600, a new file */
+	ssize_t n = fd < 0 ? -1 : write(fd, text, len);
+	int err = n < 0 ? errno : (size_t)n < len ? EIO : 0;
+	if (fd >= 0 && close(fd) != 0 && !err)
+		err = errno;
+	if (!err && rename(tmp, path) != 0)
+		err = errno;
+	if (err && fd >= 0)
+		unlink(tmp);
+	free(tmp);
+	errno = err;
+	return err ? -1 : 0;
+}
+
+void stats_report(struct pcfs *fs)
+{
+	size_t len;
+	char *text = stats_text(fs, &len);
+	if (!text)
+		return;
+	if (fs->opt.stats_file && stats_file_write(fs->opt.stats_file, text, len) != 0)
+		pcfs_log(LOG_ERR, "cannot write -o stats_file=%s: %s", fs->opt.stats_file, strerror(errno));
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+		pcfs_log(LOG_INFO, "stats: %s", l);
+	free(text);
+}
+
+void stats_final(struct pcfs *fs, char *text, size_t len, const char *error)
+{
+	char *all = NULL;
+	size_t n = 0;
+	FILE *f = text ? open_memstream(&all, &n) : NULL;
+	if (f) {
+		fwrite(text, 1, len, f);
+		fprintf(f, "unmount_status %d\n", *error ? 1 : 0);
+		if (*error)
+			fprintf(f, "unmount_error %s\n", error);
+		fclose(f);
+		if (stats_file_write(fs->opt.stats_file, all, n) != 0)
+			pcfs_log(LOG_ERR, "cannot write -o stats_file=%s: %s", fs->opt.stats_file, strerror(errno));
+	}
+	free(all);
+	free(text);
 }
 
 static void stats_attr(struct pcfs *fs, struct stat *st)

@@ -77,27 +77,50 @@ static bool data_all_written(struct pcfs *fs, struct pcfs_inode *in)
 	return info.open_handles == 0 && !info.unsettled && info.dirty_bytes == 0;
 }
 
+/* Put in's pending mtime on its backing file, of descriptor fd (in->lock
+ * held): 0, or -1 with errno (EBUSY: written again meanwhile). */
+static int set_pending_mtime(struct pcfs *fs, struct pcfs_inode *in, int fd)
+{
+	struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
+	if (fs->cache) {
+		/* Through the cache: set directly, the new ctime would make
+		 * the next open drop the cached data. */
+		return pc_cache_file_set_times(fs->cache, fd, tv);
+	}
+	/* At unmount, after the cache wrote everything back and is gone:
+	 * nothing is cached any more that a new ctime could drop. */
+	char name[32];
+	proc_name(fd, name);
+	return utimensat(fs->proc_fd, name, tv, 0);
+}
+
 bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written)
 {
 	pthread_mutex_lock(&in->lock);
 	bool pending = in->times_pending;
 	if (pending && (all_written || data_all_written(fs, in))) {
-		struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime };
-		struct stat st;
-		/* Through the cache: set directly, the new ctime would make the
-		 * next open drop the cached data. */
-		int set = pc_cache_file_set_times(fs->cache, in->fd, tv);
-		if (set != 0 && errno == EBUSY) {
+		int fd = fd_hold(fs, in);
+		int set = fd < 0 ? -1 : set_pending_mtime(fs, in, fd);
+		if (fd >= 0 && set != 0 && errno == EBUSY) {
 			/* Written again meanwhile: the next settling puts it. */
+			fd_put(fs, in);
 			pthread_mutex_unlock(&in->lock);
 			return false;
 		}
-		if (set == 0 && fstatat(in->fd, "", &st, AT_EMPTY_PATH) == 0) {
+		if (fd < 0 && fd != -ESTALE && !all_written) {
+			/* Out of descriptors for a moment: try again later. */
+			pthread_mutex_unlock(&in->lock);
+			return false;
+		}
+		/* A file that cannot take its mtime (gone: its handle is
+		 * stale; read-only) keeps the backing file's. */
+		struct stat st;
+		if (set == 0 && fstatat(fd, "", &st, AT_EMPTY_PATH) == 0) {
 			in->settled_backing_ctime = st.st_ctim;
 			in->shown_ctime_valid = true;
 		}
-		/* A file that cannot take its mtime (gone, read-only) keeps
-		 * the backing file's: nothing more to try. */
+		if (fd >= 0)
+			fd_put(fs, in);
 		in->times_pending = pending = false;
 	}
 	pthread_mutex_unlock(&in->lock);
@@ -106,8 +129,13 @@ bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written)
 
 int attr_of(struct pcfs *fs, struct pcfs_inode *in, struct stat *st)
 {
-	if (fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
-		return -errno;
+	int fd = fd_hold(fs, in);
+	if (fd < 0)
+		return fd;
+	int r = fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+	fd_put(fs, in);
+	if (r)
+		return r;
 	if (!S_ISREG(st->st_mode))
 		return 0;
 	struct pc_file_info info;

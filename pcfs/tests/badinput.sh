@@ -22,16 +22,50 @@ refuse() {
 	if mountpoint -q "$M"; then fusermount3 -u "$M"; fail "$why: mounted anyway"; fi
 	echo "refused ($why): $(cat "$T/err")"
 }
+# refuse_says WHY TEXT ARGS...: refused, and the line says TEXT (the option
+# and its limit).
+refuse_says() {
+	local why=$1 text=$2
+	shift 2
+	refuse "$why" "$@"
+	grep -qF -- "$text" "$T/err" || fail "$why: the line does not say '$text'"
+}
 touch "$T/file"
 refuse "unknown option" -o bogus "$B" "$M"
 refuse "unknown flag" --bogus "$B" "$M"
 refuse "bad memory" -o memory=lots "$B" "$M"
-refuse "memory too small for the cache" -o memory=4K "$B" "$M"
-refuse "bad max_folio" -o max_folio=3000 "$B" "$M"
-refuse "bad block" -o block=100 "$B" "$M"
 refuse "bad uncached" -o uncached=sometimes "$B" "$M"
-refuse "bad threads" -o threads=0 "$B" "$M"
-refuse "bad dirty_limit" -o dirty_limit=1T "$B" "$M"
+refuse "bad threads" -o threads=many "$B" "$M"
+# Every size out of its range: the option, and the limit.
+refuse_says "memory too small" "-o memory=4K is too small: at least 4M (16 times max_folio, 256K)" -o memory=4K "$B" "$M"
+refuse_says "memory 0" "-o memory=0 is too small: at least 4M" -o memory=0 "$B" "$M"
+refuse_says "memory too small, small folios" "-o memory=512K is too small: at least 1M" \
+	-o memory=512K,max_folio=4K "$B" "$M"
+refuse_says "memory too small for max_folio" "-o memory=16M is too small: at least 32M (16 times max_folio, 2M)" \
+	-o max_folio=2M,memory=16M "$B" "$M"
+refuse_says "memory too large" "-o memory=16T is too large: less than 16T" -o memory=16T "$B" "$M"
+refuse_says "memory more than the machine has" "-o memory=8T is more than this machine can back now" \
+	-o memory=8T "$B" "$M"
+refuse_says "max_folio too small" "-o max_folio=2K is too small: at least 4K" -o max_folio=2K "$B" "$M"
+refuse_says "max_folio too large" "-o max_folio=4M is too large: at most 2M" -o max_folio=4M "$B" "$M"
+refuse_says "max_folio not a power of two" "-o max_folio=3000 is not a power of two (4K to 2M)" \
+	-o max_folio=3000 "$B" "$M"
+refuse_says "block too small" "-o block=256 is too small: at least 512" -o block=256 "$B" "$M"
+refuse_says "block not a power of two" "-o block=100 is not a power of two (512 to 64K)" -o block=100 "$B" "$M"
+refuse_says "block too large" "-o block=128K is too large: at most 64K" -o block=128K "$B" "$M"
+refuse_says "block above max_folio" "-o block=32K is too large: at most 16K (max_folio, 16K)" \
+	-o max_folio=16K,block=32K "$B" "$M"
+refuse_says "dirty_limit too large" "-o dirty_limit=1T is too large: at most 128M (half of memory, 256M)" \
+	-o dirty_limit=1T "$B" "$M"
+refuse_says "dirty_limit above half of memory" "-o dirty_limit=600M is too large: at most 512M (half of memory, 1G)" \
+	-o dirty_limit=600M,memory=1G "$B" "$M"
+refuse_says "dirty_limit too small" "-o dirty_limit=1K is too small: at least 4K" -o dirty_limit=1K "$B" "$M"
+refuse_says "threads too few" "-o threads=0 is too small: at least 1" -o threads=0 "$B" "$M"
+refuse_says "threads too many" "-o threads=257 is too large: at most 256" -o threads=257 "$B" "$M"
+refuse_says "stats_file empty" "-o stats_file needs a file name" -o stats_file= "$B" "$M"
+refuse_says "stats_file in no directory" "-o stats_file=$T/nosuch/s: $T/nosuch:" -o stats_file="$T/nosuch/s" "$B" "$M"
+refuse_says "stats_file inside MOUNTPOINT" "is inside MOUNTPOINT" -o stats_file="$M/s" "$B" "$M"
+refuse_says "stats_file a directory" "-o stats_file=$T/: not a file name" -o stats_file="$T/" "$B" "$M"
 refuse "no arguments"
 refuse "one argument" "$B"
 refuse "three arguments" "$B" "$M" "$T"

@@ -13,7 +13,7 @@ run_fio() {
 	local dir=$1 name=$2
 	shift 2
 	fio --name="$name" --directory="$dir" --filename=one --size=8M --numjobs=4 --offset_increment=8M \
-		--verify=crc32c --do_verify=1 --verify_fatal=1 --group_reporting --output-format=terse \
+		--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 --group_reporting --output-format=terse \
 		"$@" >"$T/$name.out" 2>&1 || { cat "$T/$name.out"; fail "fio $name in $dir: $*"; }
 	grep -qi "verify:.*bad\|crc32c.*bad" "$T/$name.out" && { cat "$T/$name.out"; fail "fio $name: verify"; }
 	rm -f "$dir/one"

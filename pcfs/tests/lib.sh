@@ -36,12 +36,14 @@ cleanup() {
 	rm -rf "$T"
 }
 
-# pcfs_mount BACKING MOUNTPOINT [pcfs options...]
+# pcfs_mount BACKING MOUNTPOINT [pcfs options...]; PCFS_WRAP: a command
+# (array) to run pcfs under, e.g. (prlimit --nofile=256:256).
+PCFS_WRAP=()
 pcfs_mount() {
 	local b=$1 m=$2
 	shift 2
 	mkdir -p "$b" "$m"
-	"$PCFS" "$@" "$b" "$m" || fail "pcfs $* $b $m exited $?"
+	"${PCFS_WRAP[@]}" "$PCFS" "$@" "$b" "$m" || fail "pcfs $* $b $m exited $?"
 	MOUNTS+=("$m")
 	mountpoint -q "$m" || fail "$m is not mounted"
 }
