@@ -171,6 +171,14 @@ struct bres *res_add(const char *suite, const char *workload, const char *path);
  * do). */
 void res_target(struct bres *r, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void res_note(struct bres *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A target relative to `base` (a path) that could not be judged because
+ * base was not run (--only) or failed: stated, marked not evaluated, the
+ * verdict untouched (null in JSON when it is the only target). */
+void res_target_na(struct bres *r, const char *base, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The base result exists and has no error. */
+bool res_base_ok(const struct bres *k);
+/* --only: print once per suite that the legacy workloads ignore it. */
+void legacy_only_note(const char *suite);
 /* The result of `workload` on path name `path` in `suite`, NULL if none. */
 struct bres *res_find(const char *suite, const char *workload, const char *path);
 /* Iteration: the i-th result, NULL past the end. */

@@ -429,11 +429,14 @@ static void target_32files(const char *workload)
 	struct bres *k = res_find("dontcache", workload, "kernel-buffered");
 	struct bres *p = res_find("dontcache", workload, "pagecache-dontcache");
 
-	if (!k || !p || p->error[0])
+	if (!p || p->error[0])
 		return;
-	bool ok = !k->error[0];
-	res_target(p, ok && p->mib_s >= k->mib_s, ">= kernel-buffered MiB/s (%.1f)", k->mib_s);
-	res_target(p, ok && p->peak_dirty_bytes <= k->peak_dirty_bytes / 8, "peak dirty <= 1/8 kernel-buffered's (%s)",
+	if (!res_base_ok(k)) {
+		res_target_na(p, "kernel-buffered", ">= kernel-buffered MiB/s; peak dirty <= 1/8 kernel-buffered's");
+		return;
+	}
+	res_target(p, p->mib_s >= k->mib_s, ">= kernel-buffered MiB/s (%.1f)", k->mib_s);
+	res_target(p, p->peak_dirty_bytes <= k->peak_dirty_bytes / 8, "peak dirty <= 1/8 kernel-buffered's (%s)",
 		   bu_human((uint64_t)k->peak_dirty_bytes));
 }
 
@@ -442,8 +445,12 @@ static void target_ratio(const char *workload, const char *path, double min)
 	struct bres *k = res_find("dontcache", workload, "kernel-buffered");
 	struct bres *p = res_find("dontcache", workload, path);
 
-	if (k && p && !p->error[0])
-		res_target(p, !k->error[0] && p->mib_s >= min * k->mib_s, ">= %.1fx kernel-buffered", min);
+	if (!p || p->error[0])
+		return;
+	if (res_base_ok(k))
+		res_target(p, p->mib_s >= min * k->mib_s, ">= %.1fx kernel-buffered", min);
+	else
+		res_target_na(p, "kernel-buffered", ">= %.1fx kernel-buffered", min);
 }
 
 /* Each competing writer's MiB/s over the time both were writing: from

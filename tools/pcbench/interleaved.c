@@ -364,6 +364,8 @@ static void row_targets(struct bres *b, const struct bpath *p, uint64_t rsize, b
 	}
 	if (p == &bpaths[P_PDC] && !isnan(kbuf_mibs))
 		res_target(b, r->mibs >= kbuf_mibs, ">= kernel-buffered (%.1f)", kbuf_mibs);
+	else if (p == &bpaths[P_PDC])
+		res_target_na(b, "kernel-buffered", ">= kernel-buffered");
 	if (p->pc && p->flags & (PC_DONTCACHE | PC_DIRECT))
 		res_target(b, r->cached >= 0 && (uint64_t)r->cached <= r->writes * rsize / 100, "cached <= 1%%");
 }

@@ -1549,6 +1549,13 @@ static void flush_rows(const char *suite, int first)
 
 /* ------------------------------------------------------------ suites */
 
+void legacy_only_note(const char *suite)
+{
+	if (bo.only)
+		printf("(--only does not apply to %s: the old pcbench's workloads there always measure the kernel "
+		       "beside pagecache, each row a pair)\n", suite);
+}
+
 static void legacy_file(char *out, size_t len, const char *name)
 {
 	bu_join(out, len, bo.dir, name);
@@ -1610,6 +1617,8 @@ void legacy_warm_reads(void)
 	uint64_t rbig = out_of_llc_bytes(llc);
 	uint64_t hbig = bo.quick ? 64 * BU_MiB : 128 * BU_MiB;
 
+	legacy_only_note("read's warm reads and hits (a, h)");
+
 	printf("\nread: warm reads: files of %s (in the CPU's cache: half the LLC, 16 MiB at most) and %s (out of "
 	       "it: %s); hits: %s and %s\n", bu_human(rsmall), bu_human(rbig), llc_why, bu_human(rsmall),
 	       bu_human(hbig));
@@ -1640,6 +1649,7 @@ void suite_metadata(void)
 
 	if (size > bo.mem / 2)
 		size = (bo.mem / 2) & ~(uint64_t)4095;
+	legacy_only_note("metadata");
 	legacy_file(path, sizeof(path), "pcbench-meta.dat");
 	prog_step_count("e. metadata per folio", "pagecache-buffered", size / 4096, "reads");
 	bu_make_file(path, size, 1);
@@ -1656,6 +1666,7 @@ static void rows_suite(const char *suite, const char *step, void (*bench)(void),
 {
 	int first = nrows;
 
+	legacy_only_note(suite);
 	prog_step_count(step, "kernel, pagecache", units, unit);
 	bench();
 	prog_step_done();
@@ -1676,6 +1687,7 @@ void suite_firstwrites(void)
 {
 	char path[PATH_MAX];
 
+	legacy_only_note("firstwrites");
 	legacy_file(path, sizeof(path), "pcbench-first.dat");
 	prog_step_count("G. first writes into a new cache", "pagecache", 6 * STARTUP_WRITE_TOTAL / BU_MiB, "MiB");
 	bench_first_writes(path);
@@ -1687,6 +1699,7 @@ void suite_readahead(void)
 	char path[PATH_MAX];
 	int first = nrows;
 
+	legacy_only_note("readahead");
 	legacy_file(path, sizeof(path), "pcbench-stream.dat");
 	prog_step_count("r. read-ahead streams", "kernel, pagecache", STREAM_RUNS, "runs");
 	bu_make_file(path, bo.seq_total, 3);

@@ -187,6 +187,40 @@ static int parse_threads(const char *s)
 	return (int)n;
 }
 
+/* Every word of --only must name (a part of) a path: a word that matches
+ * none would select nothing of it, silently. */
+static void check_only(void)
+{
+	char word[64];
+	int words = 0;
+
+	if (!bo.only)
+		return;
+	for (const char *s = bo.only; *s;) {
+		size_t n = strcspn(s, ",");
+		bool hit = false;
+
+		if (n >= sizeof(word))
+			n = sizeof(word) - 1;
+		memcpy(word, s, n);
+		word[n] = '\0';
+		for (int i = 0; i < P_COUNT && n && !hit; i++)
+			hit = strstr(bpaths[i].name, word) != NULL;
+		if (n && !hit) {
+			fprintf(stderr, "pcbench: --only: '%s' matches no path, so nothing of it would run "
+				"(pcbench --help lists the paths)\n", word);
+			exit(2);
+		}
+		words += n > 0;
+		s += strcspn(s, ",");
+		s += *s == ',';
+	}
+	if (!words) {
+		fprintf(stderr, "pcbench: --only '%s': no path named, so nothing would run\n", bo.only);
+		exit(2);
+	}
+}
+
 /* The options; the suite names are what is left, in argv[*first..]. */
 static void parse_options(int argc, char **argv, int *first)
 {
@@ -237,11 +271,10 @@ static void parse_options(int argc, char **argv, int *first)
 		}
 	}
 	apply_scale(mem_set, seconds_set, total_set, seq_set);
+	check_only();
 	*first = optind;
 }
 
-/* The suites to run, in the order of the table (a suite named twice runs
- * once). */
 /* The results of a run of minutes must not be lost at its end: --json's
  * file must be writable and --svg's directory makeable before it starts. */
 static void check_outputs(void)
@@ -260,6 +293,8 @@ static void check_outputs(void)
 	}
 }
 
+/* The suites to run, in the order of the table (a suite named twice runs
+ * once). */
 static int pick_suites(int argc, char **argv, int first, const struct suite **run)
 {
 	bool want[NSUITES] = { false };

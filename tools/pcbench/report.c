@@ -68,6 +68,24 @@ void res_target(struct bres *r, bool ok, const char *fmt, ...)
 	r->pass = (r->pass != 0) && ok;
 }
 
+void res_target_na(struct bres *r, const char *base, const char *fmt, ...)
+{
+	va_list ap;
+	char why[80];
+
+	va_start(ap, fmt);
+	vappend(r->target, sizeof(r->target), "; ", fmt, ap);
+	va_end(ap);
+	snprintf(why, sizeof(why), " [not evaluated: %s %s]", base, bo.only ? "not selected by --only" : "not measured");
+	if (strlen(r->target) + strlen(why) < sizeof(r->target))
+		strcat(r->target, why);
+}
+
+bool res_base_ok(const struct bres *k)
+{
+	return k && !k->error[0];
+}
+
 void res_note(struct bres *r, const char *fmt, ...)
 {
 	va_list ap;
