@@ -81,6 +81,7 @@ struct bpath {
 enum {
 	P_KBUF, P_KDC, P_KDC_DSYNC, P_KDIRECT, P_KDIRECT_DSYNC,
 	P_PBUF, P_PDC, P_PDC_DSYNC, P_PDIRECT, P_PDIRECT_DSYNC,
+	P_KBUF_DSYNC, P_PBUF_DSYNC,  /* buffered + dsync: interleaved's base for +dsync */
 	P_COUNT
 };
 extern const struct bpath bpaths[P_COUNT];
@@ -157,6 +158,8 @@ struct bres {
 	double writes;             /* write calls of the run */
 	double device_reads_4k;    /* 4 KiB device reads of the run (pagecache:
 	                              the library's count; kernel: /proc/self/io) */
+	double proc_read_bytes;    /* interleaved: /proc/self/io read_bytes of the
+	                              run, every path (see interleaved.c) */
 	double value;              /* the figure judged, in `unit` */
 	char unit[16];
 	char target[160];          /* "" if none */

@@ -5,11 +5,13 @@
  * each thread writing its records in increasing order, --total/R records.
  * For every record size (default 47008, 6000, 49152) and every path:
  *
- *   kernel-buffered, kernel-dontcache, kernel-dontcache+dsync,
- *   kernel-direct, kernel-direct+dsync (O_DIRECT: aligned records only),
- *   pagecache-buffered, pagecache-dontcache, pagecache-dontcache+dsync,
- *   pagecache-direct, pagecache-direct+dsync (unaligned: aligned middle
- *   with O_DIRECT, ends uncached)
+ *   kernel-buffered, kernel-buffered+dsync, kernel-dontcache,
+ *   kernel-dontcache+dsync, kernel-direct, kernel-direct+dsync (O_DIRECT:
+ *   aligned records only), pagecache-buffered, pagecache-buffered+dsync,
+ *   pagecache-dontcache, pagecache-dontcache+dsync, pagecache-direct,
+ *   pagecache-direct+dsync (unaligned: aligned middle with O_DIRECT, ends
+ *   uncached).  buffered+dsync is the seed's base for the uncached
+ *   +dsync write (the same write without RWF_DONTCACHE).
  *
  * Table 1 writes a new file; table 2 overwrites a file that already holds
  * --total bytes (written and fsynced once before the table, its kernel
@@ -35,8 +37,8 @@
 #define CACHED_UNKNOWN INT64_MIN
 
 static const int il_paths[] = {
-	P_KBUF, P_KDC, P_KDC_DSYNC, P_KDIRECT, P_KDIRECT_DSYNC,
-	P_PBUF, P_PDC, P_PDC_DSYNC, P_PDIRECT, P_PDIRECT_DSYNC,
+	P_KBUF, P_KBUF_DSYNC, P_KDC, P_KDC_DSYNC, P_KDIRECT, P_KDIRECT_DSYNC,
+	P_PBUF, P_PBUF_DSYNC, P_PDC, P_PDC_DSYNC, P_PDIRECT, P_PDIRECT_DSYNC,
 };
 #define NPATHS (int)(sizeof(il_paths) / sizeof(il_paths[0]))
 
@@ -47,9 +49,12 @@ struct result {
 	char err[256];         /* the failed call, with errno */
 	uint64_t writes;
 	double secs, mibs;
-	double lib_rpw;        /* NAN for kernel rows */
-	double dev_rpw;        /* NAN when the device has no counters */
-	double proc_rpw;       /* /proc/self/io read_bytes; NAN if unavailable */
+	/* 4 KiB device reads of the run, counted (NAN: no such counter) and
+	 * per write (the count over the writes) */
+	double lib_reads, lib_rpw;   /* the library's dev_read_bytes; NAN for kernel rows */
+	double dev_reads, dev_rpw;   /* the block device's read sectors */
+	double proc_reads, proc_rpw; /* /proc/self/io read_bytes */
+	double proc_read_bytes;      /* that count in bytes, as read */
 	int64_t cached;        /* bytes left cached after fsync; CACHED_UNKNOWN
 				* when not measured; negative: the library's
 				* counter wrapped below zero (shown as is) */
@@ -207,7 +212,8 @@ static void run_leftovers(struct job *j, const char *file, const struct pc_stats
 	res->st.dev_write_bytes -= s0->dev_write_bytes;
 	if (res->ok) {
 		res->cached = (int64_t)s1.cached_bytes;
-		res->lib_rpw = (double)res->st.dev_read_bytes / 4096.0 / (double)j->nrec;
+		res->lib_reads = (double)res->st.dev_read_bytes / 4096.0;
+		res->lib_rpw = res->lib_reads / (double)j->nrec;
 	}
 }
 
@@ -241,6 +247,7 @@ static void run_interleaved(const struct bpath *p, const char *file, uint64_t rs
 	memset(&j, 0, sizeof(j));
 	res->cached = CACHED_UNKNOWN;
 	res->lib_rpw = res->dev_rpw = res->proc_rpw = NAN;
+	res->lib_reads = res->dev_reads = res->proc_reads = res->proc_read_bytes = NAN;
 	j.rsize = rsize;
 	j.nrec = bo.total / rsize;
 	j.nthreads = bo.threads;
@@ -292,10 +299,15 @@ static void run_interleaved(const struct bpath *p, const char *file, uint64_t rs
 		res->ok = true;
 		res->secs = bu_secs(t1 - t0);
 		res->mibs = (double)(j.nrec * rsize) / BU_MiB / res->secs;
-		if (sec0 >= 0 && sec1 >= 0)
-			res->dev_rpw = (double)(sec1 - sec0) * 512.0 / 4096.0 / (double)j.nrec;
-		if (prb0 >= 0 && prb1 >= 0)
-			res->proc_rpw = (double)(prb1 - prb0) / 4096.0 / (double)j.nrec;
+		if (sec0 >= 0 && sec1 >= 0) {
+			res->dev_reads = (double)(sec1 - sec0) * 512.0 / 4096.0;
+			res->dev_rpw = res->dev_reads / (double)j.nrec;
+		}
+		if (prb0 >= 0 && prb1 >= 0) {
+			res->proc_read_bytes = (double)(prb1 - prb0);
+			res->proc_reads = res->proc_read_bytes / 4096.0;
+			res->proc_rpw = res->proc_reads / (double)j.nrec;
+		}
 	}
 	run_leftovers(&j, file, &s0, res);
 	if (bf_close(&j.f) < 0 && res->ok) {
@@ -356,7 +368,7 @@ static void row_targets(struct bres *b, const struct bpath *p, uint64_t rsize, b
 		 * that no neighbour completes: that block is read to merge,
 		 * the one read the workload itself asks for. */
 		double tail = overwrite && (r->writes * rsize) % 4096 ? 1 : 0;
-		double reads = r->lib_rpw * (double)r->writes;
+		double reads = r->lib_reads;
 
 		/* "0.000" as printed: below 0.0005 reads per write */
 		res_target(b, (reads - tail) / (double)r->writes < 0.0005, "lib r/w 0.000%s",
@@ -381,9 +393,11 @@ static struct bres *row_result(const char *workload, const struct bpath *p, cons
 	}
 	b->mib_s = r->mibs;
 	b->ops_s = (double)r->writes / r->secs;
-	b->reads_per_write = p->pc ? r->lib_rpw : r->proc_rpw;
+	/* the count as measured; the ratio derived from it */
+	b->device_reads_4k = p->pc ? r->lib_reads : r->proc_reads;
 	b->writes = (double)r->writes;
-	b->device_reads_4k = b->reads_per_write * (double)r->writes;
+	b->reads_per_write = b->device_reads_4k / (double)r->writes;
+	b->proc_read_bytes = r->proc_read_bytes;
 	b->cached_after_bytes = r->cached == CACHED_UNKNOWN ? NAN : (double)r->cached;
 	b->value = r->mibs;
 	snprintf(b->unit, sizeof(b->unit), "MiB/s");
@@ -526,7 +540,7 @@ static void interleaved_table(bool overwrite)
  * pagecache for each mode. */
 static void interleaved_svg(bool overwrite)
 {
-	static const int order[] = { P_KBUF, P_PBUF, P_KDC, P_PDC, P_KDC_DSYNC, P_PDC_DSYNC,
+	static const int order[] = { P_KBUF, P_PBUF, P_KBUF_DSYNC, P_PBUF_DSYNC, P_KDC, P_PDC, P_KDC_DSYNC, P_PDC_DSYNC,
 				     P_KDIRECT, P_PDIRECT, P_KDIRECT_DSYNC, P_PDIRECT_DSYNC };
 	const int nb = (int)(sizeof(order) / sizeof(order[0]));
 	const char *bars[16], *groups[BENCH_MAX_RECORDS];

@@ -2,7 +2,9 @@
  * paths.c - the I/O paths every suite runs, each in this process on the
  * same file system: the kernel's page cache (buffered, RWF_DONTCACHE,
  * O_DIRECT) and pagecache's (buffered, PC_DONTCACHE, PC_DIRECT), with
- * +dsync (RWF_DSYNC / PC_DSYNC) where a suite measures it.
+ * +dsync (RWF_DSYNC / PC_DSYNC) where a suite measures it: interleaved,
+ * as the seed, which compares RWF_DONTCACHE|RWF_DSYNC with the same
+ * write without RWF_DONTCACHE, i.e. buffered+dsync.
  */
 #include "bench.h"
 
@@ -17,6 +19,8 @@ const struct bpath bpaths[P_COUNT] = {
 	[P_PDC_DSYNC] = { "pagecache-dontcache+dsync", true, false, PC_DONTCACHE | PC_DSYNC },
 	[P_PDIRECT] = { "pagecache-direct", true, false, PC_DIRECT },
 	[P_PDIRECT_DSYNC] = { "pagecache-direct+dsync", true, false, PC_DIRECT | PC_DSYNC },
+	[P_KBUF_DSYNC] = { "kernel-buffered+dsync", false, false, RWF_DSYNC },
+	[P_PBUF_DSYNC] = { "pagecache-buffered+dsync", true, false, PC_DSYNC },
 };
 
 /* A word of --only matches a path whose name contains it ("dontcache"

@@ -16,7 +16,7 @@ static void fill_nan(struct bres *r)
 	r->mib_s = r->ops_s = NAN;
 	r->p50_us = r->p99_us = r->p999_us = NAN;
 	r->peak_dirty_bytes = r->reads_per_write = r->cached_after_bytes = NAN;
-	r->share = r->value = r->writes = r->device_reads_4k = NAN;
+	r->share = r->value = r->writes = r->device_reads_4k = r->proc_read_bytes = NAN;
 	r->pass = -1;
 }
 
@@ -301,6 +301,7 @@ static void json_result(FILE *fp, const struct bres *r, bool last)
 	json_num(fp, "share", r->share, true);
 	json_num(fp, "writes", r->writes, true);
 	json_num(fp, "device_reads_4k", r->device_reads_4k, true);
+	json_num(fp, "proc_read_bytes", r->proc_read_bytes, true);
 	json_num(fp, "value", r->value, true);
 	json_kv(fp, "unit", r->unit, true);
 	json_kv(fp, "target", r->target, true);
