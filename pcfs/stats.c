@@ -51,7 +51,7 @@ char *stats_text(struct pcfs *fs, size_t *len)
 	fprintf(f, "flush_errors %llu\nshared_mmap %d\n", (unsigned long long)atomic_load(&fs->flush_errors),
 		fs->shared_mmap);
 	stats_fds(fs, f);
-	/* edgebench's figure: 4 KiB device reads per write request. */
+	/* pcbench interleaved's figure: 4 KiB device reads per write request. */
 	fprintf(f, "dev_reads_per_write %.3f\n", writes ? (double)s.dev_read_bytes / 4096.0 / (double)writes : 0.0);
 	fclose(f);
 	*len = n;

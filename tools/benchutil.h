@@ -1,5 +1,5 @@
 /*
- * benchutil.h - helpers shared by the benchmark programs (pcbench, edgebench).
+ * benchutil.h - helpers of the benchmark program pcbench (tools/pcbench/).
  *
  * Header-only on purpose: the build makes one executable of every .c file in tools/,
  * so shared code cannot live in a .c file of its own.  Everything here is
@@ -50,6 +50,9 @@ static void bu_die(const char *fmt, ...)
 	int e = errno;
 
 	fflush(stdout);
+	/* every message names the program, as the others do ("pcbench: ...") */
+	if (strncmp(fmt, "pcbench", 7) != 0)
+		fputs("pcbench: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -66,6 +69,9 @@ static void bu_warn(const char *fmt, ...)
 	int e = errno;
 
 	fflush(stdout);
+	/* every message names the program, as the others do ("pcbench: ...") */
+	if (strncmp(fmt, "pcbench", 7) != 0)
+		fputs("pcbench: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

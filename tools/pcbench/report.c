@@ -127,8 +127,6 @@ static double headline(const struct bres *r)
 	return r->value;
 }
 
-/* pagecache-X is compared with kernel-X of the same workload, or with
- * kernel-buffered when the kernel has no such mode there. */
 /* What a row's ratio divides by: kernel-buffered's row of the workload,
  * for every other row (as in the interleaved table, and as the targets
  * are stated: the seeds compare each path with buffered writes). */
