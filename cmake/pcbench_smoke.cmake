@@ -6,7 +6,8 @@
 # and checks the JSON: a "machine" object, a non-empty "results" array whose
 # every object has the fields of issue 9, results of every default suite,
 # no pagecache path in error, both competing writers of each pair measured
-# (MiB/s > 0), a bad option refused in a line or two (exit 2), and that
+# (MiB/s > 0), a bad option and an --only word that names no path refused
+# in a line or two (exit 2), and that
 # pagecache-dontcache read nothing back
 # in the interleaved suite: no 4 KiB device read on a new file, and over
 # existing data at most the one tail block the last record leaves part
@@ -27,6 +28,15 @@ string(REGEX MATCHALL "\n" lines "${err}")
 list(LENGTH lines nlines)
 if(NOT rc EQUAL 2 OR nlines GREATER 2)
 	message(FATAL_ERROR "pcbench --no-such-option: exit ${rc} (want 2), ${nlines} lines (at most 2):\n${err}")
+endif()
+
+# --only with a word no path contains: refused in one line (exit 2), not a
+# run that measures nothing of it.
+execute_process(COMMAND ${PCBENCH} --only nonesuch RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+string(REGEX MATCHALL "\n" lines "${err}")
+list(LENGTH lines nlines)
+if(NOT rc EQUAL 2 OR nlines GREATER 1)
+	message(FATAL_ERROR "pcbench --only nonesuch: exit ${rc} (want 2), ${nlines} lines (at most 1):\n${err}")
 endif()
 
 file(MAKE_DIRECTORY ${DIR})
