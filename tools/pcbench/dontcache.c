@@ -56,6 +56,7 @@ struct writer {
 	                              size, rewritten from the start when reached */
 	uint64_t span;             /* W_RANDOM: the file's size */
 	uint64_t bytes;
+	uint64_t writes;           /* write calls that wrote wsize */
 	uint64_t *lat;
 	uint64_t *end_ns;          /* W_COMPETE: when each write ended */
 	uint64_t start_ns;         /* W_COMPETE: when the first one began */
@@ -127,6 +128,7 @@ static void *writer_main(void *arg)
 			w->lat[w->nlat++] = end - a;
 		}
 		w->bytes += w->wsize;
+		w->writes++;
 		atomic_fetch_add_explicit(&w->run->written, w->wsize, memory_order_relaxed);
 	}
 	return NULL;
@@ -385,7 +387,7 @@ static struct bres *wrun_result(const char *workload, const struct bpath *p, str
 	}
 	for (int i = 0; i < r->n; i++) {
 		bytes += r->w[i].bytes;
-		writes += r->w[i].bytes / r->w[i].wsize;
+		writes += r->w[i].writes;
 	}
 	b->mib_s = (double)bytes / BU_MiB / r->secs;
 	b->ops_s = (double)writes / r->secs;
