@@ -23,8 +23,12 @@
  * count too) and by this process's read_bytes in /proc/self/io (immune to
  * other programs); bytes left cached after the fsync (pagecache:
  * cached_bytes; kernel: the file's resident pages, mmap + mincore).  The
- * result's reads_per_write is the library's count for pagecache, the
- * process's for the kernel.
+ * result's device_reads_4k is the count measured (the library's for
+ * pagecache, the process's for the kernel) and its reads_per_write that
+ * count over the writes; proc_read_bytes is the process's read_bytes on
+ * every path (on ext4 it includes, for a file whose end is not
+ * block-aligned, the tail block the file system reads under pc_fsync's
+ * ftruncate: see cmake/pcbench_smoke.cmake).
  *
  * Targets: pagecache 0.000 library-counted reads per write for records
  * that are not multiples of 4 KiB (table 1: all pagecache rows; table 2:
