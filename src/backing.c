@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -250,14 +251,25 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
  */
 int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", m->fd);
-	int fd = open(path, O_WRONLY | O_CLOEXEC | (m->noatime ? O_NOATIME : 0));
-	if (fd < 0)
-		return -errno;
+	/* A file created here whose descriptor has not yet needed O_DIRECT
+	 * (mapping.h, fd_mode) is written through that descriptor: no
+	 * second open, which would cost a small file more than its data.
+	 * Should another thread give it O_DIRECT meanwhile, this write of
+	 * a partial block fails (EINVAL) and the caller writes it directly;
+	 * the descriptor never goes back to buffered. */
+	int fd = m->fd;
+	bool alias = atomic_load(&m->fd_mode) != FD_DIRECT_LATER;
+	if (alias) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", m->fd);
+		fd = open(path, O_WRONLY | O_CLOEXEC | (m->noatime ? O_NOATIME : 0));
+		if (fd < 0)
+			return -errno;
+	}
 	struct iovec v = { (void *)buf, len };
 	ssize_t n = backend_pwritev_alias(m->c, m->fd, fd, &v, 1, (off_t)off, 0);
-	close(fd);
+	if (alias)
+		close(fd);
 	if (n < 0)
 		return (int)n;
 	if ((size_t)n != len)
@@ -291,3 +303,36 @@ int mapping_sync_size(struct pc_mapping *m)
 	return err;
 }
 
+
+int backing_fd_set_direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * O_DIRECT goes on before the first request the cache issues on the
+ * descriptor, never off again: io_uring takes a request's flags from the
+ * file when it issues (or retries) it, so turning O_DIRECT off would make
+ * direct requests in flight buffered.  One caller switches; the others
+ * wait the moment it takes.  A file that refuses O_DIRECT here (some
+ * per-file exceptions on a file system that allows it, such as ext4's
+ * inline data) keeps a buffered descriptor: slower, still coherent.
+ */
+int backing_io_fd(struct pc_mapping *m)
+{
+	int mode = atomic_load_explicit(&m->fd_mode, memory_order_acquire);
+	if (mode == FD_DIRECT_LATER &&
+	    atomic_compare_exchange_strong(&m->fd_mode, &mode, FD_DIRECT_SWITCHING)) {
+		int err = backing_fd_set_direct(m->fd);
+		atomic_store_explicit(&m->fd_mode, err ? FD_DIRECT_REFUSED : FD_AS_OPENED, memory_order_release);
+		return m->fd;
+	}
+	while (mode == FD_DIRECT_SWITCHING) {
+		sched_yield();
+		mode = atomic_load_explicit(&m->fd_mode, memory_order_acquire);
+	}
+	return m->fd;
+}

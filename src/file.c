@@ -108,18 +108,23 @@ int ofd_lock(int fd, short type)
 /* Open the backing descriptor: O_DIRECT, or buffered if allowed.  An
  * O_WRONLY handle still needs a readable descriptor: a write of part of a
  * block reads the rest (read-modify-write), so ask for O_RDWR and fall
- * back to O_WRONLY only when the file's permissions refuse reading. */
-static int open_backing(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, bool *direct)
+ * back to O_WRONLY only when the file's permissions refuse reading.  An
+ * exclusive create opens without O_DIRECT and sets *lazy: the descriptor
+ * gets it later (mapping.h, fd_mode; direct_unless_known says when). */
+static int open_backing(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, bool *direct,
+			bool *lazy)
 {
 	/* The cache reads what it writes in part (the rest of a partly
 	 * written block, data for later readers): a write-only handle still
 	 * needs a descriptor that reads. */
 	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
 	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME | O_NOFOLLOW)) | O_CLOEXEC;
-	int fd = openat(dirfd, path, oflags | O_DIRECT, mode);
+	*lazy = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	int odirect = *lazy ? 0 : O_DIRECT;
+	int fd = openat(dirfd, path, oflags | odirect, mode);
 	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_WRONLY) {
 		oflags = (oflags & ~O_ACCMODE) | O_WRONLY;
-		fd = openat(dirfd, path, oflags | O_DIRECT, mode);
+		fd = openat(dirfd, path, oflags | odirect, mode);
 	}
 	*direct = true;
 	struct stat st;
@@ -129,8 +134,27 @@ static int open_backing(struct pc_cache *c, int dirfd, const char *path, int fla
 		/* O_CREAT may have created it already: don't insist on O_EXCL. */
 		fd = openat(dirfd, path, oflags & ~O_EXCL, mode);
 		*direct = false;
+		*lazy = false;
 	}
 	return fd < 0 ? -errno : fd;
+}
+
+/* A descriptor opened without O_DIRECT (open_backing's *lazy) may stay so
+ * until its first I/O only on a file system known to do direct I/O (d:
+ * its domain, probed; NULL: not known here).  Elsewhere it gets O_DIRECT
+ * now, and where that is refused the open fails as an O_DIRECT open(2)
+ * would, unless a buffered backend is allowed. */
+static int direct_unless_known(struct pc_cache *c, const struct pc_domain *d, int fd, bool *direct, bool *lazy)
+{
+	if (!*lazy || (d && d->dio_off_align))
+		return 0;
+	*lazy = false;
+	if (backing_fd_set_direct(fd) == 0)
+		return 0;
+	if (!(c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND))
+		return -EINVAL;
+	*direct = false;
+	return 0;
 }
 
 static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const struct stat *st)
@@ -211,8 +235,8 @@ static void domain_probe(struct pc_domain *d, int fd, bool direct)
 }
 
 /* Under files_lock. */
-static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool writable, const struct stat *st,
-				      int *err)
+static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool lazy, bool writable,
+				      const struct stat *st, int *err)
 {
 	struct pc_mapping *m = calloc(1, sizeof(*m));
 	if (!m) {
@@ -235,6 +259,11 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	*err = domain_get(c, st->st_dev, &m->dom);
 	if (!*err) {
 		domain_probe(m->dom, fd, direct);
+		*err = direct_unless_known(c, m->dom, fd, &direct, &lazy);
+	}
+	if (!*err) {
+		m->direct = direct;
+		atomic_store(&m->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
 		*err = choose_block_size(c, m, st);
 	}
 	if (*err) {
@@ -363,6 +392,7 @@ static int upgrade_to_writable(struct pc_mapping *m, int fd)
 		close(m->old_fd);
 	m->old_fd = m->fd; /* I/O may still be in flight on it */
 	m->fd = fd;
+	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
 	m->writable = true;
 	m->wrlocked = true;
 	return 0;
@@ -446,6 +476,7 @@ static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 {
 	m->fd = fd;
 	m->direct = direct;
+	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
 	m->writable = writable;
 	m->wrlocked = false;
 }
@@ -456,12 +487,12 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			     struct pc_mapping **out)
 {
 	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
-	bool direct;
-	int fd = open_backing(c, dirfd, path, flags, mode, &direct);
+	bool direct, lazy;
+	int fd = open_backing(c, dirfd, path, flags, mode, &direct, &lazy);
 	if (fd == -EMFILE || fd == -ENFILE) {
 		/* Out of descriptors: the closed files' go first. */
 		closed_release_fds(c);
-		fd = open_backing(c, dirfd, path, flags, mode, &direct);
+		fd = open_backing(c, dirfd, path, flags, mode, &direct, &lazy);
 	}
 	if (fd < 0)
 		return fd;
@@ -485,7 +516,10 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	 * report at pc_cache_destroy, not the new file's. */
 	if (m && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
 		hand_unseen_error_to_cache(m);
-	if (m) {
+	/* A known file's descriptor is not replaced lazily. */
+	if (m)
+		err = direct_unless_known(c, NULL, fd, &direct, &lazy);
+	if (m && !err) {
 		bool adopted = m->fd < 0;
 		if (adopted) {
 			adopt_fd(m, fd, direct, want_write);
@@ -505,8 +539,8 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			fd = m->fd; /* closed below: the mapping stays without one */
 			m->fd = -1;
 		}
-	} else {
-		m = mapping_new(c, fd, direct, want_write, &st, &err);
+	} else if (!m) {
+		m = mapping_new(c, fd, direct, lazy, want_write, &st, &err);
 		if (m) {
 			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
 			m->wrlocked = want_write;

@@ -30,6 +30,9 @@ struct pc_folio;
  * the type is here because every mapping holds one). */
 typedef _Atomic uint64_t pc_errseq_t;
 
+/* pc_mapping.fd_mode */
+enum { FD_AS_OPENED, FD_DIRECT_LATER, FD_DIRECT_SWITCHING, FD_DIRECT_REFUSED };
+
 struct pc_mapping {
 	struct pc_cache *c;
 	struct pc_domain *dom;
@@ -42,6 +45,13 @@ struct pc_mapping {
 	bool writable;
 	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
 	bool direct;       /* backing descriptor is O_DIRECT */
+	/* A file this cache created gets its descriptor without O_DIRECT,
+	 * which it is given (F_SETFL) before the first I/O the cache issues
+	 * on it (backing_io_fd): a small file created, written and closed is
+	 * then written whole through the kernel's page cache on that
+	 * descriptor (backing_write_tail), with no second open.  FD_AS_OPENED:
+	 * nothing pending (O_DIRECT, or a buffered backend). */
+	_Atomic int fd_mode;
 	bool noatime;      /* backing descriptor is O_NOATIME */
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */

@@ -12,6 +12,7 @@
 
 #include "arena.h"
 #include "backend.h"
+#include "backing.h"
 #include "block_state.h"
 #include "file.h"
 #include "flusher.h"
@@ -98,7 +99,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 		k++;
 	}
 	r->io.op = IO_READ;
-	r->io.fd = m->fd;
+	r->io.fd = backing_io_fd(m);
 	r->io.iov = r->iov;
 	r->io.iovcnt = k;
 	r->io.len = want;
@@ -106,7 +107,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 	atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
 	if (rf & RF_SYNC) {
-		rd_done(&r->io, backend_preadv(m->c, m->fd, r->iov, k, r->io.off));
+		rd_done(&r->io, backend_preadv(m->c, r->io.fd, r->iov, k, r->io.off));
 		if (read_io_test_sync_done)
 			read_io_test_sync_done();
 	} else {

@@ -207,7 +207,7 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
 	r->w = w;
 	r->nseg = 0;
 	r->io.op = IO_WRITE;
-	r->io.fd = m->fd;
+	r->io.fd = backing_io_fd(m);
 	r->io.rw_flags = (mode & WB_DSYNC) && m->direct ? RWF_DSYNC : 0;
 	r->io.iov = r->iov;
 	r->io.done = wb_done;

@@ -823,6 +823,109 @@ static void i_concurrent_creates(void)
 	unlink(path);
 }
 
+/* j. A created file's descriptor: without O_DIRECT until the cache issues
+ * I/O on it, so that a small closed file is written whole through it (no
+ * second open); O_DIRECT from the first direct write or read on, never off
+ * again, whoever gets there first. */
+static bool fd_is_direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_DIRECT);
+}
+
+struct first_io {
+	struct pc_file *f;
+	pthread_barrier_t *go;
+	unsigned idx;
+};
+
+static void *first_io_writer(void *arg)
+{
+	struct first_io *a = arg;
+	uint8_t *buf = aligned_alloc(4096, 64 * KiB);
+	fill(buf, 64 * KiB, 40 + a->idx);
+	pthread_barrier_wait(a->go);
+	ssize_t n = pc_pwrite(a->f, buf, 64 * KiB, (off_t)(a->idx * 64 * KiB), PC_DSYNC);
+	free(buf);
+	return (void *)(intptr_t)(n == (ssize_t)(64 * KiB));
+}
+
+static void j_created_descriptor_direct_later(void)
+{
+	struct pc_cache *c = new_cache(0, 0);
+	char path[4200];
+	uint8_t buf[FILE_BYTES], got[FILE_BYTES];
+	/* Small and closed: written through its own descriptor, still
+	 * buffered (one write, exactly the file). */
+	name_of(path, sizeof(path), "j", 0);
+	fill(buf, sizeof(buf), 30);
+	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	REQUIRE(f);
+	struct pc_mapping *m = f->m;
+	CHECK(!fd_is_direct(m->fd));
+	CHECK(atomic_load(&m->fd_mode) == FD_DIRECT_LATER);
+	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	struct pc_stats b0, b1;
+	pc_cache_stats(c, &b0);
+	CHECK(pc_close(f) == 0);
+	CHECK(tu_settled(c, path));
+	pc_cache_stats(c, &b1);
+	CHECK(b1.dev_write_ios - b0.dev_write_ios == 1);
+	int fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	CHECK(pread(fd, got, sizeof(got), 0) == (ssize_t)sizeof(got) && memcmp(got, buf, sizeof(got)) == 0);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0 && st.st_size == FILE_BYTES);
+	close(fd);
+
+	/* Two threads' first writes race to give it O_DIRECT: both direct
+	 * (DSYNC), both on the device, the descriptor direct from then on. */
+	name_of(path, sizeof(path), "j", 1);
+	f = pc_open(c, path, O_RDWR | O_CREAT | O_EXCL, 0644);
+	REQUIRE(f);
+	m = f->m;
+	CHECK(!fd_is_direct(m->fd));
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, 2);
+	struct first_io a[2] = { { f, &go, 0 }, { f, &go, 1 } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&t[i], NULL, first_io_writer, &a[i]) == 0);
+	for (int i = 0; i < 2; i++) {
+		void *ok;
+		pthread_join(t[i], &ok);
+		CHECK(ok != NULL);
+	}
+	pthread_barrier_destroy(&go);
+	CHECK(fd_is_direct(m->fd));
+	CHECK(atomic_load(&m->fd_mode) == FD_AS_OPENED);
+	uint8_t *want = aligned_alloc(4096, 64 * KiB), *dev = aligned_alloc(4096, 64 * KiB);
+	fd = open(path, O_RDONLY | O_DIRECT);
+	REQUIRE(fd >= 0);
+	for (unsigned i = 0; i < 2; i++) {
+		fill(want, 64 * KiB, 40 + i);
+		CHECK(pread(fd, dev, 64 * KiB, (off_t)(i * 64 * KiB)) == (ssize_t)(64 * KiB));
+		CHECK(memcmp(dev, want, 64 * KiB) == 0);
+	}
+	close(fd);
+	free(want);
+	free(dev);
+	CHECK(pc_close(f) == 0);
+
+	/* A file the cache did not create gets O_DIRECT at open. */
+	name_of(path, sizeof(path), "j", 2);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	REQUIRE(fd >= 0);
+	CHECK(write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+	close(fd);
+	f = pc_open(c, path, O_RDWR | O_CREAT, 0644);
+	REQUIRE(f);
+	CHECK(fd_is_direct(f->m->fd));
+	CHECK(atomic_load(&f->m->fd_mode) == FD_AS_OPENED);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -837,6 +940,7 @@ int main(void)
 	g_flush_at_exit();
 	h_small_file_one_write();
 	i_concurrent_creates();
+	j_created_descriptor_direct_later();
 	test_rmdir(dir);
 	return test_done();
 }
