@@ -68,7 +68,7 @@ for s in suites:
                 base = [rows[0]] if not rows[0]['error'] else []
             elif r['path'].startswith('pagecache-') and (r['pass'] is not None or not any(x['path'].startswith('pagecache-buffered-') for x in rows)):
                 base = [x for x in rows if not x['path'].startswith('pagecache-') and not x['error']] or \
-                       [x for x in rows if x['path'] != r['path'] and x['path'].startswith('pagecache-buffered') and not x['error']]
+                       [x for x in rows[:rows.index(r)] if x['path'].startswith('pagecache-buffered') and not x['error']]
             if base and head(base[0]) and head(r) is not None:
                 ratio = '%.2fx %s' % (head(r)/head(base[0]), base[0]['path'])
             cells += [ratio, (r['target'] or '').replace('|','/'), '' if r['pass'] is None else ('PASS' if r['pass'] else 'FAIL')]

@@ -2,9 +2,10 @@
  * interleaved.c - 32 threads write interleaved records of a size that is
  * not a multiple of 4 KiB to one file (record i by thread i % 32), fsync,
  * and the mount's counters must show no device read for any of it (the
- * neighbouring records complete each partial block: edgebench's "reads per
- * write", expected 0.000) and nothing left cached.  Then every record is
- * read back and checked.  Run on a pcfs mount with -o uncached=always.
+ * neighbouring records complete each partial block: the "reads per
+ * write" of pcbench's interleaved suite, expected 0.000) and nothing left
+ * cached.  Then every record is read back and checked.  Run on a pcfs
+ * mount with -o uncached=always.
  *
  *   pcfs-interleaved MOUNTPOINT RECORD_SIZE RECORDS
  *   pcfs-interleaved --kernel-dontcache DIR RECORD_SIZE RECORDS

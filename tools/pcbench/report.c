@@ -76,7 +76,9 @@ void res_target_na(struct bres *r, const char *base, const char *fmt, ...)
 	va_start(ap, fmt);
 	vappend(r->target, sizeof(r->target), "; ", fmt, ap);
 	va_end(ap);
-	snprintf(why, sizeof(why), " [not evaluated: %s %s]", base, bo.only ? "not selected by --only" : "not measured");
+	struct bpath bp = { .name = base };
+	snprintf(why, sizeof(why), " [not evaluated: %s %s]", base,
+		 path_selected(&bp) ? "failed or not measured" : "not selected by --only");
 	if (strlen(r->target) + strlen(why) < sizeof(r->target))
 		strcat(r->target, why);
 }
