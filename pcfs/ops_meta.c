@@ -150,10 +150,16 @@ static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, int fd, const st
 		};
 		if (utimensat(fs->proc_fd, name, tv, 0) != 0)
 			return -errno;
-		if (tv[1].tv_nsec != UTIME_OMIT) {
+		/* Re-applied once the data is written.  A given time is kept as
+		 * given: read back, it could already be a later write-back's
+		 * (one in flight changes the backing mtime at any moment).
+		 * UTIME_NOW is read back: the kernel's clock and granularity. */
+		if (tv[1].tv_nsec == UTIME_NOW) {
 			struct stat st;
 			if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
-				times_explicit_mtime(in, &st.st_mtim); /* re-applied once data is written */
+				times_explicit_mtime(in, &st.st_mtim);
+		} else if (tv[1].tv_nsec != UTIME_OMIT) {
+			times_explicit_mtime(in, &tv[1]);
 		}
 	} else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		times_meta_changed(in);
