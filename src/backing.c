@@ -254,9 +254,10 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 	/* A file created here whose descriptor has not yet needed O_DIRECT
 	 * (mapping.h, fd_mode) is written through that descriptor: no
 	 * second open, which would cost a small file more than its data.
-	 * Should another thread give it O_DIRECT meanwhile, this write of
-	 * a partial block fails (EINVAL) and the caller writes it directly;
-	 * the descriptor never goes back to buffered. */
+	 * Should another thread give it O_DIRECT meanwhile, this write goes
+	 * direct: it fails (EINVAL) where it ends inside a block, and the
+	 * caller then writes the block directly; whole blocks land as a
+	 * direct write would.  The descriptor never goes back to buffered. */
 	int fd = m->fd;
 	bool alias = atomic_load(&m->fd_mode) != FD_DIRECT_LATER;
 	if (alias) {
