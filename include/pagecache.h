@@ -343,7 +343,14 @@ struct pc_config {
 	 * default; on EMFILE the closed files give theirs up), counting one
 	 * per file: a file opened for reading and then, while open, for
 	 * writing keeps its read-only descriptor too (I/O may have been
-	 * issued through it) until its descriptor is given up. */
+	 * issued through it) until its descriptor is given up.  Those are
+	 * descriptors of the process's own limit: a program that itself opens
+	 * many files or sockets should set this lower (pagecache's own opens
+	 * recover from EMFILE by giving closed files' descriptors up; the
+	 * program's open(2) does not).  While write-back keeps failing (a
+	 * full disk), closed files whose data cannot be written keep their
+	 * descriptors beyond this bound, as their data stays: fsync a file to
+	 * hear its error; truncating or unlinking it discards the data. */
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
@@ -532,6 +539,10 @@ PC_API struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path
  * that is pc_fsync).  The handle stays open.  Returns 0, or -1 with errno:
  * EBADF (NULL or closed handle), EPERM (inherited through fork), a write
  * error. */
+/* With wait = 0, a file of at most 64 KiB (and a larger file's last
+ * partial block) is not written at once but about 100 ms later by the
+ * flusher, so that the pc_close that usually follows finds it and it is
+ * written once, whole, as a closed file is (pc_close). */
 PC_API int pc_flush(struct pc_file *f, int wait);
 
 /* Frees the handle (always, even on error) and returns -1 with the first
@@ -543,7 +554,11 @@ PC_API int pc_flush(struct pc_file *f, int wait);
  * descriptors for unwritten data); a later write error is reported to the next
  * pc_fsync/pc_fdatasync/pc_close of any handle of the file, also one
  * opened after the error (an error nobody reported yet is never lost on a
- * new handle), and by pc_cache_destroy.  Until its data is written the
+ * new handle), and by pc_cache_destroy.  An exception: what went
+ * through the kernel's page cache (a small closed file, below) is written
+ * by the kernel, and its error is heard only by a later pc_fsync or
+ * pc_fdatasync of the file and by pc_cache_destroy, not by a later
+ * handle's pc_close.  Until its data is written the
  * file keeps its backing descriptor and its lock (another process opening
  * it through pagecache gets EBUSY meanwhile; programs reading the backing
  * file directly may see old data: use pc_fsync, or PC_CFG_CLOSE_TO_OPEN,
@@ -566,7 +581,9 @@ PC_API int pc_flush(struct pc_file *f, int wait);
  * truncate, and a small file costs no direct write of its first blocks.
  * A file unlinked loses its cached data, dirty too (it is not written),
  * and its space is freed within about a second of its last close (or of
- * the unlink, when that came after).  Note that a pipeline where one process writes
+ * the unlink, when that came after); so is a file that another descriptor
+ * of the process (an O_PATH one, say) still refers to: reopened through
+ * that descriptor (/proc/self/fd), it does not have the dropped data.  Note that a pipeline where one process writes
  * and closes a file and another at once opens it through pagecache (a
  * compiler and a linker, say) makes the second get EBUSY until the data
  * is written: use PC_CFG_CLOSE_TO_OPEN (or pc_fsync) there.

@@ -40,6 +40,7 @@
 #include "errseq.h"
 #include "file.h"
 #include "flusher.h"
+#include "fs_sync.h"
 #include "mapping.h"
 #include "pagecache.h"
 #include "util.h"
@@ -117,6 +118,10 @@ static bool mapping_forgettable(struct pc_mapping *m)
 /* Give the descriptors up; a forgettable mapping goes too. */
 static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 {
+	/* Where no syncfs of the file system will hear of it at destroy,
+	 * the end that went through the kernel is synced first: a closed
+	 * descriptor could neither sync it nor hear its error. */
+	fs_sync_before_close(m);
 	if (mapping_forgettable(m)) {
 		files_hash_remove(c, m);
 		mapping_put(m); /* the hash table's: clean and empty, no wait */

@@ -18,6 +18,7 @@
 #include "fs_sync.h"
 
 #include "cache.h"
+#include "errseq.h"
 #include "flusher.h"
 #include "mapping.h"
 
@@ -93,7 +94,17 @@ int fs_sync_mapping(struct pc_mapping *m)
 {
 	if (!atomic_load(&m->kernel_written) || m->dom->fs_fd >= 0 || m->fd < 0)
 		return 0; /* nothing through the kernel, or synced with its domain */
-	return fdatasync(m->fd) == 0 ? 0 : -errno;
+	if (fdatasync(m->fd) != 0)
+		return -errno;
+	atomic_store(&m->kernel_written, false);
+	return 0;
+}
+
+void fs_sync_before_close(struct pc_mapping *m)
+{
+	int err = fs_sync_mapping(m);
+	if (err)
+		errseq_set(&m->wb_err, err); /* unseen: the next handle or destroy reports it */
 }
 
 int fs_sync_domains(struct pc_cache *c)

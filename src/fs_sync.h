@@ -20,6 +20,10 @@ HIDDEN void fs_sync_note_kernel_write(struct pc_mapping *m);
 /* fdatasync of m when its domain has no file system descriptor and data
  * of m went through the kernel; 0 or a negative errno. */
 HIDDEN int fs_sync_mapping(struct pc_mapping *m);
+/* m's descriptor is about to be closed: what fs_sync_mapping would sync
+ * at destroy is synced now, while a descriptor can still hear the
+ * kernel's error; a failure becomes m's unseen write error. */
+HIDDEN void fs_sync_before_close(struct pc_mapping *m);
 /* syncfs of every domain data went to through the kernel; the first
  * error (negative errno) or 0. */
 HIDDEN int fs_sync_domains(struct pc_cache *c);
