@@ -1216,7 +1216,7 @@ static void bench_small_files(void)
 		rr->pc = NAN;
 	pc_cache_stats(c, &s1);
 	stats_delta(&d, &s0, &s1);
-	note_io(rr, "reread", &d);
+	note_io(rr, "from the end of f1 to the end of f2 (f1's files written back while settling)", &d);
 	prog_step_timed("f. small files", "destroy, verify", 2000000000ull, NULL,
 			NULL);
 	if (pc_cache_destroy(c) != 0)
