@@ -94,10 +94,14 @@ int fs_sync_mapping(struct pc_mapping *m)
 {
 	if (!atomic_load(&m->kernel_written) || m->dom->fs_fd >= 0 || m->fd < 0)
 		return 0; /* nothing through the kernel, or synced with its domain */
-	if (fdatasync(m->fd) != 0)
-		return -errno;
+	/* Cleared before the sync, as a dirty bit is before write-back: a
+	 * kernel write that lands meanwhile sets it again for the next. */
 	atomic_store(&m->kernel_written, false);
-	return 0;
+	if (fdatasync(m->fd) == 0)
+		return 0;
+	int err = -errno;
+	atomic_store(&m->kernel_written, true);
+	return err;
 }
 
 void fs_sync_before_close(struct pc_mapping *m)
