@@ -34,6 +34,9 @@
  *      writes its data back without fsync
  *   o  clean edges past edge_budget_bytes go, oldest first, and only then
  *      (dirty edges count as dirty data, not against the budget)
+ *   p  a writer past the budget waits while other writers of its file keep
+ *      completing edges (at most 2 s), and stops about 100 ms after they stop
+ *      (at once if none ever did)
  *
  * State is checked through pc_cache_stats and, for single folios, through
  * mapping_lookup() and the folio flags.  The flusher runs asynchronously:
@@ -1443,6 +1446,103 @@ static void test_short_run_written(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+/* ------------------------------------------------------------------ (p) */
+
+/*
+ * A writer that left an edge past the budget waits for its neighbours
+ * (edges_wait_for_neighbours) while they keep completing edges of its file,
+ * at most 2 s (EDGE_WAIT_MAX_MS), and stops waiting about 100 ms after
+ * they stop (EDGE_WAIT_IDLE_MS), at once if none ever did.  The cache is put past its budget by hand,
+ * and a "neighbour" thread counts an edge completed (edge_completed, what a
+ * completing write calls) every 5 ms for a while: for 1 s the waiter must
+ * still be waiting when the neighbour stops and be back soon after; for
+ * 3 s it must be back at the cap, before the neighbour stops.  If the
+ * neighbour itself was kept off the CPU for 90 ms or more (a loaded
+ * machine), the waiter may rightly have stopped early: the lower bounds
+ * are then not checked, and the test says so.
+ */
+struct neighbour_arg {
+	struct pc_mapping *m;
+	uint64_t run_ms, stop_ms, max_gap_ms;
+};
+
+static void *neighbour_completing(void *p)
+{
+	struct neighbour_arg *a = p;
+	uint64_t start = pc_now_ms(), last = start;
+	for (;;) {
+		uint64_t now = pc_now_ms();
+		if (now - last > a->max_gap_ms)
+			a->max_gap_ms = now - last;
+		last = now;
+		if (now - start >= a->run_ms)
+			break;
+		edge_completed(a->m);
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+	a->stop_ms = pc_now_ms();
+	return NULL;
+}
+
+/* How long edges_wait_for_neighbours waited while a neighbour completed
+ * edges for run_ms; *stop: when the neighbour stopped, relative to the
+ * wait's start; returns UINT64_MAX if the neighbour had a gap of 90 ms. */
+static uint64_t wait_beside_neighbour(struct pc_mapping *m, uint64_t run_ms, uint64_t *stop)
+{
+	struct neighbour_arg a = { .m = m, .run_ms = run_ms };
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, neighbour_completing, &a) == 0);
+	struct timespec ts = { 0, 20000000 };
+	nanosleep(&ts, NULL); /* the neighbour's first completions */
+	uint64_t t0 = pc_now_ms();
+	edges_wait_for_neighbours(m);
+	uint64_t waited = pc_now_ms() - t0;
+	REQUIRE(pthread_join(t, NULL) == 0);
+	*stop = a.stop_ms - t0;
+	if (a.max_gap_ms >= 90) {
+		printf("   (neighbour off the CPU for %llu ms: lower bounds not checked)\n",
+		       (unsigned long long)a.max_gap_ms);
+		return UINT64_MAX;
+	}
+	return waited;
+}
+
+static void test_edge_wait(void)
+{
+	printf("-- (p) a writer past the edge budget waits while its neighbours complete edges\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.edge_budget_bytes = 4 * 4096;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	struct pc_file *h = open_new(c, "edge_wait", path, sizeof(path));
+	int64_t extra = (int64_t)cfg.edge_budget_bytes + 4096;
+	atomic_fetch_add(&c->edge_bytes, extra);
+	CHECK(edges_over_budget(c));
+
+	/* No edge of the file ever completed: back at once (the idle window
+	 * counts from the last completion), not after it. */
+	uint64_t t0 = pc_now_ms();
+	edges_wait_for_neighbours(h->m);
+	CHECK(pc_now_ms() - t0 < 90);
+
+	/* A neighbour completing for 1 s: waited to its end, then ~100 ms. */
+	uint64_t stop, waited = wait_beside_neighbour(h->m, 1000, &stop);
+	if (waited != UINT64_MAX)
+		CHECK(waited + 5 >= stop && waited < stop + 1500);
+	/* For 3 s: back at the 2 s cap, before the neighbour stopped. */
+	waited = wait_beside_neighbour(h->m, 3000, &stop);
+	if (waited != UINT64_MAX)
+		CHECK(waited >= 1990 && waited < stop);
+
+	atomic_fetch_sub(&c->edge_bytes, extra);
+	CHECK(!edges_over_budget(c));
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	dir = test_dir("uncached");
@@ -1459,6 +1559,7 @@ int main(void)
 	test_kick();
 	test_short_run_written();
 	test_edge_budget();
+	test_edge_wait();
 	test_rmdir(dir);
 	return test_done();
 }
