@@ -329,8 +329,10 @@ struct pc_config {
 	 * while others complete edges of the same file waits for them (up to
 	 * 2 s; PC_NOWAIT writes do not): many writers of one file that drift
 	 * apart are kept within the budget of each other.  0 (what
-	 * pc_config_init sets): memory_limit / 8, which keeps 8192 4 KiB edges
-	 * in the default 256 MiB.  At most memory_limit / 4 (else EINVAL). */
+	 * pc_config_init sets): memory_limit / 4, which keeps 16384 4 KiB
+	 * edges in the default 256 MiB (an eighth was not enough for 32
+	 * PC_DSYNC writers drifting 800 records apart).  At most
+	 * memory_limit / 2 (else EINVAL). */
 	size_t edge_budget_bytes;
 	/* Closed files whose backing descriptor the cache keeps open (so that
 	 * reopening them costs no open(2)); past it the oldest's is closed

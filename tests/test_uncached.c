@@ -538,15 +538,20 @@ static void test_edge_budget(void)
 	printf("-- (o) clean edges past edge_budget_bytes go oldest first\n");
 	budget_order_run(PC_DSYNC);
 	budget_order_run(0);
-	/* The budget's bounds: the default is memory_limit / 8, more than a
-	 * quarter of memory_limit is refused. */
+	/* The budget's bounds: the default is memory_limit / 4, half of it is
+	 * accepted, more is refused. */
 	struct pc_config cfg;
 	base_cfg(&cfg, 4096);
 	struct pc_cache *c = pc_cache_new(&cfg);
 	REQUIRE(c);
-	CHECK(edge_budget(c) == cfg.memory_limit / 8);
+	CHECK(edge_budget(c) == cfg.memory_limit / 4);
 	CHECK(pc_cache_destroy(c) == 0);
-	cfg.edge_budget_bytes = cfg.memory_limit / 4 + 4096;
+	cfg.edge_budget_bytes = cfg.memory_limit / 2;
+	c = pc_cache_new(&cfg);
+	CHECK(c && edge_budget(c) == cfg.memory_limit / 2);
+	if (c)
+		CHECK(pc_cache_destroy(c) == 0);
+	cfg.edge_budget_bytes = cfg.memory_limit / 2 + 4096;
 	errno = 0;
 	CHECK(pc_cache_new(&cfg) == NULL && errno == EINVAL);
 }
