@@ -325,10 +325,14 @@ struct pc_config {
 	 * data, under dirty_limit_bytes; the check subtracts all dirty data
 	 * from the edges' bytes, so clean edges may pass the budget by at most
 	 * the dirty data there is.
-	 * Before the budget drops edges, a writer whose write left an edge
-	 * while others complete edges of the same file waits for them (up to
-	 * 2 s; PC_NOWAIT writes do not): many writers of one file that drift
-	 * apart are kept within the budget of each other.  0 (what
+	 * Before the budget drops edges, a writer whose write left more edges
+	 * than it completed (it is ahead of its neighbours) waits while others
+	 * complete edges of the same file (up to 2 s; PC_NOWAIT writes do not;
+	 * pc_stats edge_waits counts these waits).  A write that completes as
+	 * many edges as it leaves, or more, never waits: those are the writers
+	 * that are catching up.  So many writers of one file that drift apart
+	 * are kept within the budget of each other.  The misaligned head and
+	 * tail of a PC_DIRECT write count as one write.  0 (what
 	 * pc_config_init sets): memory_limit / 4, which keeps 16384 4 KiB
 	 * edges in the default 256 MiB (an eighth was not enough for 32
 	 * PC_DSYNC writers drifting 800 records apart).  At most
@@ -449,6 +453,11 @@ struct pc_stats {
 	                               keep edges within edge_budget_bytes
 	                               (edges evicted under memory_limit count
 	                               in evictions) */
+	uint64_t edge_waits;        /* uncached writes that, leaving more edges
+	                               than they completed past the budget,
+	                               waited for the file's other writers to
+	                               complete edges first (see
+	                               edge_budget_bytes) */
 	uint64_t deferred_rmw;      /* partial blocks written without a read */
 	uint64_t rmw_reads;         /* blocks read to merge a partial write */
 	uint64_t hit_bytes, miss_bytes; /* read bytes found / not found cached */

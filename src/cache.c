@@ -270,6 +270,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->edge_completed = ld(&c->st_edge_completed);
 	s->edge_expired = ld(&c->st_edge_expired);
 	s->edge_evicted_budget = ld(&c->st_edge_evicted);
+	s->edge_waits = ld(&c->st_edge_waits);
 	s->deferred_rmw = ld(&c->st_deferred);
 	s->rmw_reads = ld(&c->st_rmw_reads);
 	s->hit_bytes = counter_sum(&c->hits);

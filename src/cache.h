@@ -94,7 +94,7 @@ struct pc_cache {
 	/* counters */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
-	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired, st_edge_evicted;
+	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired, st_edge_evicted, st_edge_waits;
 	/* edges.c: the kept edges' bytes, and their FIFO, oldest first */
 	_Atomic int64_t edge_bytes;
 	_Atomic bool edge_trimming;

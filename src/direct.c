@@ -172,6 +172,7 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 	/* Pieces in file order; a short piece (PC_NOWAIT) ends the call. */
 	size_t done = 0;
 	ssize_t r = 0;
+	write_edges_batch_begin();
 	if (off < astart && (r = uncached_piece(h, iov, iovcnt, 0, off, astart - off, piece_flags)) > 0)
 		done = (size_t)r;
 	if (r >= 0 && done == astart - off &&
@@ -180,6 +181,7 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 	if (r >= 0 && done == aend - off && aend < end &&
 	    (r = uncached_piece(h, iov, iovcnt, aend - off, aend, end - aend, piece_flags)) > 0)
 		done += (size_t)r;
+	write_edges_batch_end(m, piece_flags);
 	/* PC_NOWAIT: the bytes written before it would have blocked. */
 	if (r == -EAGAIN && done)
 		return (ssize_t)done;

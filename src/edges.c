@@ -297,6 +297,8 @@ void edges_wait_for_neighbours(struct pc_mapping *m)
 	uint64_t start = pc_now_ms();
 	uint64_t last_change = atomic_load_explicit(&m->edge_completed_ms, memory_order_relaxed);
 	uint64_t done = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);
+	if (edges_over_budget(c))
+		atomic_fetch_add_explicit(&c->st_edge_waits, 1, memory_order_relaxed);
 	while (edges_over_budget(c)) {
 		uint64_t now = pc_now_ms();
 		uint64_t d = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);

@@ -205,8 +205,11 @@ static bool completes_edge(struct pc_mapping *m, struct pc_folio *f, size_t foff
 	return false;
 }
 
-/* Edges this thread's current write kept (see write_trim_edges). */
+/* Edges this thread's current write kept, less those it completed (see
+ * write_trim_edges). */
 static _Thread_local int64_t thread_edges_made;
+/* Inside write_edges_batch_begin/end: the pieces of one write. */
+static _Thread_local bool thread_edges_batched;
 
 /* Drop-behind marking of a folio this write found or created.  `awaits`:
  * a partly covered block of it waits for the rest (prepare_edges). */
@@ -246,6 +249,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 		folio_set(f, PF_DROPBEHIND);
 		account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
 		edge_completed(m);
+		thread_edges_made--;
 	}
 }
 
@@ -404,14 +408,18 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 
 /*
  * After an uncached write: the edges it kept may take the cache's clean
- * edges past their budget (the oldest then go).  A write that left an edge
- * is ahead of the writer that will complete it: it first waits a little
- * for such writers (edges_wait_for_neighbours) rather than push out edges
- * they are about to complete.  A writer behind all its neighbours (it
- * completes edges, leaves none) never waits, so the slowest catch up.
+ * edges past their budget (the oldest then go).  A write that left more
+ * edges than it completed is ahead of the writers that will complete them:
+ * it first waits a little for them (edges_wait_for_neighbours) rather than
+ * push out edges they are about to complete.  A write that completed as
+ * many as it left (its writer is between a faster and a slower one) or
+ * more (the slowest) never waits: those are the writers that bring the
+ * edges back under the budget.
  */
 static void write_trim_edges(struct pc_mapping *m, int flags)
 {
+	if (thread_edges_batched)
+		return; /* write_edges_batch_end counts the pieces as one */
 	int64_t made = thread_edges_made;
 	thread_edges_made = 0;
 	/* Only a write that added edges trims: one that added none took the
@@ -422,6 +430,18 @@ static void write_trim_edges(struct pc_mapping *m, int flags)
 	if (!(flags & PC_NOWAIT))
 		edges_wait_for_neighbours(m);
 	edges_trim(m->c);
+}
+
+void write_edges_batch_begin(void)
+{
+	thread_edges_made = 0;
+	thread_edges_batched = true;
+}
+
+void write_edges_batch_end(struct pc_mapping *m, int flags)
+{
+	thread_edges_batched = false;
+	write_trim_edges(m, flags);
 }
 
 int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)

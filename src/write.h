@@ -70,6 +70,13 @@ HIDDEN int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf
  * durable (an error: they are not), other writes meet the dirty throttle
  * (an error: the file's write error, the bytes are written). */
 HIDDEN int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags);
+/* A write made of several calls (direct_write's misaligned head and tail):
+ * the edges its pieces leave and complete are counted as one write's, so
+ * a writer whose head completes an edge and whose tail leaves one is not
+ * taken for one that runs ahead (write_finish's edge budget wait).  Same
+ * thread, no nesting; end with the flags of the pieces. */
+HIDDEN void write_edges_batch_begin(void);
+HIDDEN void write_edges_batch_end(struct pc_mapping *m, int flags);
 /* Write zeros through the cache (partial blocks of punch/zero range); the
  * caller holds inval_lock (either way). */
 HIDDEN int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len);

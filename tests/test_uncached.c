@@ -1548,6 +1548,66 @@ static void test_edge_wait(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+/* ------------------------------------------------------------------ (q) */
+
+/*
+ * Which writes wait for their neighbours past the edge budget: only those
+ * that leave more edges than they complete.  A write completing one edge
+ * and leaving one (its writer between a slower and a faster one) or
+ * completing more than it leaves (the slowest) must not wait: it is what
+ * brings the edges back under the budget.  The misaligned head and tail of
+ * a PC_DIRECT write count as one write.  6000-byte records in 4 KiB
+ * blocks, the cache put past its budget by hand after the first record.
+ */
+static void test_edge_wait_who(void)
+{
+	printf("-- (q) past the edge budget only writes that add edges wait\n");
+	struct pc_config cfg;
+	base_cfg(&cfg, 4096);
+	cfg.edge_budget_bytes = 2 * 4096;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	char path[4200];
+	struct pc_file *h = open_new(c, "edge_who", path, sizeof(path));
+	static uint8_t buf[42000];
+	tu_fill_pattern(buf, sizeof(buf), 9, 0);
+	const int sync = PC_DONTCACHE | PC_DSYNC; /* clean edges: the budget's */
+#define WRITE_AT(a, b, fl) CHECK(pc_pwrite(h, buf + (a), (b) - (a), (a), (fl)) == (b) - (a))
+	/* [6000, 12000): edges in blocks 1 and 2, within the budget. */
+	WRITE_AT(6000, 12000, sync);
+	CHECK(is_kept_edge(h, 4096) && is_kept_edge(h, 8192));
+	CHECK(tu_stats(c).edge_waits == 0 && !edges_over_budget(c));
+	int64_t extra = (int64_t)cfg.edge_budget_bytes + 4096;
+	atomic_fetch_add(&c->edge_bytes, extra);
+	REQUIRE(edges_over_budget(c));
+	/* Completes block 2, leaves block 4: no wait, nothing dropped. */
+	WRITE_AT(12000, 18000, sync);
+	CHECK(tu_stats(c).edge_waits == 0 && tu_stats(c).edge_evicted_budget == 0);
+	CHECK(is_kept_edge(h, 16384));
+	/* Completes block 1 and leaves none: no wait. */
+	WRITE_AT(0, 6000, sync);
+	CHECK(tu_stats(c).edge_waits == 0 && tu_stats(c).edge_evicted_budget == 0);
+	/* PC_DIRECT: the head completes block 4, blocks 5 and 6 go direct,
+	 * the tail leaves block 7; as one write, no wait. */
+	WRITE_AT(18000, 30000, sync | PC_DIRECT);
+	CHECK(tu_stats(c).edge_waits == 0 && tu_stats(c).edge_evicted_budget == 0);
+	CHECK(is_kept_edge(h, 28672));
+	/* Leaves blocks 8 and 10, completes nothing: it waits (about 100 ms,
+	 * since no edge of the file is completed meanwhile), and then the
+	 * oldest edges go for the budget. */
+	WRITE_AT(36000, 42000, sync);
+	struct pc_stats s = tu_stats(c);
+	CHECK(s.edge_waits == 1 && s.edge_evicted_budget >= 1);
+	CHECK(s.dev_read_ios == 0);
+#undef WRITE_AT
+	atomic_fetch_sub(&c->edge_bytes, extra);
+	/* The gap [30000, 36000) and the rest, then the file checked. */
+	CHECK(pc_pwrite(h, buf + 30000, 6000, 30000, 0) == 6000);
+	CHECK(pc_close(h) == 0);
+	CHECK(tu_verify_disk(path, buf, sizeof(buf)));
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	dir = test_dir("uncached");
@@ -1565,6 +1625,7 @@ int main(void)
 	test_short_run_written();
 	test_edge_budget();
 	test_edge_wait();
+	test_edge_wait_who();
 	test_rmdir(dir);
 	return test_done();
 }

@@ -56,6 +56,7 @@ struct bench_opts {
 	uint64_t records[BENCH_MAX_RECORDS];
 	int nrecords;
 	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
+	uint64_t edge_budget;  /* pc_config.edge_budget_bytes; 0: the library's default */
 	bool no_io_uring;      /* PC_CFG_NO_IO_URING */
 	const char *only;      /* --only PATHS: comma-separated words, NULL: all */
 	const char *json;      /* --json FILE */

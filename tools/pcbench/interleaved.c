@@ -575,9 +575,9 @@ static void interleaved_svg(bool overwrite)
 
 void suite_interleaved(void)
 {
-	printf("\ninterleaved: pagecache memory_limit %s, block_size %s; %d threads; %s per run\n",
-	       bu_human(bo.mem), bo.block_size ? bu_human(bo.block_size) : "default", bo.threads,
-	       bu_human(bo.total));
+	printf("\ninterleaved: pagecache memory_limit %s, block_size %s, edge budget %s; %d threads; %s per run\n",
+	       bu_human(bo.mem), bo.block_size ? bu_human(bo.block_size) : "default",
+	       bo.edge_budget ? bu_human(bo.edge_budget) : "default", bo.threads, bu_human(bo.total));
 	interleaved_table(false);
 	interleaved_table(true);
 	interleaved_svg(false);

@@ -133,6 +133,8 @@ static void usage(FILE *fp)
 		"  --threads N       interleaved writers (default 32)\n"
 		"  --records LIST    interleaved record sizes (default 47008,6000,49152)\n"
 		"  --block-size B    pagecache block_size (default: the library's choice)\n"
+		"  --edge-budget B   pagecache edge_budget_bytes (default: the library's,\n"
+		"                    a quarter of --mem; at most half of it)\n"
 		"  --no-io-uring     pagecache uses its synchronous I/O fallback\n"
 		"  --only PATHS      only the paths whose name contains one of these\n"
 		"                    comma-separated words (e.g. dontcache,kernel-buffered);\n"
@@ -179,6 +181,8 @@ static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq
 		bu_die("--mem: at least 8 MiB");
 	if (bo.seq_total < 8 * BU_MiB)
 		bu_die("--seq-total: at least 8 MiB");
+	if (bo.edge_budget > bo.mem / 2)
+		bu_die("--edge-budget: at most half of --mem (%s)", bu_human(bo.mem / 2));
 	if (bo.nrecords == 0) {
 		bo.records[0] = 47008;
 		bo.records[1] = 6000;
@@ -191,7 +195,7 @@ static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq
 }
 
 enum {
-	OPT_QUICK = 1000, OPT_FULL, OPT_SEQ_TOTAL, OPT_BLOCK_SIZE, OPT_NO_URING, OPT_ONLY, OPT_JSON, OPT_SVG,
+	OPT_QUICK = 1000, OPT_FULL, OPT_SEQ_TOTAL, OPT_BLOCK_SIZE, OPT_EDGE_BUDGET, OPT_NO_URING, OPT_ONLY, OPT_JSON, OPT_SVG,
 	OPT_RECORDS, OPT_THREADS,
 };
 
@@ -261,6 +265,7 @@ static void parse_options(int argc, char **argv, int *first)
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "records", required_argument, NULL, OPT_RECORDS },
 		{ "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
+		{ "edge-budget", required_argument, NULL, OPT_EDGE_BUDGET },
 		{ "no-io-uring", no_argument, NULL, OPT_NO_URING },
 		{ "only", required_argument, NULL, OPT_ONLY },
 		{ "json", required_argument, NULL, OPT_JSON },
@@ -286,6 +291,7 @@ static void parse_options(int argc, char **argv, int *first)
 			bo.nrecords = bu_size_list_arg("--records", optarg, bo.records, BENCH_MAX_RECORDS);
 			break;
 		case OPT_BLOCK_SIZE: bo.block_size = bu_size_arg("--block-size", optarg); break;
+		case OPT_EDGE_BUDGET: bo.edge_budget = bu_size_arg("--edge-budget", optarg); break;
 		case OPT_NO_URING: bo.no_io_uring = true; break;
 		case OPT_ONLY: bo.only = optarg; break;
 		case OPT_JSON: bo.json = optarg; break;

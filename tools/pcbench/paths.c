@@ -71,6 +71,7 @@ struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size)
 	pc_config_init(&cfg);
 	cfg.memory_limit = (size_t)bo.mem;
 	cfg.block_size = block_size ? block_size : (size_t)bo.block_size;
+	cfg.edge_budget_bytes = (size_t)bo.edge_budget;
 	if (max_folio)
 		cfg.max_folio_size = max_folio;
 	if (bo.no_io_uring)
