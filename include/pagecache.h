@@ -465,6 +465,12 @@ struct pc_stats {
 	uint64_t throttle_pauses;   /* short sleeps of writers paced below the
 	                               limit by the write-back bandwidth */
 	uint64_t flusher_kicks;     /* uncached-writer kicks of the flusher */
+	uint64_t reserve_inline;    /* writes that extended a file past the
+	                               space reserved ahead of it and reserved
+	                               more themselves (a fallocate of some
+	                               milliseconds); a sequential writer's
+	                               flusher reserves ahead, so this stays
+	                               near one per file */
 	uint64_t write_errors;      /* failed device writes (data kept dirty) */
 	/* Read-ahead (see pc_fadvise).  A window is issued for a sequential
 	 * stream either by a miss (sync: the reader waits for the start of

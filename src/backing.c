@@ -16,6 +16,7 @@
 #include "backing.h"
 
 #include "backend.h"
+#include "cache.h"
 #include "folio.h"
 #include "fs_sync.h"
 #include "mapping.h"
@@ -38,10 +39,12 @@
  * fallocate(FALLOC_FL_KEEP_SIZE) reserves without changing the size or any
  * data, so it is safe against writes in flight.
  *
- * How much: a write near the reserved end reserves ahead, an eighth of what
- * the file grew since open (RESERVE_AHEAD_MIN to _MAX), so a sequential
- * writer calls fallocate rarely; when the file system cannot give that
- * much, exactly what the write needs.  A write far past the reserved end
+ * How much: a write past the reserved end reserves a few steps ahead, a
+ * step being an eighth of what the file grew since open (RESERVE_AHEAD_MIN
+ * to _MAX), and the flusher renews it a step at a time while the writer
+ * goes on (backing_reserve_soon), so a sequential writer calls fallocate
+ * only once itself; when the file system cannot give that much, exactly
+ * what the write needs.  A write far past the reserved end
  * (a sparse file) reserves only its own blocks.  What is reserved past the
  * final size is released at last close (backing_release_reserve).  File
  * systems without fallocate are left to report ENOSPC at writeback.
@@ -65,10 +68,47 @@ static bool reserve_unsupported(int err)
 	return err == -EOPNOTSUPP || err == -ENOSYS || err == -EINVAL;
 }
 
+/* The step of reservations ahead of a write ending at `end`. */
+static uint64_t reserve_ahead(const struct pc_mapping *m, uint64_t end)
+{
+	uint64_t grown = end > m->alloc_base ? end - m->alloc_base : 0;
+	return pc_min_u64(pc_max_u64(grown / 8, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX);
+}
+
+/* Where a reservation for a write ending at `end` ends: RESERVE_LEAD + 1
+ * steps past it.  The flusher is asked for the next when RESERVE_LEAD are
+ * left (backing_reserve_soon), so each fallocate reserves about one step
+ * and the writer has RESERVE_LEAD steps of writes to go (the flusher may
+ * be in the middle of a round) before it would have to reserve itself. */
+#define RESERVE_LEAD 2u
+static uint64_t reserve_target(const struct pc_mapping *m, uint64_t end)
+{
+	return pc_round_up(end + (RESERVE_LEAD + 1) * reserve_ahead(m, end), m->block_size);
+}
+
+static bool reserve_wanted(struct pc_mapping *m, uint64_t end)
+{
+	return end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) && end >= RESERVE_FROM &&
+	       !atomic_load_explicit(&m->no_reserve, memory_order_relaxed);
+}
+
+/* Reserve from the reserved end to `to` (size_lock held); a file system
+ * without fallocate reserves nothing, from now on. */
+static int reserve_to(struct pc_mapping *m, uint64_t have, uint64_t to)
+{
+	int err = reserve_blocks(m, have, to);
+	if (!err)
+		atomic_store(&m->reserve_end, (int64_t)to);
+	else if (reserve_unsupported(err)) {
+		atomic_store(&m->no_reserve, true);
+		err = 0;
+	}
+	return err;
+}
+
 int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
-	if (end <= (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) || end < RESERVE_FROM ||
-	    atomic_load_explicit(&m->no_reserve, memory_order_relaxed))
+	if (!reserve_wanted(m, end))
 		return 0;
 	uint64_t bs = m->block_size;
 	int err = 0;
@@ -76,27 +116,63 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	if (end > have && !atomic_load(&m->no_reserve)) {
 		uint64_t need = pc_round_up(end, bs);
+		atomic_fetch_add_explicit(&m->c->st_reserve_inline, 1, memory_order_relaxed);
 		if (off > have + RESERVE_AHEAD_MIN) {
 			err = reserve_blocks(m, pc_round_down(off, bs), need); /* sparse: its own blocks */
-		} else {
-			uint64_t grown = end > m->alloc_base ? end - m->alloc_base : 0;
-			uint64_t ahead = pc_min_u64(pc_max_u64(grown / 8, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX);
-			uint64_t to = pc_round_up(end + ahead, bs);
-			err = reserve_blocks(m, have, to);
-			if (err == -ENOSPC || err == -EDQUOT) {
-				to = need;
-				err = reserve_blocks(m, have, to);
+			if (reserve_unsupported(err)) {
+				atomic_store(&m->no_reserve, true);
+				err = 0;
 			}
-			if (!err)
-				atomic_store(&m->reserve_end, (int64_t)to);
+		} else {
+			err = reserve_to(m, have, reserve_target(m, end));
+			if (err == -ENOSPC || err == -EDQUOT)
+				err = reserve_to(m, have, need);
 		}
-		if (reserve_unsupported(err)) {
-			atomic_store(&m->no_reserve, true);
-			err = 0;
-		}
+		if (!err)
+			atomic_store(&m->reserve_bg_failed, false);
 	}
 	pthread_mutex_unlock(&m->size_lock);
 	return err;
+}
+
+/*
+ * The fallocate that reserves ahead takes milliseconds (ext4 and XFS
+ * first wait for all direct I/O in flight to the file: our own
+ * write-back), so a sequential writer that made it inline would stall
+ * once every few writes.  The flusher makes it instead, while the writer
+ * still has `ahead` bytes reserved before it; the writer reserves inline
+ * only when it gets there first (or the flusher's attempt failed: it then
+ * reports ENOSPC itself).
+ */
+bool backing_reserve_soon(struct pc_mapping *m, uint64_t end)
+{
+	/* A write past the reserved end reserved only its own blocks (a
+	 * sparse file): the gap before it is not to be reserved. */
+	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) ||
+	    !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end)) || atomic_load_explicit(&m->reserve_bg_failed, memory_order_relaxed))
+		return false;
+	/* Only the first request since the flusher took the last kicks it. */
+	return atomic_raise_i64(&m->reserve_want, (int64_t)end) == 0;
+}
+
+void backing_reserve_background(struct pc_mapping *m)
+{
+	if (!atomic_load_explicit(&m->reserve_want, memory_order_relaxed) || !m->writable)
+		return;
+	/* Taken under size_lock, which backing_release_reserve clears it
+	 * under: a request of a file closed meanwhile reserves nothing past
+	 * the end after its reservation was given back. */
+	pthread_mutex_lock(&m->size_lock);
+	uint64_t end = (uint64_t)atomic_exchange(&m->reserve_want, 0);
+	if (!end || !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end))) {
+		pthread_mutex_unlock(&m->size_lock);
+		return;
+	}
+	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
+	uint64_t to = reserve_target(m, end);
+	if (to > have && !atomic_load(&m->no_reserve) && reserve_to(m, have, to))
+		atomic_store(&m->reserve_bg_failed, true);
+	pthread_mutex_unlock(&m->size_lock);
 }
 
 /*
@@ -111,9 +187,16 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
  */
 void backing_release_reserve(struct pc_mapping *m)
 {
+	if (!m->writable)
+		return;
+	/* A reservation ahead asked for and not yet made: not to be made any
+	 * more (no writer is left), see backing_reserve_background. */
+	pthread_mutex_lock(&m->size_lock);
+	atomic_store(&m->reserve_want, 0);
+	pthread_mutex_unlock(&m->size_lock);
 	/* (Not compared with disk_size: allocation ahead may have raised
 	 * that past i_size until the size was made exact.) */
-	if (!m->writable ||
+	if (
 	    atomic_load(&m->reserve_end) <= (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
 	pthread_rwlock_wrlock(&m->inval_lock);

@@ -15,6 +15,12 @@ struct pc_mapping;
 /* Reserve space for a write of [off, end) that extends the file (fallocate
  * KEEP_SIZE): -ENOSPC / -EDQUOT when the file system has none. */
 HIDDEN int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end);
+/* After a write that ended at `end`: whether the reserved end is within
+ * the next reservation's reach of it and the flusher should reserve ahead
+ * (backing_reserve_background), so that the writer does not have to. */
+HIDDEN bool backing_reserve_soon(struct pc_mapping *m, uint64_t end);
+/* The flusher: the reservation backing_reserve_soon asked for, if any. */
+HIDDEN void backing_reserve_background(struct pc_mapping *m);
 /* Give back what was reserved past the file's end (last close). */
 HIDDEN void backing_release_reserve(struct pc_mapping *m);
 /* Write bytes [off, off+len) of a closed file, its end among them,

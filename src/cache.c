@@ -276,6 +276,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->hit_bytes = counter_sum(&c->hits);
 	s->miss_bytes = ld(&c->st_miss);
 	s->throttle_waits = ld(&c->st_throttle_waits);
+	s->reserve_inline = ld(&c->st_reserve_inline);
 	s->throttle_pauses = ld(&c->st_throttle_pauses);
 	s->flusher_kicks = ld(&c->st_kicks);
 	s->write_errors = ld(&c->st_write_errors);

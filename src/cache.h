@@ -105,6 +105,7 @@ struct pc_cache {
 	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
 	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
+	_Atomic uint64_t st_reserve_inline;
 	/* pace.c: write-back completed and bytes dirtied (all writers), the
 	 * last sample of both, and the estimates made from them (bytes/s) */
 	_Atomic uint64_t wb_done_bytes, dirtied_bytes;

@@ -9,6 +9,7 @@
 #include "flusher.h"
 
 #include "backend.h"
+#include "backing.h"
 #include "cache.h"
 #include "closed.h"
 #include "dirty.h"
@@ -188,6 +189,10 @@ static int64_t flush_round(struct pc_domain *d)
 	bool want_free = atomic_exchange(&d->want_free, false);
 	static const int patience[] = { WB_LET_PARTIAL_WAIT | WB_HOLD_SHORT_RUNS, WB_LET_PARTIAL_WAIT, 0 };
 	int64_t submitted = 0;
+	/* Space reserved ahead of writers extending their files, so that
+	 * they do not stall on the fallocate (backing_reserve_soon). */
+	for (unsigned i = 0; i < n; i++)
+		backing_reserve_background(v[i]);
 	for (unsigned t = want_free ? 2 : 0; t < 3 && !submitted; t++) {
 		if (t && !want_free && !dirty_over_limit(c))
 			break;
@@ -217,8 +222,10 @@ static void *flusher_main(void *arg)
 	bool idle = true;
 	while (!d->stop) {
 		/* A round that found nothing it may write waits for a kick or
-		 * the tick, even above the background threshold. */
-		if (idle || !flusher_has_work(d))
+		 * the tick, even above the background threshold; but not when
+		 * a kick came during that round (kicks that find the flag set
+		 * do not signal, so it would wait out the tick). */
+		if ((idle && !atomic_load(&d->kicked)) || !flusher_has_work(d))
 			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
 		if (d->stop)
 			break;

@@ -88,6 +88,11 @@ struct pc_mapping {
 	/* Space up to here is allocated or reserved (backing_reserve). */
 	_Atomic int64_t reserve_end;
 	_Atomic bool no_reserve;    /* the file system has no fallocate */
+	/* A write ended here and wants the flusher to reserve ahead of it
+	 * (0: nothing asked); the flusher's last attempt failed (ENOSPC:
+	 * writers reserve inline, and report it, until one succeeds). */
+	_Atomic int64_t reserve_want;
+	_Atomic bool reserve_bg_failed;
 	_Atomic uint64_t dirtied_total;
 	int64_t max_bytes;          /* largest size the file system allows */
 	pthread_mutex_t size_lock;  /* serialises backing size changes */

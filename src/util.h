@@ -52,12 +52,13 @@ static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 
 static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 /* The smallest power of two >= x (1 for 0). */
 static inline uint64_t pc_roundup_pow2(uint64_t x) { return x <= 1 ? 1 : (uint64_t)1 << (64 - __builtin_clzll(x - 1)); }
-/* *v = max(*v, x), atomically. */
-static inline void atomic_raise_i64(_Atomic int64_t *v, int64_t x)
+/* *v = max(*v, x), atomically; returns the value it had. */
+static inline int64_t atomic_raise_i64(_Atomic int64_t *v, int64_t x)
 {
 	int64_t cur = atomic_load(v);
 	while (x > cur && !atomic_compare_exchange_weak(v, &cur, x))
 		;
+	return cur;
 }
 
 struct pc_cache;

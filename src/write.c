@@ -25,6 +25,7 @@
 #include "edges.h"
 #include "errseq.h"
 #include "fill.h"
+#include "flusher.h"
 #include "folio.h"
 #include "handle.h"
 #include "mapping.h"
@@ -454,6 +455,8 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 		err = balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
 	}
 	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */
+	if (backing_reserve_soon(m, pos + n))
+		flusher_kick(m->dom);
 	return err;
 }
 

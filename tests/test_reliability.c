@@ -580,6 +580,42 @@ static void test_reservation_given_back(void)
 	CHECK(device_has("reserve", 2 * MiB, 4));
 }
 
+/*
+ * A sequential writer reserves space inline once, at its first write: the
+ * flusher reserves ahead of it from then on (backing_reserve_soon), so the
+ * writer never stalls on the fallocate.  After each write the test waits
+ * for the flusher to take the request (it is not timing the flusher), and
+ * the reservation must then reach past the next write; at the end the
+ * space reserved ahead is given back as before.
+ */
+static void test_reservation_ahead_by_flusher(void)
+{
+	struct pc_cache *c = new_cache(64 * MiB);
+	struct pc_file *f = open_file(c, "reserve-ahead");
+	static uint8_t buf[MiB];
+	const uint64_t size = 48 * MiB;
+	bool ahead = true;
+	for (uint64_t at = 0; at < size; at += MiB) {
+		fill(buf, MiB, at, 5);
+		CHECK(pc_pwrite(f, buf, MiB, (off_t)at, PC_DONTCACHE) == (ssize_t)MiB);
+		for (int i = 0; i < 2000 && atomic_load(&f->m->reserve_want); i++)
+			usleep(1000);
+		CHECK(atomic_load(&f->m->reserve_want) == 0);
+		ahead = ahead && (uint64_t)atomic_load(&f->m->reserve_end) >= at + 2 * MiB;
+	}
+	CHECK(ahead);
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	printf("reservation ahead: %llu inline reservations for %llu MiB in 1 MiB writes\n",
+	       (unsigned long long)s.reserve_inline, (unsigned long long)(size / MiB));
+	CHECK(s.reserve_inline == 1);
+	CHECK(allocated_bytes("reserve-ahead") > size); /* reserved past what was written */
+	CHECK(pc_close(f) == 0);
+	CHECK(destroy_cache(c) == 0);
+	CHECK(allocated_bytes("reserve-ahead") <= size + 64 * KiB);
+	CHECK(device_has("reserve-ahead", size, 5));
+}
+
 /* ------------------------------------------------------------ (e) */
 
 static void test_huge_write(void)
@@ -732,6 +768,7 @@ int main(void)
 	test_destroy_reports();
 	test_alloc_fails_when_all_dirty_fails();
 	test_reservation_given_back();
+	test_reservation_ahead_by_flusher();
 	test_huge_write();
 	test_request_alloc_failure();
 	test_clock_wrap();
