@@ -39,6 +39,11 @@
 #include <time.h>
 
 #define PACE_SAMPLE_MS 50
+/* The first sample, with no bandwidth known yet, as soon as write-back has
+ * completed something for this long: a writer at memory speed crosses
+ * from freerun to the limit in a few milliseconds, and until the first
+ * sample only the limit stops it (a stall of a whole device write). */
+#define PACE_FIRST_SAMPLE_MS 5
 #define PACE_MIN_SLEEP_NS 200000ull      /* 0.2 ms */
 #define PACE_MAX_SLEEP_NS 50000000ull    /* 50 ms */
 #define NS_PER_S 1000000000ull
@@ -97,6 +102,13 @@ uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, 
 	return (uint64_t)next;
 }
 
+bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed)
+{
+	if (dt_ns >= PACE_SAMPLE_MS * 1000000ull)
+		return true;
+	return !bw_known && completed && dt_ns >= PACE_FIRST_SAMPLE_MS * 1000000ull;
+}
+
 static uint64_t dirty_used(struct pc_cache *c)
 {
 	int64_t used = atomic_load(&c->dirty) + atomic_load(&c->writeback);
@@ -121,7 +133,8 @@ static void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		c->pace_stamp_ns = now;
 		c->pace_done = done;
 		c->pace_dirtied = dirtied;
-	} else if (dt >= PACE_SAMPLE_MS * 1000000ull) {
+	} else if (pace_sample_due(dt, atomic_load_explicit(&c->pace_bw, memory_order_relaxed) != 0,
+				   done > c->pace_done)) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / dt);
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		uint64_t bw = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);

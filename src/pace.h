@@ -26,6 +26,10 @@ HIDDEN uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos)
 HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate);
 /* Count bytes dirtied by any writer (the dirtying rate). */
 HIDDEN void pace_account(struct pc_cache *c, size_t bytes);
+/* Is a new sample of bandwidth and dirtying rate due, dt_ns after the
+ * last?  Every PACE_SAMPLE_MS; the first (no bandwidth known yet) as soon
+ * as write-back completed something over PACE_FIRST_SAMPLE_MS. */
+HIDDEN bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed);
 /* After a write of `bytes` under the limit: sleep what they owe. */
 HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
 

@@ -558,6 +558,11 @@ int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 	bool hold_short = mode & WB_HOLD_SHORT_RUNS;
 	backing_extend(m);
 	while (idx < end_idx && !(budget && k.submitted >= budget)) {
+		/* A walk behind a sequential writer can last as long as the
+		 * writer goes on: the space it asked to be reserved ahead of
+		 * it is reserved here, between batches, not after the walk
+		 * (backing_reserve_soon; an atomic load when none is asked). */
+		backing_reserve_background(m);
 		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
 		if (!n)
 			break;

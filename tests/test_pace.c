@@ -11,6 +11,9 @@
  *   c  the ratelimit: from any start, N writers dirtying at ratelimit * pos
  *      bring it to bandwidth / N (each writer its share), and one writer
  *      to the whole bandwidth
+ *   e  sampling: every 50 ms; the first, before any bandwidth is known,
+ *      after 5 ms once write-back completed something (a writer at memory
+ *      speed reaches the limit in a few milliseconds)
  *   d  a writer faster than its device (write-back slowed by a fault
  *      rule) is paced: it sleeps below the limit, peak dirty stays within
  *      the limit, and every byte reaches the device
@@ -89,6 +92,19 @@ static void test_ratelimit(void)
 	CHECK(pace_balanced_ratelimit(1, PACE_ONE / 1024, bw, bw * 1000) >= 1);
 }
 
+static void test_sample_due(void)
+{
+	printf("-- (e) sampling\n");
+	const uint64_t ms = 1000000ull;
+	CHECK(pace_sample_due(50 * ms, true, true));
+	CHECK(pace_sample_due(50 * ms, true, false));
+	CHECK(pace_sample_due(50 * ms, false, false));
+	CHECK(!pace_sample_due(49 * ms, true, true));
+	CHECK(pace_sample_due(5 * ms, false, true));
+	CHECK(!pace_sample_due(4 * ms, false, true));
+	CHECK(!pace_sample_due(20 * ms, false, false)); /* nothing completed: no bandwidth to see */
+}
+
 static void test_paced_writer(const char *dir)
 {
 	printf("-- (d) a writer faster than its device is paced\n");
@@ -147,6 +163,7 @@ int main(void)
 	test_position();
 	test_period();
 	test_ratelimit();
+	test_sample_due();
 	test_paced_writer(dir);
 	test_rmdir(dir);
 	return test_done();
