@@ -92,17 +92,24 @@ static bool reserve_wanted(struct pc_mapping *m, uint64_t end)
 	       !atomic_load_explicit(&m->no_reserve, memory_order_relaxed);
 }
 
-/* Reserve from the reserved end to `to` (size_lock held); a file system
- * without fallocate reserves nothing, from now on. */
+/* Reserve [from, to) (size_lock held); a file system without fallocate
+ * reserves nothing, from now on. */
+static int reserve_range(struct pc_mapping *m, uint64_t from, uint64_t to)
+{
+	int err = reserve_blocks(m, from, to);
+	if (reserve_unsupported(err)) {
+		atomic_store(&m->no_reserve, true);
+		return 0;
+	}
+	return err;
+}
+
+/* Reserve from the reserved end to `to`, which becomes the reserved end. */
 static int reserve_to(struct pc_mapping *m, uint64_t have, uint64_t to)
 {
-	int err = reserve_blocks(m, have, to);
-	if (!err)
+	int err = reserve_range(m, have, to);
+	if (!err && !atomic_load(&m->no_reserve))
 		atomic_store(&m->reserve_end, (int64_t)to);
-	else if (reserve_unsupported(err)) {
-		atomic_store(&m->no_reserve, true);
-		err = 0;
-	}
 	return err;
 }
 
@@ -118,11 +125,7 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 		uint64_t need = pc_round_up(end, bs);
 		atomic_fetch_add_explicit(&m->c->st_reserve_inline, 1, memory_order_relaxed);
 		if (off > have + RESERVE_AHEAD_MIN) {
-			err = reserve_blocks(m, pc_round_down(off, bs), need); /* sparse: its own blocks */
-			if (reserve_unsupported(err)) {
-				atomic_store(&m->no_reserve, true);
-				err = 0;
-			}
+			err = reserve_range(m, pc_round_down(off, bs), need); /* sparse: its own blocks */
 		} else {
 			err = reserve_to(m, have, reserve_target(m, end));
 			if (err == -ENOSPC || err == -EDQUOT)
@@ -139,17 +142,19 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
  * The fallocate that reserves ahead takes milliseconds (ext4 and XFS
  * first wait for all direct I/O in flight to the file: our own
  * write-back), so a sequential writer that made it inline would stall
- * once every few writes.  The flusher makes it instead, while the writer
- * still has `ahead` bytes reserved before it; the writer reserves inline
- * only when it gets there first (or the flusher's attempt failed: it then
- * reports ENOSPC itself).
+ * once every few writes.  The flusher makes it instead (or a write-back
+ * walk behind the writer), while the writer still has RESERVE_LEAD steps
+ * reserved before it; the writer reserves inline only when it gets there
+ * first, or when the flusher's attempt failed (it then reports ENOSPC
+ * itself).
  */
 bool backing_reserve_soon(struct pc_mapping *m, uint64_t end)
 {
 	/* A write past the reserved end reserved only its own blocks (a
 	 * sparse file): the gap before it is not to be reserved. */
 	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) ||
-	    !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end)) || atomic_load_explicit(&m->reserve_bg_failed, memory_order_relaxed))
+	    atomic_load_explicit(&m->reserve_bg_failed, memory_order_relaxed) ||
+	    !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end)))
 		return false;
 	/* Only the first request since the flusher took the last kicks it. */
 	return atomic_raise_i64(&m->reserve_want, (int64_t)end) == 0;
