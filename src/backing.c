@@ -166,8 +166,12 @@ void backing_reserve_background(struct pc_mapping *m)
 		return;
 	/* Taken under size_lock, which backing_release_reserve clears it
 	 * under: a request of a file closed meanwhile reserves nothing past
-	 * the end after its reservation was given back. */
-	pthread_mutex_lock(&m->size_lock);
+	 * the end after its reservation was given back.  Never waited for:
+	 * the caller may be a write-back walk holding folios under writeback
+	 * it has not submitted yet; busy, the request stays for the next
+	 * walk or round (the writer reserves itself if none comes). */
+	if (pthread_mutex_trylock(&m->size_lock))
+		return;
 	uint64_t end = (uint64_t)atomic_exchange(&m->reserve_want, 0);
 	if (!end || !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end))) {
 		pthread_mutex_unlock(&m->size_lock);

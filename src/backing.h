@@ -19,7 +19,8 @@ HIDDEN int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end);
  * the next reservation's reach of it and the flusher should reserve ahead
  * (backing_reserve_background), so that the writer does not have to. */
 HIDDEN bool backing_reserve_soon(struct pc_mapping *m, uint64_t end);
-/* The flusher: the reservation backing_reserve_soon asked for, if any. */
+/* The flusher, or a write-back walk: the reservation backing_reserve_soon
+ * asked for, if any (never waits for size_lock: skipped when it is busy). */
 HIDDEN void backing_reserve_background(struct pc_mapping *m);
 /* Give back what was reserved past the file's end (last close). */
 HIDDEN void backing_release_reserve(struct pc_mapping *m);
