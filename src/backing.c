@@ -92,6 +92,13 @@ static bool reserve_wanted(struct pc_mapping *m, uint64_t end)
 	       !atomic_load_explicit(&m->no_reserve, memory_order_relaxed);
 }
 
+/* After a write ending at `end`: fewer than RESERVE_LEAD steps reserved
+ * past it, so the next step is due (reserve_target). */
+static bool renewal_due(struct pc_mapping *m, uint64_t end)
+{
+	return reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end));
+}
+
 /* Reserve [from, to) (size_lock held); a file system without fallocate
  * reserves nothing, from now on. */
 static int reserve_range(struct pc_mapping *m, uint64_t from, uint64_t to)
@@ -153,8 +160,7 @@ bool backing_reserve_soon(struct pc_mapping *m, uint64_t end)
 	/* A write past the reserved end reserved only its own blocks (a
 	 * sparse file): the gap before it is not to be reserved. */
 	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed) ||
-	    atomic_load_explicit(&m->reserve_bg_failed, memory_order_relaxed) ||
-	    !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end)))
+	    atomic_load_explicit(&m->reserve_bg_failed, memory_order_relaxed) || !renewal_due(m, end))
 		return false;
 	/* Only the first request since the flusher took the last kicks it. */
 	return atomic_raise_i64(&m->reserve_want, (int64_t)end) == 0;
@@ -173,13 +179,10 @@ void backing_reserve_background(struct pc_mapping *m)
 	if (pthread_mutex_trylock(&m->size_lock))
 		return;
 	uint64_t end = (uint64_t)atomic_exchange(&m->reserve_want, 0);
-	if (!end || !reserve_wanted(m, end + RESERVE_LEAD * reserve_ahead(m, end))) {
-		pthread_mutex_unlock(&m->size_lock);
-		return;
-	}
-	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
-	uint64_t to = reserve_target(m, end);
-	if (to > have && !atomic_load(&m->no_reserve) && reserve_to(m, have, to))
+	/* Due still (under the lock, no one reserved meanwhile): the target,
+	 * a step further, is then past the reserved end. */
+	if (end && renewal_due(m, end) &&
+	    reserve_to(m, (uint64_t)atomic_load(&m->reserve_end), reserve_target(m, end)))
 		atomic_store(&m->reserve_bg_failed, true);
 	pthread_mutex_unlock(&m->size_lock);
 }
