@@ -112,6 +112,8 @@ struct pc_cache {
 	pthread_mutex_t pace_lock;
 	uint64_t pace_stamp_ns, pace_done, pace_dirtied;
 	_Atomic uint64_t pace_bw, pace_ratelimit;
+	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
+	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */
 	_Atomic int64_t peak_dirty;
 	/* tests: fail device I/O; returns 0 or a negative errno */
 	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);

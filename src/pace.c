@@ -18,9 +18,13 @@
  * (half way from freerun to the limit) to 1/4 just under the limit (0 at
  * the limit and past it, where the throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
- * every PACE_SAMPLE_MS by how the writers' total dirtying rate compares
- * with the bandwidth measured (N writers at ratelimit * pos dirty N times
- * that; ratelimit moves towards bandwidth / N).  The dirty data then
+ * every PACE_SAMPLE_MS by how the paced writers' total dirtying rate
+ * compares with the bandwidth measured (N writers at ratelimit * pos dirty
+ * N times that, pos being the mean of their writes' positions over the
+ * window; ratelimit moves towards bandwidth / N).  Writes that ran free
+ * or waited at the limit were not let go at that rate and are not
+ * counted; a window with freerun in it can only raise the bandwidth (the
+ * flusher may have idled).  The dirty data then
  * settles near the setpoint, every write waits about as long, and none
  * waits for the limit.  Past the limit the throttle (throttle.c) still
  * makes writers wait, in fair order.
@@ -102,6 +106,21 @@ uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, 
 	return (uint64_t)next;
 }
 
+uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun)
+{
+	if (!bw)
+		return bw_now;
+	/* Under the background threshold the flusher may have idled, so a
+	 * window with freerun in it can only tell that the device is at
+	 * least that fast.  Taken as it stands, a low figure (the first
+	 * window, with write-back still starting, often measures a tenth of
+	 * the device) would pace writers slowly, which keeps them under the
+	 * threshold, which keeps the figure low: stop-and-go for good. */
+	if (freerun)
+		return bw_now > bw ? bw_now : bw;
+	return (bw + bw_now) / 2;
+}
+
 bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed)
 {
 	if (dt_ns >= PACE_SAMPLE_MS * 1000000ull)
@@ -115,13 +134,45 @@ static uint64_t dirty_used(struct pc_cache *c)
 	return used > 0 ? (uint64_t)used : 0;
 }
 
+/* A new window of measurement from now (under pace_lock). */
+static void window_start(struct pc_cache *c, uint64_t now, uint64_t done, uint64_t dirtied)
+{
+	c->pace_stamp_ns = now;
+	c->pace_done = done;
+	c->pace_dirtied = dirtied;
+	atomic_store_explicit(&c->pace_pos_sum, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->pace_pos_n, 0, memory_order_relaxed);
+}
+
+/*
+ * The position the writers were paced at over the window: the mean of
+ * their writes' positions (`pos`, the sampling writer's, if none was
+ * counted).  The writers dirtied at ratelimit times that mean, not times
+ * the position of the moment: one taken near the limit, after a window
+ * spent near freerun, would make the writers look eight times faster
+ * than they were let go and cut the ratelimit by as much.
+ */
+static uint64_t window_position(struct pc_cache *c, uint64_t pos)
+{
+	uint64_t n = atomic_load_explicit(&c->pace_pos_n, memory_order_relaxed);
+	uint64_t sum = atomic_load_explicit(&c->pace_pos_sum, memory_order_relaxed);
+	return n ? sum / n : pos;
+}
+
+void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
+{
+	atomic_fetch_add_explicit(&c->dirtied_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->pace_pos_sum, pos, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->pace_pos_n, 1, memory_order_relaxed);
+}
+
 /*
  * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
  * last figures): the write-back bandwidth and the dirtying rate since the
  * last sample, and the ratelimit corrected by them.  Only over freerun,
  * where the flusher is busy and the bandwidth is the device's.
  */
-static void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
+void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 {
 	if (pthread_mutex_trylock(&c->pace_lock))
 		return;
@@ -130,32 +181,33 @@ static void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	uint64_t dt = now - c->pace_stamp_ns;
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
-		c->pace_stamp_ns = now;
-		c->pace_done = done;
-		c->pace_dirtied = dirtied;
+		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
+		window_start(c, now, done, dirtied);
 	} else if (pace_sample_due(dt, atomic_load_explicit(&c->pace_bw, memory_order_relaxed) != 0,
 				   done > c->pace_done)) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / dt);
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
-		uint64_t bw = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);
-		bw = bw ? (bw + bw_now) / 2 : bw_now;
+		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
+		uint64_t bw = pace_next_bandwidth(atomic_load_explicit(&c->pace_bw, memory_order_relaxed), bw_now, freerun);
 		/* The first ratelimit is the whole bandwidth (one writer's); a
 		 * start from nothing would take many samples to grow. */
 		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
-		rl = rl ? pace_balanced_ratelimit(rl, pos, bw, dirty_rate) : bw;
+		rl = rl ? pace_balanced_ratelimit(rl, window_position(c, pos), bw, dirty_rate) : bw;
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
-		c->pace_stamp_ns = now;
-		c->pace_done = done;
-		c->pace_dirtied = dirtied;
+		window_start(c, now, done, dirtied);
 	}
 	pthread_mutex_unlock(&c->pace_lock);
 }
 
-void pace_account(struct pc_cache *c, size_t bytes)
+void pace_note_freerun(struct pc_cache *c)
 {
-	atomic_fetch_add_explicit(&c->dirtied_bytes, bytes, memory_order_relaxed);
+	/* Read first: writers in freerun would otherwise all write the
+	 * flag's cache line on every write. */
+	if (!atomic_load_explicit(&c->pace_freerun_seen, memory_order_relaxed))
+		atomic_store_explicit(&c->pace_freerun_seen, true, memory_order_relaxed);
 }
+
 
 static void sleep_ns(uint64_t ns)
 {
@@ -189,8 +241,11 @@ void pace_writer(struct pc_cache *c, size_t bytes)
 		/* Freerun: nothing owed, nothing saved up.  At the limit: the
 		 * throttle's wait is the pause. */
 		thread_debt_ns = 0;
+		if (pos)
+			pace_note_freerun(c);
 		return;
 	}
+	pace_note_position(c, pos, bytes);
 	pace_sample(c, now, pos);
 	uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
 	if (!rl)

@@ -2,7 +2,7 @@
  * pace.h - writers paced by the write-back bandwidth below the dirty limit
  * (pace.c; the idea of the kernel's balance_dirty_pages pause), so that
  * they slow down smoothly before the limit instead of running into it and
- * stopping.  throttle.c calls pace_account and pace_writer; the pure
+ * stopping.  throttle.c calls pace_writer; the pure
  * functions of the model are here for tests/test_pace.c.
  */
 #ifndef PC_PACE_H
@@ -24,12 +24,24 @@ HIDDEN uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos)
 /* The next per-writer ratelimit, from what writers were let do (ratelimit
  * at pos), the bandwidth and the dirtying rate measured (bytes/s). */
 HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate);
-/* Count bytes dirtied by any writer (the dirtying rate). */
-HIDDEN void pace_account(struct pc_cache *c, size_t bytes);
+/* The bandwidth estimate after a window that measured bw_now (bytes/s;
+ * bw 0: none yet); `freerun`: a write of the window ran free, so the
+ * flusher may have idled and bw_now is only a lower bound. */
+HIDDEN uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun);
 /* Is a new sample of bandwidth and dirtying rate due, dt_ns after the
  * last?  Every PACE_SAMPLE_MS; the first (no bandwidth known yet) as soon
  * as write-back completed something over PACE_FIRST_SAMPLE_MS. */
 HIDDEN bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed);
+/* A write ran free (under the background threshold): the window's
+ * bandwidth is only a lower bound (pace_next_bandwidth). */
+HIDDEN void pace_note_freerun(struct pc_cache *c);
+/* A paced write of `bytes` at position pos: the window's dirtying rate
+ * and mean position count it (writes that ran free or waited at the
+ * limit were not let go at ratelimit * pos, and do not). */
+HIDDEN void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes);
+/* Take a sample at `now` if one is due (pos: the writer's position), or
+ * start a new window; pace_writer's, open for tests/test_pace.c. */
+HIDDEN void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos);
 /* After a write of `bytes` under the limit: sleep what they owe. */
 HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
 

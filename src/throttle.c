@@ -49,10 +49,9 @@ struct throttle_waiter {
 static _Thread_local uint64_t thread_dirtied;
 static _Thread_local uint64_t thread_paced; /* thread_dirtied when last paced */
 
-void throttle_account(struct pc_cache *c, size_t bytes)
+void throttle_account(size_t bytes)
 {
 	thread_dirtied += bytes;
-	pace_account(c, bytes);
 }
 
 /* The bytes this thread dirtied since it was last paced (pace.c). */

@@ -19,8 +19,8 @@ struct pc_mapping;
  * through in order of bytes their thread dirtied. */
 HIDDEN int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait);
 /* The calling thread dirtied `bytes` (its place in the throttle queue,
- * and the dirtying rate pacing measures). */
-HIDDEN void throttle_account(struct pc_cache *c, size_t bytes);
+ * and the bytes its next pacing owes for). */
+HIDDEN void throttle_account(size_t bytes);
 /* Are dirty + writeback bytes past the dirty limit?  Dirty data of files
  * whose writeback keeps failing does not count: it cannot be cleaned
  * until the fault clears. */

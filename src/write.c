@@ -451,7 +451,7 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 	if (flags & PC_DSYNC) {
 		err = write_sync(m, pos, pos + n);
 	} else {
-		throttle_account(m->c, n);
+		throttle_account(n);
 		err = balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
 	}
 	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */

@@ -449,6 +449,12 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		folio_put(m->c, f);
 		return;
 	}
+	/* A walk behind a sequential writer can last as long as the writer
+	 * goes on, and one batch of folios takes milliseconds to submit: the
+	 * space the writer asked to be reserved ahead of it is reserved here,
+	 * folio by folio, not after the walk or the batch
+	 * (backing_reserve_soon; an atomic load when none is asked). */
+	backing_reserve_background(m);
 	bool locked = folio_trylock(f);
 	if (!locked && !(mode & WB_NOWAIT_LOCK)) {
 		/* Submit what we built before sleeping on a lock. */
@@ -558,11 +564,6 @@ int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 	bool hold_short = mode & WB_HOLD_SHORT_RUNS;
 	backing_extend(m);
 	while (idx < end_idx && !(budget && k.submitted >= budget)) {
-		/* A walk behind a sequential writer can last as long as the
-		 * writer goes on: the space it asked to be reserved ahead of
-		 * it is reserved here, between batches, not after the walk
-		 * (backing_reserve_soon; an atomic load when none is asked). */
-		backing_reserve_background(m);
 		unsigned n = mapping_gather(m, &idx, end_idx, RT_TAG_DIRTY, batch, 32);
 		if (!n)
 			break;

@@ -17,6 +17,13 @@
  *   d  a writer faster than its device (write-back slowed by a fault
  *      rule) is paced: it sleeps below the limit, peak dirty stays within
  *      the limit, and every byte reaches the device
+ *   f  the bandwidth: the first window's figure, then the mean with each
+ *      window's; a window with freerun in it (the flusher may have
+ *      idled) only raises it, so a low first figure does not stay
+ *   g  a window's ratelimit: writers paced at pos ~2 who dirtied at the
+ *      bandwidth keep the ratelimit, although the sampling write is near
+ *      the limit (the window's mean position counts, not the moment's);
+ *      bytes that ran free do not count as dirtied at the ratelimit
  */
 #include "testutil.h"
 
@@ -157,6 +164,77 @@ static void test_paced_writer(const char *dir)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+static void test_bandwidth(void)
+{
+	printf("-- (f) bandwidth\n");
+	uint64_t bw = 400 * MiB;
+	CHECK(pace_next_bandwidth(0, bw, false) == bw);
+	CHECK(pace_next_bandwidth(0, bw, true) == bw);
+	CHECK(pace_next_bandwidth(bw, 200 * MiB, false) == 300 * MiB);
+	CHECK(pace_next_bandwidth(bw, 600 * MiB, false) == 500 * MiB);
+	CHECK(pace_next_bandwidth(bw, 40 * MiB, true) == bw);        /* idle flusher: no news */
+	CHECK(pace_next_bandwidth(40 * MiB, bw, true) == bw);        /* at least that fast */
+}
+
+/* One PACE_SAMPLE_MS window on cache c: `paced` bytes dirtied by writes
+ * paced at pos_paced (in writes of 1 MiB), `free_bytes` by writes that ran
+ * free, `done` written back; sampled by a write at pos_now.  Returns the
+ * ratelimit after it. */
+static uint64_t run_window(struct pc_cache *c, uint64_t *t, uint64_t pos_paced, uint64_t paced, uint64_t free_bytes,
+			   uint64_t done, uint64_t pos_now)
+{
+	const uint64_t window_ns = 50 * 1000000ull;
+	for (uint64_t b = 0; b < paced; b += MiB)
+		pace_note_position(c, pos_paced, MiB);
+	if (free_bytes) {
+		/* What balance_dirty does after a write with nothing dirty:
+		 * the write runs free. */
+		REQUIRE(atomic_load(&c->dirty) + atomic_load(&c->writeback) == 0);
+		throttle_account(free_bytes);
+		pace_writer(c, free_bytes);
+	}
+	atomic_fetch_add(&c->wb_done_bytes, done);
+	*t += window_ns;
+	pace_sample(c, *t, pos_now);
+	return atomic_load(&c->pace_ratelimit);
+}
+
+static void test_window(void)
+{
+	printf("-- (g) a window's ratelimit\n");
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 64 * MiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	const uint64_t bw = 400 * MiB; /* 20 MiB per 50 ms window */
+	uint64_t t = 1000000000ull;
+	pace_sample(c, t, PACE_ONE); /* opens the first window */
+	/* First sample: the bandwidth, and a ratelimit of all of it. */
+	uint64_t rl = run_window(c, &t, PACE_ONE, 20 * MiB, 0, 20 * MiB, PACE_ONE);
+	CHECK(atomic_load(&c->pace_bw) == bw);
+	CHECK(rl == bw);
+	/* Paced near freerun all window, dirtying at the bandwidth, sampled
+	 * near the limit: the writers were let do 2 * rl and did less, so
+	 * the ratelimit stays (taken at the moment's pos it would fall to
+	 * (bw + bw / 8) / 2). */
+	rl = run_window(c, &t, 2 * PACE_ONE - 8, 20 * MiB, 0, 20 * MiB, PACE_MIN_POS);
+	printf("   sampled near the limit after a window near freerun: ratelimit %llu MiB/s\n",
+	       (unsigned long long)(rl / MiB));
+	CHECK(rl == bw);
+	/* A window with 100 MiB dirtied free (memory speed) and 20 MiB paced
+	 * at pos 1: the paced writers went at rl; the free bytes were not
+	 * let go at rl and do not cut it. */
+	rl = run_window(c, &t, PACE_ONE, 20 * MiB, 100 * MiB, 20 * MiB, PACE_ONE);
+	printf("   a window with freerun in it: ratelimit %llu MiB/s\n", (unsigned long long)(rl / MiB));
+	CHECK(rl == bw);
+	/* Then the flusher idled half the window (freerun): the bandwidth
+	 * does not fall. */
+	run_window(c, &t, PACE_ONE, 10 * MiB, 10 * MiB, 10 * MiB, PACE_ONE);
+	CHECK(atomic_load(&c->pace_bw) == bw);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
 	const char *dir = test_dir("pace");
@@ -164,6 +242,8 @@ int main(void)
 	test_period();
 	test_ratelimit();
 	test_sample_due();
+	test_bandwidth();
+	test_window();
 	test_paced_writer(dir);
 	test_rmdir(dir);
 	return test_done();
