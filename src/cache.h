@@ -109,8 +109,12 @@ struct pc_cache {
 	/* pace.c: write-back completed and bytes dirtied (all writers), the
 	 * last sample of both, and the estimates made from them (bytes/s) */
 	_Atomic uint64_t wb_done_bytes, dirtied_bytes;
+	/* pace.c: write-back requests in flight, the time the device had some
+	 * (busy_ns: up to busy_since, when the current busy spell began) */
+	_Atomic int64_t wb_ios;
+	_Atomic uint64_t wb_busy_ns, wb_busy_since;
 	pthread_mutex_t pace_lock;
-	uint64_t pace_stamp_ns, pace_done, pace_dirtied;
+	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
 	_Atomic uint64_t pace_bw, pace_ratelimit;
 	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
 	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */

@@ -194,7 +194,10 @@ static int64_t flush_round(struct pc_domain *d)
 	for (unsigned i = 0; i < n; i++)
 		backing_reserve_background(v[i]);
 	for (unsigned t = want_free ? 2 : 0; t < 3 && !submitted; t++) {
-		if (t && !want_free && !dirty_over_limit(c))
+		/* Less patient passes only for writers that wait (for room
+		 * under the limit for their next write: the limit may not be
+		 * reached yet). */
+		if (t && !want_free && !dirty_over_limit(c) && !throttle_has_waiters(c))
 			break;
 		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
 	}

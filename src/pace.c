@@ -48,6 +48,9 @@
  * from freerun to the limit in a few milliseconds, and until the first
  * sample only the limit stops it (a stall of a whole device write). */
 #define PACE_FIRST_SAMPLE_MS 5
+/* A bandwidth sample needs the device busy this long in its window: a
+ * single request's time says little of the device's rate. */
+#define PACE_MIN_BUSY_NS 1000000ull      /* 1 ms */
 #define PACE_MIN_SLEEP_NS 200000ull      /* 0.2 ms */
 #define PACE_MAX_SLEEP_NS 50000000ull    /* 50 ms */
 #define NS_PER_S 1000000000ull
@@ -134,11 +137,52 @@ static uint64_t dirty_used(struct pc_cache *c)
 	return used > 0 ? (uint64_t)used : 0;
 }
 
+/*
+ * The bandwidth is the bytes written back over the time the device was
+ * busy with them (some request in flight), not over the window: in a
+ * window where writers dirtied little, the flusher had little to write and
+ * idled, and bytes over wall time measured the writers, not the device.
+ * Paced by such a figure the writers dirty little again, and a low first
+ * figure (write-back still starting: often a tenth of the device) held
+ * them slow for hundreds of writes.
+ */
+void pace_io_begin(struct pc_cache *c)
+{
+	if (atomic_fetch_add_explicit(&c->wb_ios, 1, memory_order_acq_rel) == 0)
+		atomic_store_explicit(&c->wb_busy_since, now_ns(), memory_order_release);
+}
+
+void pace_io_end(struct pc_cache *c, size_t bytes)
+{
+	atomic_fetch_add_explicit(&c->wb_done_bytes, bytes, memory_order_relaxed);
+	/* Read before the count drops: a request submitted right after it
+	 * reached 0 starts a new spell, not a part of this one. */
+	uint64_t since = atomic_load_explicit(&c->wb_busy_since, memory_order_acquire);
+	if (atomic_fetch_sub_explicit(&c->wb_ios, 1, memory_order_acq_rel) == 1) {
+		uint64_t now = now_ns();
+		if (now > since)
+			atomic_fetch_add_explicit(&c->wb_busy_ns, now - since, memory_order_relaxed);
+	}
+}
+
+/* The device's busy time up to now, the current spell included. */
+static uint64_t busy_time(struct pc_cache *c, uint64_t now)
+{
+	uint64_t busy = atomic_load_explicit(&c->wb_busy_ns, memory_order_acquire);
+	if (atomic_load_explicit(&c->wb_ios, memory_order_acquire) > 0) {
+		uint64_t since = atomic_load_explicit(&c->wb_busy_since, memory_order_acquire);
+		if (now > since)
+			busy += now - since;
+	}
+	return busy;
+}
+
 /* A new window of measurement from now (under pace_lock). */
-static void window_start(struct pc_cache *c, uint64_t now, uint64_t done, uint64_t dirtied)
+static void window_start(struct pc_cache *c, uint64_t now, uint64_t done, uint64_t dirtied, uint64_t busy)
 {
 	c->pace_stamp_ns = now;
 	c->pace_done = done;
+	c->pace_busy = busy;
 	c->pace_dirtied = dirtied;
 	atomic_store_explicit(&c->pace_pos_sum, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->pace_pos_n, 0, memory_order_relaxed);
@@ -177,15 +221,17 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	if (pthread_mutex_trylock(&c->pace_lock))
 		return;
 	uint64_t done = atomic_load_explicit(&c->wb_done_bytes, memory_order_relaxed);
+	uint64_t busy = busy_time(c, now);
 	uint64_t dirtied = atomic_load_explicit(&c->dirtied_bytes, memory_order_relaxed);
 	uint64_t dt = now - c->pace_stamp_ns;
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
-		window_start(c, now, done, dirtied);
+		window_start(c, now, done, dirtied, busy);
 	} else if (pace_sample_due(dt, atomic_load_explicit(&c->pace_bw, memory_order_relaxed) != 0,
-				   done > c->pace_done)) {
-		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / dt);
+				   done > c->pace_done) &&
+		   busy - c->pace_busy >= PACE_MIN_BUSY_NS) {
+		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
 		uint64_t bw = pace_next_bandwidth(atomic_load_explicit(&c->pace_bw, memory_order_relaxed), bw_now, freerun);
@@ -195,7 +241,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		rl = rl ? pace_balanced_ratelimit(rl, window_position(c, pos), bw, dirty_rate) : bw;
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
-		window_start(c, now, done, dirtied);
+		window_start(c, now, done, dirtied, busy);
 	}
 	pthread_mutex_unlock(&c->pace_lock);
 }

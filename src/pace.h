@@ -42,6 +42,10 @@ HIDDEN void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes);
 /* Take a sample at `now` if one is due (pos: the writer's position), or
  * start a new window; pace_writer's, open for tests/test_pace.c. */
 HIDDEN void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos);
+/* A write-back request goes to the device / came back with `bytes`
+ * written: the bandwidth is measured over the time some were in flight. */
+HIDDEN void pace_io_begin(struct pc_cache *c);
+HIDDEN void pace_io_end(struct pc_cache *c, size_t bytes);
 /* After a write of `bytes` under the limit: sleep what they owe. */
 HIDDEN void pace_writer(struct pc_cache *c, size_t bytes);
 

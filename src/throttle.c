@@ -19,6 +19,11 @@
  * its writes, as the write-back bandwidth allows, so that the limit is
  * seldom reached at all.
  *
+ * A writer waits until there is room under the limit for another write as
+ * large as the one it just made, not merely until it is under the limit:
+ * so the next write does not take dirty + writeback past the limit (a
+ * writer of 1 MiB at a 51 MiB limit otherwise peaked up to 1 MiB over it).
+ *
  * A thread's count is its "virtual time".  A thread that has been idle (or
  * is new) is moved up to within THROTTLE_CREDIT of the last writer let
  * through, so it cannot claim the room for a long burst on its past.
@@ -43,6 +48,7 @@
 struct throttle_waiter {
 	struct throttle_waiter *next;
 	uint64_t vtime;
+	uint64_t room; /* bytes it waits to have room for under the limit */
 	pthread_cond_t cv;
 };
 
@@ -68,14 +74,24 @@ static uint64_t take_unpaced(void)
  * writers of every other file and device for ever.  It is bounded anyway:
  * those files take no new writes meanwhile (mapping_set_failing).
  */
-bool dirty_over_limit(struct pc_cache *c)
+static bool over_limit_with(struct pc_cache *c, uint64_t room)
 {
-	int64_t used = atomic_load(&c->dirty) + atomic_load(&c->writeback);
+	int64_t used = atomic_load(&c->dirty) + atomic_load(&c->writeback) + (int64_t)room;
 	if (used <= (int64_t)c->cfg.dirty_limit_bytes)
 		return false;
 	if (atomic_load_explicit(&c->nr_failing, memory_order_relaxed))
 		used -= files_failing_dirty(c);
 	return used > (int64_t)c->cfg.dirty_limit_bytes;
+}
+
+bool dirty_over_limit(struct pc_cache *c)
+{
+	return over_limit_with(c, 0);
+}
+
+bool throttle_has_waiters(struct pc_cache *c)
+{
+	return atomic_load_explicit(&c->throttle_head_vtime, memory_order_relaxed) != UINT64_MAX;
 }
 
 /* The first waiter changed (under throttle_lock): publish its time. */
@@ -147,7 +163,7 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 {
 	struct pc_cache *c = m->c;
 	int err = 0;
-	while (c->throttle_head != w || dirty_over_limit(c)) {
+	while (c->throttle_head != w || over_limit_with(c, w->room)) {
 		err = mapping_write_error(m);
 		if (err)
 			break;
@@ -160,7 +176,7 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		/* First: wait for writeback to end somewhere (progress.c), not
 		 * for a call from the completion into the throttle. */
 		uint64_t seen = progress_begin(&c->wb_progress);
-		if (dirty_over_limit(c)) {
+		if (over_limit_with(c, w->room)) {
 			flusher_kick(m->dom);
 			pthread_mutex_unlock(&c->throttle_lock);
 			progress_wait(&c->wb_progress, seen, 20);
@@ -176,15 +192,19 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
  * of waiting (with PC_NOWAIT too, rather than EAGAIN for ever): its data
  * stays dirty, and the room it waits for may never come.
  */
-int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
+int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowait)
 {
 	struct pc_cache *c = m->c;
+	/* A write as large as the limit (a small cache: write pieces are at
+	 * least max_io_bytes) would never find room: at most an eighth of
+	 * the limit is waited for, the piece size of larger writes. */
+	room = pc_min_u64(room, c->cfg.dirty_limit_bytes / 8);
 	kick_flusher_past_thresholds(m, uncached);
 	int err = mapping_write_error(m);
 	if (err)
 		return err;
 	uint64_t unpaced = nowait ? 0 : take_unpaced();
-	if (!dirty_over_limit(c) && !far_ahead_of_waiters(c)) {
+	if (!over_limit_with(c, nowait ? 0 : room) && !far_ahead_of_waiters(c)) {
 		if (!nowait)
 			pace_writer(c, unpaced);
 		return 0;
@@ -197,8 +217,9 @@ int balance_dirty(struct pc_mapping *m, bool uncached, bool nowait)
 	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
 	w.vtime = thread_dirtied;
+	w.room = room;
 	queue_waiter(c, &w);
-	if (c->throttle_head != &w && !dirty_over_limit(c))
+	if (c->throttle_head != &w && !over_limit_with(c, c->throttle_head->room))
 		wake_first(c); /* queued behind others under the limit: they may go */
 	bool waited = false;
 	err = wait_in_queue(m, &w, &waited);

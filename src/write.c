@@ -452,7 +452,7 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 		err = write_sync(m, pos, pos + n);
 	} else {
 		throttle_account(n);
-		err = balance_dirty(m, flags & PC_DONTCACHE, flags & PC_NOWAIT);
+		err = balance_dirty(m, n, flags & PC_DONTCACHE, flags & PC_NOWAIT);
 	}
 	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */
 	if (backing_reserve_soon(m, pos + n))
@@ -471,7 +471,7 @@ int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags)
 			return err;
 	}
 	/* PC_NOWAIT: refused now rather than after copying, past the limit. */
-	return (flags & PC_NOWAIT) ? balance_dirty(m, flags & PC_DONTCACHE, true) : 0;
+	return (flags & PC_NOWAIT) ? balance_dirty(m, 0, flags & PC_DONTCACHE, true) : 0;
 }
 
 /* Copy [pos, end) of the write into the cache, folio by folio (the

@@ -25,6 +25,7 @@
 #include "flusher.h"
 #include "folio.h"
 #include "mapping.h"
+#include "pace.h"
 #include "pagecache.h"
 #include "progress.h"
 #include "radix.h"
@@ -159,7 +160,7 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	struct pc_mapping *m = r->m;
 	struct pc_domain *d = m->dom;
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
-	atomic_fetch_add_explicit(&m->c->wb_done_bytes, io->len, memory_order_relaxed); /* pace.c's bandwidth */
+	pace_io_end(m->c, io->len); /* pace.c's bandwidth */
 	if (atomic_load(&d->io_waiters)) {
 		pthread_mutex_lock(&d->lock);
 		pthread_cond_broadcast(&d->io_cv);
@@ -250,6 +251,7 @@ static void req_submit(struct wb_req *r)
 	wait_for_room(r->m->dom);
 	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
+	pace_io_begin(r->m->c);
 	ioq_submit(r->m->dom->ioq, &r->io);
 }
 
