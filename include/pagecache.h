@@ -263,9 +263,13 @@ struct pc_config {
 	 * dirty_limit_bytes, given or default (else EINVAL). */
 	size_t dirty_background_bytes;
 	/* Writers are made to wait (never to write back themselves) while dirty
-	 * and under-writeback bytes exceed this, and are let through in order
-	 * of the bytes their thread has dirtied (fewest first), so writers of
-	 * any write size and mode (buffered, PC_DONTCACHE) get equal shares.
+	 * and under-writeback bytes leave no room under this for another
+	 * write as large as the one just made (at most an eighth of the limit),
+	 * so a single writer never takes them past it, and are let through in
+	 * order of the bytes their thread has dirtied (fewest first), so
+	 * writers of any write size and mode (buffered, PC_DONTCACHE) get
+	 * equal shares.  Writers racing for the last room may pass it by their
+	 * writes' sizes.
 	 * Before that, past dirty_background_bytes, a writer sleeps a little
 	 * after each write of at least max_io_bytes / 4 (smaller writes, and
 	 * PC_NOWAIT and PC_DSYNC writes, do not), so that together the

@@ -23,8 +23,9 @@
  * N times that, pos being the mean of their writes' positions over the
  * window; ratelimit moves towards bandwidth / N).  Writes that ran free
  * or waited at the limit were not let go at that rate and are not
- * counted; a window with freerun in it can only raise the bandwidth (the
- * flusher may have idled).  The dirty data then
+ * counted.  The bandwidth is the bytes written back over the time the
+ * device had a request in flight, and a window with freerun in it can
+ * only raise it (pace_next_bandwidth).  The dirty data then
  * settles near the setpoint, every write waits about as long, and none
  * waits for the limit.  Past the limit the throttle (throttle.c) still
  * makes writers wait, in fair order.
@@ -113,12 +114,12 @@ uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun)
 {
 	if (!bw)
 		return bw_now;
-	/* Under the background threshold the flusher may have idled, so a
+	/* Under the background threshold the flusher had little to write,
+	 * fewer requests in flight than the device takes at once, so a
 	 * window with freerun in it can only tell that the device is at
-	 * least that fast.  Taken as it stands, a low figure (the first
-	 * window, with write-back still starting, often measures a tenth of
-	 * the device) would pace writers slowly, which keeps them under the
-	 * threshold, which keeps the figure low: stop-and-go for good. */
+	 * least that fast.  Taken as it stands, a low figure would pace
+	 * writers slowly, which keeps them under the threshold, which keeps
+	 * the figure low: stop-and-go for good. */
 	if (freerun)
 		return bw_now > bw ? bw_now : bw;
 	return (bw + bw_now) / 2;
@@ -212,9 +213,10 @@ void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
 
 /*
  * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
- * last figures): the write-back bandwidth and the dirtying rate since the
- * last sample, and the ratelimit corrected by them.  Only over freerun,
- * where the flusher is busy and the bandwidth is the device's.
+ * last figures): the write-back bandwidth and the paced writers' dirtying
+ * rate since the last sample, and the ratelimit corrected by them.  Called
+ * by paced writes only (over freerun, where the flusher is at work); a
+ * window in which the device was busy under PACE_MIN_BUSY_NS goes on.
  */
 void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 {
@@ -254,7 +256,6 @@ void pace_note_freerun(struct pc_cache *c)
 		atomic_store_explicit(&c->pace_freerun_seen, true, memory_order_relaxed);
 }
 
-
 static void sleep_ns(uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / NS_PER_S), (long)(ns % NS_PER_S) };
@@ -287,7 +288,7 @@ void pace_writer(struct pc_cache *c, size_t bytes)
 		/* Freerun: nothing owed, nothing saved up.  At the limit: the
 		 * throttle's wait is the pause. */
 		thread_debt_ns = 0;
-		if (pos)
+		if (pos) /* not at the limit: free */
 			pace_note_freerun(c);
 		return;
 	}

@@ -26,7 +26,7 @@ HIDDEN uint64_t pace_period_ns(uint64_t bytes, uint64_t ratelimit, uint64_t pos)
 HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64_t bw, uint64_t dirty_rate);
 /* The bandwidth estimate after a window that measured bw_now (bytes/s;
  * bw 0: none yet); `freerun`: a write of the window ran free, so the
- * flusher may have idled and bw_now is only a lower bound. */
+ * flusher had little to write and bw_now is only a lower bound. */
 HIDDEN uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun);
 /* Is a new sample of bandwidth and dirtying rate due, dt_ns after the
  * last?  Every PACE_SAMPLE_MS; the first (no bandwidth known yet) as soon
