@@ -18,8 +18,8 @@ struct pc_mapping;
  * the background or uncached thresholds; sleeps while dirty+writeback
  * would leave no room for another write as large (at most dirty_limit /
  * 8: so that the next does not take them past dirty_limit), let through
- * in order of bytes their
- * thread dirtied.  nowait: -EAGAIN past the limit itself, no sleep. */
+ * in order of bytes their thread dirtied.  nowait: -EAGAIN past the limit
+ * itself, no sleep. */
 HIDDEN int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowait);
 /* The calling thread dirtied `bytes` (its place in the throttle queue,
  * and the bytes its next pacing owes for). */

@@ -182,6 +182,17 @@ static void test_bandwidth(void)
 	CHECK(pace_next_bandwidth(40 * MiB, bw, true) == bw);        /* at least that fast */
 }
 
+/* A cache of 64 MiB with no file: its pacing state is the test's own. */
+static struct pc_cache *new_idle_cache(void)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	cfg.memory_limit = 64 * MiB;
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	return c;
+}
+
 /* One PACE_SAMPLE_MS window on cache c: `paced` bytes dirtied by writes
  * paced at pos_paced (in writes of 1 MiB), `free_bytes` by writes that ran
  * free, `done` written back; sampled by a write at pos_now.  Returns the
@@ -218,11 +229,7 @@ static uint64_t run_window(struct pc_cache *c, uint64_t *t, uint64_t pos_paced, 
 static void test_window(void)
 {
 	printf("-- (g) a window's ratelimit\n");
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64 * MiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = new_idle_cache();
 	const uint64_t bw = 400 * MiB; /* 20 MiB per 50 ms window */
 	uint64_t t = 1000000000ull;
 	pace_sample(c, t, PACE_ONE); /* opens the first window */
@@ -271,11 +278,7 @@ static void sleep_ms(unsigned ms)
 static void test_busy_time(void)
 {
 	printf("-- (h) the device's busy time\n");
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64 * MiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = new_idle_cache();
 	uint64_t busy0 = atomic_load(&c->wb_busy_ns), done0 = atomic_load(&c->wb_done_bytes);
 	/* Two requests overlapping: one spell, from the first's start to the
 	 * second's end. */

@@ -1453,6 +1453,16 @@ static void test_short_run_written(void)
 
 /* ------------------------------------------------------------------ (p) */
 
+/* Count a block more than the budget as edges, as if writers had left
+ * them (tests (p) and (q)); returns what to subtract again. */
+static int64_t push_edges_past_budget(struct pc_cache *c)
+{
+	int64_t extra = (int64_t)edge_budget(c) + 4096;
+	atomic_fetch_add(&c->edge_bytes, extra);
+	REQUIRE(edges_over_budget(c));
+	return extra;
+}
+
 /*
  * A writer that left an edge past the budget waits for its neighbours
  * (edges_wait_for_neighbours) while they keep completing edges of its file,
@@ -1466,16 +1476,6 @@ static void test_short_run_written(void)
  * machine), the waiter may rightly have stopped early: the lower bounds
  * are then not checked, and the test says so.
  */
-/* Count a block more than the budget as edges, as if writers had left
- * them (tests (p) and (q)); returns what to subtract again. */
-static int64_t push_edges_past_budget(struct pc_cache *c)
-{
-	int64_t extra = (int64_t)edge_budget(c) + 4096;
-	atomic_fetch_add(&c->edge_bytes, extra);
-	REQUIRE(edges_over_budget(c));
-	return extra;
-}
-
 struct neighbour_arg {
 	struct pc_mapping *m;
 	uint64_t run_ms, stop_ms, max_gap_ms;
