@@ -142,13 +142,16 @@
  * Space on the device
  *   A write that extends a file past 1 MiB first reserves the space it
  *   needs (fallocate with FALLOC_FL_KEEP_SIZE, some MiB ahead of a growing
- *   file, and a gap of up to 8 MiB behind the write with it, which stays
- *   allocated and reads as zeros; only its own blocks for a write further
- *   past the end), so a full file
- *   system fails that pc_pwrite with ENOSPC or EDQUOT, as the kernel's
- *   buffered write would, instead of a later fsync.  (Smaller files
- *   reserve nothing: their ENOSPC comes at write-back, below.)  What was reserved past
- *   the final size is given back at the file's last close.  Before writing
+ *   file: the flusher renews it ahead of the writer, and a writer that
+ *   reserves itself, at the first write or when the flusher fell behind,
+ *   reserves further by what it may dirty before it is slowed, the dirty
+ *   limit or 64 MiB, whichever is less; a gap of up to 8 MiB behind the
+ *   write with it, which stays allocated and reads as zeros; only its own
+ *   blocks for a write further past the end), so a full file system fails
+ *   that pc_pwrite with ENOSPC or EDQUOT, as the kernel's buffered write
+ *   would, instead of a later fsync.  (Smaller files reserve nothing:
+ *   their ENOSPC comes at write-back, below.)  What was reserved past the
+ *   final size is given back at the file's last close.  Before writing
  *   back, the backing file is allocated up to its size, holes below
  *   included, but never more than four times the bytes written since open,
  *   so a sparse write far past the end leaves a hole as a plain pwrite

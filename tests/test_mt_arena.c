@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #define KiB 1024ull
@@ -284,6 +285,23 @@ static void fork_while_populating(uint64_t bytes)
 
 /* ---------------------------------------------------------------- (d) */
 
+/* Pages of the descriptor table the kernel has in memory (mincore). */
+static size_t table_pages_resident(struct pc_cache *c)
+{
+	size_t bytes = (size_t)c->npages * sizeof(struct pc_folio);
+	size_t pages = (bytes + 4095) / 4096, resident = 0;
+	unsigned char *vec = malloc(pages);
+	REQUIRE(vec);
+	CHECK(mincore(c->folios, bytes, vec) == 0);
+	for (size_t i = 0; i < pages; i++)
+		resident += vec[i] & 1;
+	free(vec);
+	return resident;
+}
+
+/* The thread runs to the end of the arena, and faults in the descriptor
+ * table with it (a cache's first write otherwise faulted in, and zeroed,
+ * a 2 MiB huge page of the table itself). */
 static void runs_to_the_end(void)
 {
 	struct pc_cache *c = cache_of(8 * MiB, 0);
@@ -296,6 +314,8 @@ static void runs_to_the_end(void)
 	CHECK(TU_POLL(arena_populated_bytes(c) == c->arena_bytes, 60000));
 	CHECK(TU_POLL(tu_stats(c).prefault_pending_bytes == 0, 10000));
 	CHECK(atomic_load(&c->populate_ended));
+	size_t table_pages = ((size_t)c->npages * sizeof(struct pc_folio) + 4095) / 4096;
+	CHECK(table_pages_resident(c) == table_pages);
 	CHECK(pc_cache_destroy(c) == 0);
 
 	c = cache_of(8 * MiB, PC_CFG_LAZY_MEMORY);

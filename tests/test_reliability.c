@@ -616,6 +616,36 @@ static void test_reservation_ahead_by_flusher(void)
 	CHECK(device_has("reserve-ahead", size, 5));
 }
 
+/*
+ * A writer's own reservation (the file's first) reaches as far past the
+ * write as the writer can dirty at memory speed before pacing slows it
+ * (the dirty limit, here 51 MiB of a 256 MiB cache), so a burst of writes
+ * right after it does not catch up with the flusher's renewal while that
+ * is in fallocate: the writer reserves inline once for all of it.
+ */
+static void test_first_reservation_covers_burst(void)
+{
+	struct pc_cache *c = new_cache(256 * MiB);
+	struct pc_file *f = open_file(c, "reserve-burst");
+	static uint8_t buf[MiB];
+	fill(buf, MiB, 0, 6);
+	CHECK(pc_pwrite(f, buf, MiB, 0, PC_DONTCACHE) == (ssize_t)MiB);
+	uint64_t limit = c->cfg.dirty_limit_bytes;
+	CHECK((uint64_t)atomic_load(&f->m->reserve_end) >= MiB + limit);
+	uint64_t burst = pc_round_up(limit, MiB);
+	for (uint64_t at = MiB; at < burst; at += MiB) {
+		fill(buf, MiB, at, 6);
+		CHECK(pc_pwrite(f, buf, MiB, (off_t)at, PC_DONTCACHE) == (ssize_t)MiB);
+	}
+	struct pc_stats s;
+	pc_cache_stats(c, &s);
+	CHECK(s.reserve_inline == 1);
+	CHECK(pc_close(f) == 0);
+	CHECK(destroy_cache(c) == 0);
+	CHECK(allocated_bytes("reserve-burst") <= burst + 64 * KiB);
+	CHECK(device_has("reserve-burst", burst, 6));
+}
+
 /* ------------------------------------------------------------ (e) */
 
 static void test_huge_write(void)
@@ -769,6 +799,7 @@ int main(void)
 	test_alloc_fails_when_all_dirty_fails();
 	test_reservation_given_back();
 	test_reservation_ahead_by_flusher();
+	test_first_reservation_covers_burst();
 	test_huge_write();
 	test_request_alloc_failure();
 	test_clock_wrap();
