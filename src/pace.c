@@ -18,10 +18,10 @@
  * (half way from freerun to the limit) to 1/4 just under the limit (0 at
  * the limit and past it, where the throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
- * every PACE_SAMPLE_MS by how the paced writers' total dirtying rate
- * compares with the bandwidth measured (N writers at ratelimit * pos dirty
- * N times that, pos being the mean of their writes' positions over the
- * window; ratelimit moves towards bandwidth / N).  Writes that ran free
+ * every PACE_SAMPLE_MS (more often while it is first learnt) by how the
+ * paced writers' total dirtying rate compares with the bandwidth
+ * measured (N writers at ratelimit * pos dirty N times that, pos being
+ * the mean of their writes' positions over the window; ratelimit moves towards bandwidth / N).  Writes that ran free
  * or waited at the limit were not let go at that rate and are not
  * counted.  The bandwidth is the bytes written back over the time the
  * device had a request in flight, and a window with freerun in it can
@@ -44,11 +44,16 @@
 #include <time.h>
 
 #define PACE_SAMPLE_MS 50
-/* The first sample, with no bandwidth known yet, as soon as write-back has
- * completed something for this long: a writer at memory speed crosses
- * from freerun to the limit in a few milliseconds, and until the first
- * sample only the limit stops it (a stall of a whole device write). */
-#define PACE_FIRST_SAMPLE_MS 5
+/* The first PACE_LEARN_SAMPLES samples are taken as soon as write-back
+ * has completed something for PACE_FIRST_SAMPLE_MS: a writer at memory
+ * speed crosses from freerun to the limit in a few milliseconds, and until
+ * the first sample only the limit stops it (a stall of a whole device
+ * write).  A first figure taken while write-back is starting is often a
+ * third of the device's; at one sample per PACE_SAMPLE_MS it held the
+ * writers that slow for 50 ms (writes of 3-6 ms, where one takes 0.6),
+ * short windows correct it within a few milliseconds. */
+#define PACE_FIRST_SAMPLE_MS 2
+#define PACE_LEARN_SAMPLES 8
 /* A bandwidth sample needs the device busy this long in its window: a
  * single request's time says little of the device's rate. */
 #define PACE_MIN_BUSY_NS 1000000ull      /* 1 ms */
@@ -125,11 +130,11 @@ uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun)
 	return (bw + bw_now) / 2;
 }
 
-bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed)
+bool pace_sample_due(uint64_t dt_ns, unsigned samples, bool completed)
 {
 	if (dt_ns >= PACE_SAMPLE_MS * 1000000ull)
 		return true;
-	return !bw_known && completed && dt_ns >= PACE_FIRST_SAMPLE_MS * 1000000ull;
+	return samples < PACE_LEARN_SAMPLES && completed && dt_ns >= PACE_FIRST_SAMPLE_MS * 1000000ull;
 }
 
 static uint64_t dirty_used(struct pc_cache *c)
@@ -230,8 +235,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
 		window_start(c, now, done, dirtied, busy);
-	} else if (pace_sample_due(dt, atomic_load_explicit(&c->pace_bw, memory_order_relaxed) != 0,
-				   done > c->pace_done) &&
+	} else if (pace_sample_due(dt, c->pace_samples, done > c->pace_done) &&
 		   busy - c->pace_busy >= PACE_MIN_BUSY_NS) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
@@ -244,6 +248,8 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
 		window_start(c, now, done, dirtied, busy);
+		if (c->pace_samples < PACE_LEARN_SAMPLES)
+			c->pace_samples++;
 	}
 	pthread_mutex_unlock(&c->pace_lock);
 }

@@ -29,9 +29,10 @@ HIDDEN uint64_t pace_balanced_ratelimit(uint64_t ratelimit, uint64_t pos, uint64
  * flusher had little to write and bw_now is only a lower bound. */
 HIDDEN uint64_t pace_next_bandwidth(uint64_t bw, uint64_t bw_now, bool freerun);
 /* Is a new sample of bandwidth and dirtying rate due, dt_ns after the
- * last?  Every PACE_SAMPLE_MS; the first (no bandwidth known yet) as soon
- * as write-back completed something over PACE_FIRST_SAMPLE_MS. */
-HIDDEN bool pace_sample_due(uint64_t dt_ns, bool bw_known, bool completed);
+ * last, `samples` taken before?  Every PACE_SAMPLE_MS; the first
+ * PACE_LEARN_SAMPLES (the bandwidth still being learnt) as soon as
+ * write-back completed something over PACE_FIRST_SAMPLE_MS. */
+HIDDEN bool pace_sample_due(uint64_t dt_ns, unsigned samples, bool completed);
 /* A write ran free (under the background threshold): the window's
  * bandwidth is only a lower bound (pace_next_bandwidth). */
 HIDDEN void pace_note_freerun(struct pc_cache *c);

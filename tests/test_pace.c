@@ -107,13 +107,19 @@ static void test_sample_due(void)
 {
 	printf("-- (e) sampling\n");
 	const uint64_t ms = 1000000ull;
-	CHECK(pace_sample_due(50 * ms, true, true));
-	CHECK(pace_sample_due(50 * ms, true, false));
-	CHECK(pace_sample_due(50 * ms, false, false));
-	CHECK(!pace_sample_due(49 * ms, true, true));
-	CHECK(pace_sample_due(5 * ms, false, true));
-	CHECK(!pace_sample_due(4 * ms, false, true));
-	CHECK(!pace_sample_due(20 * ms, false, false)); /* nothing completed: no bandwidth to see */
+	CHECK(pace_sample_due(50 * ms, 8, true));
+	CHECK(pace_sample_due(50 * ms, 8, false));
+	CHECK(pace_sample_due(50 * ms, 0, false));
+	CHECK(!pace_sample_due(49 * ms, 8, true));
+	/* While the bandwidth is being learnt (the first 8 samples), every
+	 * 2 ms once something completed: a low first figure is corrected in
+	 * milliseconds, not after a 50 ms window of slow writes. */
+	CHECK(pace_sample_due(2 * ms, 0, true));
+	CHECK(pace_sample_due(2 * ms, 7, true));
+	CHECK(!pace_sample_due(2 * ms, 8, true));
+	CHECK(!pace_sample_due(49 * ms, 8, true));
+	CHECK(!pace_sample_due(1 * ms, 0, true));
+	CHECK(!pace_sample_due(20 * ms, 0, false)); /* nothing completed: no bandwidth to see */
 }
 
 static void test_paced_writer(const char *dir)
