@@ -86,9 +86,15 @@ static bool want_shared_mmap(struct fuse_conn_info *conn)
 	return false;
 }
 
+static void daemon_ready(int fd);
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct pcfs *fs = userdata;
+	/* The kernel has spoken to the daemon: the mount is up.  Told only
+	 * now, so that a mount whose INIT fails makes pcfs exit 1, not 0. */
+	daemon_ready(fs->ready_fd);
+	fs->ready_fd = -1;
 	fs->shared_mmap = want_shared_mmap(conn);
 	/* 1 MiB requests: libfuse asks the kernel for max_pages to match. */
 	conn->max_write = 1u << 20;
@@ -300,7 +306,11 @@ int main(int argc, char **argv)
 	if (fuse_session_mount(fs.se, fs.opt.mountpoint) != 0)
 		die("cannot mount at %s", fs.opt.mountpoint);
 
-	int ready_fd = fs.opt.foreground ? -1 : daemonise();
+	fs.ready_fd = fs.opt.foreground ? -1 : daemonise();
+	/* The kernel applied the program's umask to the modes it sends
+	 * (pcfs does not ask for FUSE_DONT_MASK): the daemon's own must not
+	 * take more bits away. */
+	umask(0);
 	/* The daemon's own /proc/self/fd, and its own cache. */
 	fs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct pc_config cfg;
@@ -319,7 +329,6 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_t hk;
 	bool have_hk = pthread_create(&hk, NULL, housekeeping, &fs) == 0;
-	daemon_ready(ready_fd);
 
 	int loop = serve(&fs);
 	atomic_store(&housekeeping_stop, true);

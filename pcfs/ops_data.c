@@ -32,14 +32,16 @@ static struct pcfs_handle *handle_of(struct fuse_file_info *fi)
 	return (struct pcfs_handle *)(uintptr_t)fi->fh;
 }
 
-/* The flags pc_openat takes for an open(2) with flags fl. */
+/* The flags pc_openat takes for an open(2) with flags fl.  O_RDONLY |
+ * O_TRUNC truncates, as on Linux's own file systems: the kernel checked
+ * write permission for the O_TRUNC, and it sends no writes on a
+ * read-only descriptor, so the backing file may be opened for writing. */
 static int pc_open_flags(int fl)
 {
 	int acc = fl & O_ACCMODE;
-	int f = acc | (fl & (O_DSYNC | O_SYNC | O_DIRECT | O_NOATIME));
-	if ((fl & O_TRUNC) && acc != O_RDONLY)
-		f |= O_TRUNC;
-	return f;
+	if ((fl & O_TRUNC) && acc == O_RDONLY)
+		acc = O_RDWR;
+	return acc | (fl & (O_DSYNC | O_SYNC | O_DIRECT | O_NOATIME | O_TRUNC));
 }
 
 /* PC_DONTCACHE by -o uncached=, for a request of len bytes. */
@@ -85,6 +87,49 @@ static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, con
 	fd_put(fs, in);
 	errno = err;
 	return pf;
+}
+
+/*
+ * Open `name` in dir, creating it if it does not exist (*created: this
+ * call made it); `excl`: fail with EEXIST if it does.  The file is first
+ * opened O_EXCL, so that only a file made here is given to the caller
+ * (give_to_caller), never one that someone else created meanwhile.
+ */
+static struct pc_file *create_at_inode(struct pcfs *fs, struct pcfs_inode *dir, const char *name, int fl,
+				       mode_t mode, bool excl, bool *created)
+{
+	for (int try = 0; try < 8; try++) {
+		struct pc_file *pf = open_at_inode(fs, dir, name, fl | O_CREAT | O_EXCL, mode);
+		*created = pf != NULL;
+		if (pf || errno != EEXIST || excl)
+			return pf;
+		pf = open_at_inode(fs, dir, name, fl, 0);
+		if (pf || errno != ENOENT)
+			return pf; /* it existed: opened as it is */
+		/* Removed between the two: create it again. */
+	}
+	errno = EEXIST;
+	return NULL;
+}
+
+static int give_to_caller(fuse_req_t req, struct pcfs *fs, struct pcfs_inode *dir, const char *name)
+{
+	int dirfd = fd_hold(fs, dir);
+	if (dirfd < 0)
+		return -dirfd;
+	int err = node_give_to_caller(req, dirfd, name);
+	fd_put(fs, dir);
+	return err;
+}
+
+/* A file this call created and cannot keep (its owner could not be set). */
+static void remove_created(struct pcfs *fs, struct pcfs_inode *dir, const char *name)
+{
+	int dirfd = fd_hold(fs, dir);
+	if (dirfd < 0)
+		return;
+	unlinkat(dirfd, name, 0);
+	fd_put(fs, dir);
 }
 
 /* A FUSE open of in: the inode keeps its descriptor open meanwhile (a file
@@ -150,18 +195,26 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME)) {
+	if (pcfs_is_stats_name(parent, name)) {
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
-	int fl = pc_open_flags(fi->flags) | O_CREAT | O_NOFOLLOW | (fi->flags & O_EXCL);
-	struct pc_file *pf = open_at_inode(fs, dir, name, fl, mode);
+	int fl = pc_open_flags(fi->flags) | O_NOFOLLOW;
+	bool created;
+	struct pc_file *pf = create_at_inode(fs, dir, name, fl, mode, fi->flags & O_EXCL, &created);
+	int err = pf && created ? give_to_caller(req, fs, dir, name) : 0;
+	if (err) {
+		pc_close(pf);
+		remove_created(fs, dir, name);
+		pf = NULL;
+		errno = err;
+	}
 	if (!pf) {
 		fuse_reply_err(req, errno);
 		return;
 	}
 	struct fuse_entry_param e;
-	int err = entry_lookup(fs, dir, name, &e);
+	err = entry_lookup(fs, dir, name, &e);
 	struct pcfs_handle *h = err ? NULL : handle_new(fs, (struct pcfs_inode *)(uintptr_t)e.ino, pf, fi->flags);
 	if (!h) {
 		if (!err) {

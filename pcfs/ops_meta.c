@@ -72,7 +72,7 @@ static void reply_entry_or_err(fuse_req_t req, int err, const struct fuse_entry_
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	if (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME)) {
+	if (pcfs_is_stats_name(parent, name)) {
 		stats_lookup(req);
 		return;
 	}
@@ -212,7 +212,28 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
-/* Make a node (mknod, mkdir, symlink) and reply with its entry. */
+/*
+ * A node the daemon just made in dirfd, for the program that asked: with
+ * allow_other, a daemon running as root would otherwise leave every file
+ * another user creates owned by root, which that user could then not
+ * write.  Owned by the caller's uid, and by its gid unless the directory
+ * is set-group-ID (the backing file system gave it the directory's group,
+ * as it would have).  A daemon that is not root cannot give files away
+ * (the usual FUSE rule): they stay its own, as documented in the README.
+ * 0 or an errno; AT_SYMLINK_NOFOLLOW: a symlink itself, not its target.
+ */
+int node_give_to_caller(fuse_req_t req, int dirfd, const char *name)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	if (geteuid() != 0 || (ctx->uid == geteuid() && ctx->gid == getegid()))
+		return 0;
+	struct stat dir;
+	if (fstatat(dirfd, "", &dir, AT_EMPTY_PATH) != 0)
+		return errno;
+	gid_t gid = (dir.st_mode & S_ISGID) ? (gid_t)-1 : ctx->gid;
+	return fchownat(dirfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) ? errno : 0;
+}
+
 /* Make a node (mknod, mkdir, symlink) in the directory dirfd. */
 static int make_node_at(int dirfd, const char *name, mode_t mode, dev_t rdev, const char *link)
 {
@@ -229,7 +250,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *dir = inode_of(req, parent);
-	if (bad_name(name) || (parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME))) {
+	if (bad_name(name) || pcfs_is_stats_name(parent, name)) {
 		fuse_reply_err(req, bad_name(name) ? EINVAL : EEXIST);
 		return;
 	}
@@ -237,6 +258,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (dirfd < 0)
 		return;
 	int err = make_node_at(dirfd, name, mode, rdev, link) ? errno : 0;
+	if (!err) {
+		/* Made by us (it did not exist): not someone else's to chown. */
+		err = node_give_to_caller(req, dirfd, name);
+		if (err)
+			unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+	}
 	fd_put(fs, dir);
 	if (err) {
 		fuse_reply_err(req, err);
@@ -277,8 +304,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *in = inode_of(req, ino), *dir = inode_of(req, newparent);
-	if (bad_name(newname) || ino == PCFS_STATS_INO) {
-		fuse_reply_err(req, EINVAL);
+	if (bad_name(newname) || ino == PCFS_STATS_INO || pcfs_is_stats_name(newparent, newname)) {
+		fuse_reply_err(req, bad_name(newname) ? EINVAL : EPERM);
 		return;
 	}
 	int fd = fd_hold_or_reply(req, in);
@@ -302,8 +329,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct pcfs_inode *dir = inode_of(req, parent);
-	if (bad_name(name)) {
-		fuse_reply_err(req, EINVAL);
+	if (bad_name(name) || pcfs_is_stats_name(parent, name)) {
+		fuse_reply_err(req, bad_name(name) ? EINVAL : EPERM);
 		return;
 	}
 	int dirfd = fd_hold_or_reply(req, dir);
@@ -333,6 +360,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct pcfs_inode *a = inode_of(req, parent), *b = inode_of(req, newparent);
 	if (bad_name(name) || bad_name(newname)) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (pcfs_is_stats_name(parent, name) || pcfs_is_stats_name(newparent, newname)) {
+		fuse_reply_err(req, EPERM);
 		return;
 	}
 	int afd = fd_hold_or_reply(req, a);

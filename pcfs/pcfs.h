@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "pagecache.h"
@@ -96,6 +97,7 @@ struct pcfs {
 	int proc_fd; /* /proc/self/fd, to reopen O_PATH descriptors */
 	uid_t owner;
 	bool shared_mmap; /* FUSE_DIRECT_IO_ALLOW_MMAP granted (main.c) */
+	int ready_fd;     /* tells the parent the mount is up (-f: -1) */
 	struct pcfs_inode root;
 	/* The inode table, by (dev, ino). */
 	pthread_mutex_t table_lock;
@@ -118,6 +120,12 @@ extern struct pcfs *pcfs_fs;
 /* The node id of the .pcfs-stats file in the mount's root. */
 #define PCFS_STATS_INO ((fuse_ino_t)2)
 #define PCFS_STATS_NAME ".pcfs-stats"
+/* Its name: the daemon's entry, not a backing file's; never made,
+ * removed, renamed, replaced or linked to through the mount. */
+static inline bool pcfs_is_stats_name(fuse_ino_t parent, const char *name)
+{
+	return parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME);
+}
 
 /* inode.c */
 int inode_table_init(struct pcfs *fs);
@@ -184,6 +192,9 @@ bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written);
 /* ops_meta.c: look name up in parent: the entry (with a lookup counted),
  * or -errno. */
 int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e);
+/* A node just made in dirfd by this request becomes its caller's (a
+ * daemon running as root, with allow_other): 0 or an errno. */
+int node_give_to_caller(fuse_req_t req, int dirfd, const char *name);
 /* ops_data.c: truncate through pagecache (fi: the open file, or NULL). */
 int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse_file_info *fi);
 

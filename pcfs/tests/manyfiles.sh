@@ -13,9 +13,7 @@
 #     the copy fails and pcfs says why in one line.
 . "$(dirname "$0")/lib.sh"
 need_fuse
-for c in python3 prlimit setpriv; do
-	command -v $c >/dev/null || { echo "skipped: no $c" >&2; exit 77; }
-done
+need_cmd python3 prlimit setpriv
 setup_scratch pcfs-manyfiles
 S=$T/src B=$T/back M=$T/mnt
 LIMIT=(prlimit --nofile=256:256)

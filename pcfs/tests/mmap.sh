@@ -8,7 +8,7 @@
 #     mmap fails cleanly with ENODEV, read-only mappings too.
 . "$(dirname "$0")/lib.sh"
 need_fuse
-command -v python3 >/dev/null || { echo "skipped: no python3" >&2; exit 77; }
+need_cmd python3
 setup_scratch pcfs-mmap
 pcfs_mount "$T/back" "$T/mnt"
 shared=$(stat_field "$T/mnt" shared_mmap)

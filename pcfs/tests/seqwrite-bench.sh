@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PCFS=${PCFS:-$ROOT/build/pcfs}
 . "$ROOT/pcfs/tests/lib.sh"
 need_fuse
-command -v fio >/dev/null || { echo "skipped: no fio" >&2; exit 77; }
+need_cmd fio
 REPS=${1:-5} SIZE=${2:-1G} OPTS=${3:-memory=2G} FSYNC=${SEQW_FSYNC:-1}
 PC_TEST_DIR=${PC_TEST_DIR:-$ROOT/build/testdata}
 setup_scratch pcfs-seqwrite
