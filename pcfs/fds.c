@@ -165,19 +165,42 @@ void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd)
 	pthread_mutex_unlock(&fs->fd_lock);
 }
 
-void fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd)
+/* Is fd's file the one `in`'s handle names?  Only a handle can tell (an
+ * inode number is reused once its file is deleted); none made: assume so. */
+static bool same_file(const struct pcfs_inode *in, int fd)
 {
-	if (in->handle) {
-		pthread_mutex_lock(&fs->fd_lock);
-		if (in->fd < 0) {
-			in->fd = fd;
-			fd = -1;
-			lru_add(fs, in);
-		}
-		pthread_mutex_unlock(&fs->fd_lock);
+	struct file_handle *h = handle_of_fd(fd);
+	if (!h)
+		return true;
+	bool same = h->handle_type == in->handle->handle_type && h->handle_bytes == in->handle->handle_bytes &&
+		    memcmp(h->f_handle, in->handle->f_handle, h->handle_bytes) == 0;
+	free(h);
+	return same;
+}
+
+bool fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd)
+{
+	if (!in->handle) {
+		close(fd); /* its own descriptor, open all along, keeps the number */
+		return true;
 	}
+	pthread_mutex_lock(&fs->fd_lock);
+	bool open_now = in->fd >= 0;
+	pthread_mutex_unlock(&fs->fd_lock);
+	/* While its descriptor is open the file lives and keeps its number;
+	 * closed by the LRU, the number may name a new file by now. */
+	if (!open_now && !same_file(in, fd))
+		return false;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (in->fd < 0) {
+		in->fd = fd;
+		fd = -1;
+		lru_add(fs, in);
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
 	if (fd >= 0)
 		close(fd);
+	return true;
 }
 
 /* ------------------------------------------------------------ holding one */

@@ -59,23 +59,46 @@ static void table_grow(struct pcfs *fs)
 	free(old);
 }
 
+static void table_remove(struct pcfs *fs, struct pcfs_inode *in);
+static void inode_put_hold(struct pcfs *fs, struct pcfs_inode *in);
+
 struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st)
 {
 	if (st->st_dev == fs->root.dev && st->st_ino == fs->root.ino) {
 		close(fd); /* the root, reached again by a name (a bind mount, "..") */
 		return &fs->root;
 	}
-	pthread_mutex_lock(&fs->table_lock);
-	size_t b = bucket_of(fs, st->st_dev, st->st_ino);
+	size_t b;
 	struct pcfs_inode *in;
+retry:
+	pthread_mutex_lock(&fs->table_lock);
+	b = bucket_of(fs, st->st_dev, st->st_ino);
 	for (in = fs->buckets[b]; in; in = in->hash_next)
 		if (in->dev == st->st_dev && in->ino == st->st_ino)
 			break;
 	if (in) {
-		in->nlookup++;
+		/* Held while its descriptor is checked without the lock. */
+		in->nopen++;
 		pthread_mutex_unlock(&fs->table_lock);
-		fds_offer(fs, in, fd);
-		return in;
+		if (fds_offer(fs, in, fd)) {
+			pthread_mutex_lock(&fs->table_lock);
+			in->nlookup++;
+			in->nopen--;
+			pthread_mutex_unlock(&fs->table_lock);
+			return in;
+		}
+		/* The number names another file now (the inode's was deleted
+		 * while the LRU had closed its descriptor): the old inode
+		 * leaves the table, goes at its last FORGET, and owes no mtime
+		 * to a file that is gone; this file gets an inode of its own. */
+		pthread_mutex_lock(&in->lock);
+		in->times_pending = false;
+		pthread_mutex_unlock(&in->lock);
+		pthread_mutex_lock(&fs->table_lock);
+		table_remove(fs, in);
+		pthread_mutex_unlock(&fs->table_lock);
+		inode_put_hold(fs, in);
+		goto retry; /* another lookup may have made this file's inode meanwhile */
 	}
 	in = calloc(1, sizeof(*in));
 	if (!in) {
@@ -124,25 +147,37 @@ static bool unused(struct pcfs_inode *in)
 	return in->nlookup == 0 && in->nopen == 0 && !in->times_pending;
 }
 
+/* Drop a hold taken (nopen++) under the table lock, which is not held
+ * now; the inode goes if that was all that kept it. */
+static void inode_put_hold(struct pcfs *fs, struct pcfs_inode *in)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	in->nopen--;
+	bool gone = unused(in);
+	if (gone)
+		table_remove(fs, in);
+	pthread_mutex_unlock(&fs->table_lock);
+	if (gone)
+		inode_free(fs, in);
+}
+
 void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n)
 {
 	if (in->is_root)
 		return;
 	pthread_mutex_lock(&fs->table_lock);
 	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
-	bool gone = false;
 	if (in->nlookup == 0 && in->nopen == 0) {
+		/* Held (nopen) while the lock is dropped: a lookup and a second
+		 * FORGET meanwhile then find it held and leave it to us, instead
+		 * of both settling it and one freeing it under the other. */
+		in->nopen++;
 		pthread_mutex_unlock(&fs->table_lock);
 		times_try_settle(fs, in, false); /* an mtime it owes: keep it until paid */
-		pthread_mutex_lock(&fs->table_lock);
-		if (unused(in)) {
-			table_remove(fs, in);
-			gone = true;
-		}
+		inode_put_hold(fs, in);
+		return;
 	}
 	pthread_mutex_unlock(&fs->table_lock);
-	if (gone)
-		inode_free(fs, in);
 }
 
 void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta)
@@ -191,14 +226,7 @@ void inode_settle_times(struct pcfs *fs, bool all)
 	for (size_t i = 0; i < n; i++) {
 		struct pcfs_inode *in = v[i];
 		times_try_settle(fs, in, all);
-		pthread_mutex_lock(&fs->table_lock);
-		in->nopen--;
-		bool gone = unused(in);
-		if (gone)
-			table_remove(fs, in);
-		pthread_mutex_unlock(&fs->table_lock);
-		if (gone)
-			inode_free(fs, in);
+		inode_put_hold(fs, in);
 	}
 	free(v);
 }

@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -110,16 +111,34 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
+/* The mount's source, as mount(8) and /proc/self/mounts show it:
+ * BACKING_DIR's absolute path (as sshfs and bindfs show theirs; a bare
+ * "pcfs" is shown relative to the reader's directory), with the commas
+ * and backslashes that -o would split on escaped.  -o fsname= replaces it. */
+static const char *fsname_of(const char *backing, char *out, size_t size)
+{
+	char abs[PATH_MAX];
+	const char *src = realpath(backing, abs) ? abs : backing;
+	size_t n = 0;
+	for (; *src && n + 3 < size; src++) {
+		if (*src == ',' || *src == '\\')
+			out[n++] = '\\';
+		out[n++] = *src;
+	}
+	out[n] = 0;
+	return out;
+}
+
 static struct fuse_session *session_new(struct pcfs *fs, const char *fuse_opts)
 {
 	static struct fuse_lowlevel_ops ops;
 	ops.init = op_init;
 	ops_meta_fill(&ops);
 	ops_data_fill(&ops);
-	char opts[8192];
-	snprintf(opts, sizeof(opts), "default_permissions,fsname=pcfs,subtype=pcfs%s%s%s%s",
-		 fs->opt.allow_other ? ",allow_other" : "", fs->opt.ro ? ",ro" : "", *fuse_opts ? "," : "",
-		 fuse_opts);
+	char opts[8192 + 2 * PATH_MAX], name[2 * PATH_MAX];
+	snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=pcfs%s%s%s%s",
+		 fsname_of(fs->opt.backing, name, sizeof(name)), fs->opt.allow_other ? ",allow_other" : "",
+		 fs->opt.ro ? ",ro" : "", *fuse_opts ? "," : "", fuse_opts);
 	char *argv[] = { "pcfs", "-o", opts, fs->opt.debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(fs->opt.debug ? 4 : 3, argv);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
@@ -159,6 +178,12 @@ static void daemon_ready(int fd)
 		dup2(null, 2);
 		if (null > 2)
 			close(null);
+	}
+	/* Nothing is reached by a relative path from here on (BACKING_DIR is
+	 * a descriptor, stats_file absolute): do not keep the directory pcfs
+	 * was started in busy, as daemons do not. */
+	if (chdir("/") != 0) {
+		/* "/" is always there; nothing depends on it */
 	}
 	if (write(fd, "y", 1) != 1) {
 		/* The parent is gone: nothing to tell. */

@@ -222,6 +222,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 			inode_forget(fs, (struct pcfs_inode *)(uintptr_t)e.ino, 1);
 		}
 		pc_close(pf);
+		if (created) /* the caller is told it failed: leave no file behind */
+			remove_created(fs, dir, name);
 		fuse_reply_err(req, -err);
 		return;
 	}
@@ -236,19 +238,37 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 /* Spans enough for a 1 MiB read of 4 KiB folios, and the reply header. */
 #define READ_SPANS 260
 
+static void release_spans(struct pc_span *spans, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pc_read_end(&spans[i]);
+}
+
 /* Reply to a read with the cached bytes themselves: spans of the range
  * (pc_read_begin), sent by fuse_reply_iov straight from the cache's
  * memory, then released.  One copy (the kernel's, into the program's
  * buffer) instead of two (pc_pread into a buffer, then the kernel's).
- * The bytes read, or -1 with errno if nothing could be read: EINVAL for a
- * handle that takes no spans (O_DIRECT), which pc_pread serves. */
+ *
+ * Only the first span may wait (for memory or the device): the others are
+ * taken with PC_NOWAIT, because a worker that waited for memory while it
+ * pinned spans could wait for ever once every worker pins part of the
+ * cache (64 workers of 1 MiB reads in 4 MiB of memory did).  One that
+ * would wait makes the whole read a copy (reply_read_copy, which pins
+ * nothing while it waits).  The bytes read, or -1 with errno if nothing
+ * could be read: EINVAL for a handle that takes no spans (O_DIRECT),
+ * which pc_pread serves; EAGAIN when a later span would have waited. */
 static ssize_t reply_read_spans(fuse_req_t req, struct pc_file *pf, size_t size, off_t off, int flags)
 {
 	static __thread struct pc_span spans[READ_SPANS];
 	struct iovec iov[READ_SPANS];
 	size_t n = 0, done = 0;
 	while (done < size && n < READ_SPANS) {
-		ssize_t got = pc_read_begin(pf, off + (off_t)done, size - done, flags, &spans[n]);
+		ssize_t got = pc_read_begin(pf, off + (off_t)done, size - done, flags | (n ? PC_NOWAIT : 0), &spans[n]);
+		if (got < 0 && n && errno == EAGAIN) {
+			release_spans(spans, n);
+			errno = EAGAIN;
+			return -1;
+		}
 		if (got <= 0) {
 			if (got < 0 && n == 0)
 				return -1;
@@ -262,8 +282,7 @@ static ssize_t reply_read_spans(fuse_req_t req, struct pc_file *pf, size_t size,
 		fuse_reply_iov(req, iov, (int)n);
 	else
 		fuse_reply_buf(req, NULL, 0);
-	for (size_t i = 0; i < n; i++)
-		pc_read_end(&spans[i]);
+	release_spans(spans, n);
 	return (ssize_t)done;
 }
 
@@ -298,7 +317,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	}
 	int flags = uncached_flag(fs, size);
 	ssize_t n = reply_read_spans(req, h->pf, size, off, flags);
-	if (n < 0 && errno == EINVAL)
+	if (n < 0 && (errno == EINVAL || errno == EAGAIN))
 		n = reply_read_copy(req, h->pf, size, off, flags);
 	if (n < 0) {
 		fuse_reply_err(req, errno);

@@ -45,7 +45,7 @@ void usage(FILE *out)
 		"     block=SIZE           block size, a power of two 512..64K, at most\n"
 		"                          max_folio (default: the file system's)\n"
 		"     uncached=never|always|SIZE\n"
-		"                          PC_DONTCACHE for no file (default), every request,\n"
+		"                          PC_DONTCACHE for no request (default), every request,\n"
 		"                          or reads and writes of at least SIZE bytes\n"
 		"     dirty_limit=SIZE     dirty bytes before writers wait, 4K to half of memory\n"
 		"                          (default 20%% of memory)\n"
@@ -255,6 +255,10 @@ static void parse_one_option(struct cmdline *cl, char *o)
 	else {
 		if (v)
 			v[-1] = '=';
+		if (!strncmp(o, "max_read=", 9))
+			die("-o %s: pcfs sets the request size itself (1 MiB)", o);
+		if (!strncmp(o, "max_background=", 15) || !strncmp(o, "congestion_threshold=", 21))
+			die("-o %s: not taken by libfuse's low-level session", o);
 		if (!fuse_option_ok(o))
 			die("unknown option -o %s (see pcfs --help)", o);
 		add_passthrough(cl, o);

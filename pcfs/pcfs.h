@@ -154,9 +154,11 @@ void inode_table_free(struct pcfs *fs);
 void fds_init(struct pcfs *fs);
 /* A new inode takes its descriptor fd (and a file handle of it). */
 void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd);
-/* A fresh descriptor of an inode that has one: kept if the LRU had
- * closed the inode's own, else closed. */
-void fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd);
+/* A fresh descriptor of a file found in the table as `in`: kept if the
+ * LRU had closed the inode's own, else closed; true.  False, fd left
+ * open, when the LRU had closed it and fd's file is another one (the
+ * number reused since `in`'s file was deleted): `in` is stale. */
+bool fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd);
 /* The inode's descriptor, open (reopened by handle if it was closed) and
  * held until fd_put; or -errno (ESTALE: the file is gone). */
 int fd_hold(struct pcfs *fs, struct pcfs_inode *in);

@@ -34,9 +34,9 @@ touch "$T/file"
 refuse "unknown option" -o bogus "$B" "$M"
 # FUSE options pcfs does not pass on: max_read= made INIT fail after pcfs
 # had exited 0 (a dead mount); the others fuse_session_new refuses.
-refuse_says "max_read" "unknown option -o max_read=65536" -o max_read=65536 "$B" "$M"
-refuse_says "max_background" "unknown option -o max_background=8" -o max_background=8 "$B" "$M"
-refuse_says "congestion_threshold" "unknown option -o congestion_threshold=4" -o congestion_threshold=4 "$B" "$M"
+refuse_says "max_read" "-o max_read=65536: pcfs sets the request size itself" -o max_read=65536 "$B" "$M"
+refuse_says "max_background" "-o max_background=8: not taken by" -o max_background=8 "$B" "$M"
+refuse_says "congestion_threshold" "-o congestion_threshold=4: not taken by" -o congestion_threshold=4 "$B" "$M"
 refuse "unknown flag" --bogus "$B" "$M"
 refuse "bad memory" -o memory=lots "$B" "$M"
 refuse "bad uncached" -o uncached=sometimes "$B" "$M"
