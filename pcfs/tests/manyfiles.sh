@@ -8,6 +8,9 @@
 #   - a file whose descriptor was closed, in a directory whose descriptor
 #     was closed, is still the right file after the directory is renamed
 #     and another file is made at the old path (pcfs-reopen.py);
+#   - a file that takes the inode number of a deleted file pcfs still
+#     knows gets an inode of its own, and reads right after a reopen by
+#     handle (pcfs-reuse.py);
 #   - without CAP_DAC_READ_SEARCH (no handles: every inode keeps its
 #     descriptor) the same copy works under the usual limit, and under 256
 #     the copy fails and pcfs says why in one line.
@@ -53,6 +56,7 @@ echo "limit 256: cp -a + diff -r of $nfiles files through the mount ok ($ev desc
 reopens=$(stat_field "$M" inode_fd_reopens)
 python3 "$(dirname "$0")/pcfs-reopen.py" "$M" || fail "pcfs-reopen.py"
 [ "$(stat_field "$M" inode_fd_reopens)" -gt "$reopens" ] || fail "pcfs-reopen.py reopened nothing by handle"
+python3 "$(dirname "$0")/pcfs-reuse.py" "$M" "$B" || fail "pcfs-reuse.py"
 pcfs_umount "$M"
 diff -r --no-dereference "$S" "$B/copy" || fail "backing copy differs after unmount"
 [ "$(cat "$B/e/f")" = old ] && [ "$(cat "$B/d/f")" = new ] || fail "backing files of pcfs-reopen.py"
