@@ -165,9 +165,9 @@ void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd)
 	pthread_mutex_unlock(&fs->fd_lock);
 }
 
-/* Is fd's file the one `in`'s handle names?  Only a handle can tell (an
- * inode number is reused once its file is deleted); none made: assume so. */
-static bool same_file(const struct pcfs_inode *in, int fd)
+/* Only a handle can tell (an inode number is reused once its file is
+ * deleted); none made of fd: assume so. */
+bool fds_same_file(const struct pcfs_inode *in, int fd)
 {
 	struct file_handle *h = handle_of_fd(fd);
 	if (!h)
@@ -178,29 +178,29 @@ static bool same_file(const struct pcfs_inode *in, int fd)
 	return same;
 }
 
-bool fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd)
+bool fds_keeps_number(struct pcfs *fs, struct pcfs_inode *in)
 {
-	if (!in->handle) {
-		close(fd); /* its own descriptor, open all along, keeps the number */
+	if (!in->handle)
 		return true;
-	}
 	pthread_mutex_lock(&fs->fd_lock);
 	bool open_now = in->fd >= 0;
 	pthread_mutex_unlock(&fs->fd_lock);
-	/* While its descriptor is open the file lives and keeps its number;
-	 * closed by the LRU, the number may name a new file by now. */
-	if (!open_now && !same_file(in, fd))
-		return false;
-	pthread_mutex_lock(&fs->fd_lock);
-	if (in->fd < 0) {
-		in->fd = fd;
-		fd = -1;
-		lru_add(fs, in);
+	return open_now;
+}
+
+void fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd)
+{
+	if (in->handle) {
+		pthread_mutex_lock(&fs->fd_lock);
+		if (in->fd < 0) {
+			in->fd = fd;
+			fd = -1;
+			lru_add(fs, in);
+		}
+		pthread_mutex_unlock(&fs->fd_lock);
 	}
-	pthread_mutex_unlock(&fs->fd_lock);
 	if (fd >= 0)
 		close(fd);
-	return true;
 }
 
 /* ------------------------------------------------------------ holding one */

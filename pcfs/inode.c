@@ -76,29 +76,32 @@ retry:
 	for (in = fs->buckets[b]; in; in = in->hash_next)
 		if (in->dev == st->st_dev && in->ino == st->st_ino)
 			break;
-	if (in) {
-		/* Held while its descriptor is checked without the lock. */
+	if (in && !fds_keeps_number(fs, in)) {
+		/* Held while the file it names is checked without the lock. */
 		in->nopen++;
 		pthread_mutex_unlock(&fs->table_lock);
-		if (fds_offer(fs, in, fd)) {
-			pthread_mutex_lock(&fs->table_lock);
-			in->nlookup++;
-			in->nopen--;
-			pthread_mutex_unlock(&fs->table_lock);
-			return in;
-		}
-		/* The number names another file now (the inode's was deleted
-		 * while the LRU had closed its descriptor): the old inode
-		 * leaves the table, goes at its last FORGET, and owes no mtime
-		 * to a file that is gone; this file gets an inode of its own. */
-		pthread_mutex_lock(&in->lock);
-		in->times_pending = false;
-		pthread_mutex_unlock(&in->lock);
+		bool same = fds_same_file(in, fd);
 		pthread_mutex_lock(&fs->table_lock);
-		table_remove(fs, in);
+		if (!same) {
+			/* The number names another file now: the old inode
+			 * leaves the table, goes at its last FORGET, and owes no
+			 * mtime to a file that is gone; this file gets an inode
+			 * of its own. */
+			table_remove(fs, in);
+			pthread_mutex_unlock(&fs->table_lock);
+			pthread_mutex_lock(&in->lock);
+			in->times_pending = false;
+			pthread_mutex_unlock(&in->lock);
+			inode_put_hold(fs, in);
+			goto retry; /* another lookup may have made this file's inode meanwhile */
+		}
+		in->nopen--;
+	}
+	if (in) {
+		in->nlookup++;
 		pthread_mutex_unlock(&fs->table_lock);
-		inode_put_hold(fs, in);
-		goto retry; /* another lookup may have made this file's inode meanwhile */
+		fds_offer(fs, in, fd);
+		return in;
 	}
 	in = calloc(1, sizeof(*in));
 	if (!in) {

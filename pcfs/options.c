@@ -175,6 +175,23 @@ static size_t size_value(struct pcfs_options *o, unsigned given, const char *nam
 	return n;
 }
 
+/* FUSE options pcfs does not pass on, and why (die()s with it): max_read=
+ * (the kernel's and libfuse's figures then disagree and INIT fails),
+ * max_background= and congestion_threshold= (fuse_session_new refuses). */
+static void refuse_fuse_option(const char *o)
+{
+	static const struct {
+		const char *name, *why;
+	} refused[] = {
+		{ "max_read=", "pcfs sets the request size itself (1 MiB)" },
+		{ "max_background=", "not taken by libfuse's low-level session" },
+		{ "congestion_threshold=", "not taken by libfuse's low-level session" },
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (!strncmp(o, refused[i].name, strlen(refused[i].name)))
+			die("-o %s: %s", o, refused[i].why);
+}
+
 /* FUSE and mount options pcfs passes on unchanged. */
 static bool fuse_option_ok(const char *o)
 {
@@ -182,10 +199,6 @@ static bool fuse_option_ok(const char *o)
 					     "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
 					     "relatime", "norelatime", "strictatime", "nostrictatime", "sync",
 					     "async", "dirsync", "debug", NULL };
-	/* Not max_read= (the kernel's and libfuse's figures then disagree and
-	 * INIT fails: pcfs sets the request size itself), nor
-	 * max_background= and congestion_threshold=, which fuse_session_new
-	 * does not take. */
 	static const char *const valued[] = { "fsname=", "subtype=", NULL };
 	for (int i = 0; plain[i]; i++)
 		if (!strcmp(o, plain[i]))
@@ -255,10 +268,7 @@ static void parse_one_option(struct cmdline *cl, char *o)
 	else {
 		if (v)
 			v[-1] = '=';
-		if (!strncmp(o, "max_read=", 9))
-			die("-o %s: pcfs sets the request size itself (1 MiB)", o);
-		if (!strncmp(o, "max_background=", 15) || !strncmp(o, "congestion_threshold=", 21))
-			die("-o %s: not taken by libfuse's low-level session", o);
+		refuse_fuse_option(o);
 		if (!fuse_option_ok(o))
 			die("unknown option -o %s (see pcfs --help)", o);
 		add_passthrough(cl, o);

@@ -154,11 +154,17 @@ void inode_table_free(struct pcfs *fs);
 void fds_init(struct pcfs *fs);
 /* A new inode takes its descriptor fd (and a file handle of it). */
 void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd);
-/* A fresh descriptor of a file found in the table as `in`: kept if the
- * LRU had closed the inode's own, else closed; true.  False, fd left
- * open, when the LRU had closed it and fd's file is another one (the
- * number reused since `in`'s file was deleted): `in` is stale. */
-bool fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd);
+/* A fresh descriptor of an inode that has one: kept if the LRU had
+ * closed the inode's own, else closed. */
+void fds_offer(struct pcfs *fs, struct pcfs_inode *in, int fd);
+/* Does `in` keep its inode number (no handle: its descriptor is open for
+ * life; else its descriptor is open now)?  While a descriptor is open the
+ * file lives and no other file can take its number.  Closed by the LRU,
+ * the number may name a new file since `in`'s was deleted. */
+bool fds_keeps_number(struct pcfs *fs, struct pcfs_inode *in);
+/* Is fd's file the one `in` names (compared by file handle; `in` has
+ * one: fds_keeps_number is true without)? */
+bool fds_same_file(const struct pcfs_inode *in, int fd);
 /* The inode's descriptor, open (reopened by handle if it was closed) and
  * held until fd_put; or -errno (ESTALE: the file is gone). */
 int fd_hold(struct pcfs *fs, struct pcfs_inode *in);
