@@ -309,7 +309,7 @@ static void check_all_hits(struct row *r, const struct pc_stats *d, int64_t kern
 
 static void bench_random_reads(const char *path, uint64_t fsize, const char *why)
 {
-	struct row *r = &rows[nrows++];
+	struct row *r = add_row(NULL, "ops/s", ">= 2.5x");
 	struct hit_arg proto = { .npages = fsize / 4096, .kind = HIT_KERNEL };
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
 	struct pc_stats s0, s1, d;
@@ -323,8 +323,6 @@ static void bench_random_reads(const char *path, uint64_t fsize, const char *why
 	char *name = names[nth++ % 2];
 	snprintf(name, sizeof(names[0]), "a. 4 KiB random read, warm, %s file", bu_human(fsize));
 	r->name = name;
-	r->unit = "ops/s";
-	r->target = ">= 2.5x";
 	r->min_ratio = 2.5;
 	snprintf(r->note, sizeof(r->note), "file %s%s%s%s, cache %s", bu_human(fsize), why ? " (" : "",
 		 why ? why : "", why ? ")" : "", bu_human(bo.mem > 2 * fsize ? bo.mem : 2 * fsize));
@@ -616,7 +614,9 @@ static void bench_hits(const char *path, uint64_t fsize)
 	struct row *rk2 = hit_row("hit, 2 threads (vs kernel 2 threads)", fsize, NULL, 0);
 	/* No target either: how far the machine itself scales the bare copy
 	 * from one thread to two (memory bandwidth, what the host lets two
-	 * vCPUs do), the ceiling of the 2-thread row's ratio. */
+	 * vCPUs do), beside the 2-thread row's ratio.  Not a ceiling of it:
+	 * a hit does more than copy, and that part scales further (2.2-2.6x
+	 * where the bare copy scaled 1.7x). */
 	struct row *rm2 = hit_row("memcpy, 2 threads (vs memcpy 1 thread)", fsize, NULL, 0);
 	struct hit_arg mc = { .npages = fsize / 4096, .kind = HIT_MEMCPY };
 	struct hit_arg kp = mc, pp = mc, sp = mc;
@@ -674,10 +674,12 @@ static void bench_hits(const char *path, uint64_t fsize)
 	/* Each timed run lasts --seconds / HIT_ROUNDS. */
 	bo.seconds = secs / HIT_ROUNDS;
 	pc_cache_stats(c, &st0);
-	/* In each round, every pair a ratio compares runs back to back:
-	 * kernel 2 threads, kernel 1, memcpy 2 threads, 1, pagecache 1, 2, span (span vs
-	 * kernel 1 is the one pair apart, by 3 runs; its target is 10x, its
-	 * figures 30x and more). */
+	/* Each round runs kernel 2 threads, kernel 1, memcpy 2, memcpy 1,
+	 * pagecache 1, pagecache 2, span.  The pairs of the tightest targets
+	 * follow each other (pagecache 1 vs memcpy 1, pagecache 2 vs 1), as
+	 * do memcpy 2 vs 1; pagecache 1 vs kernel 1 (target 2.5x) has two
+	 * runs between them, span vs kernel 1 (10x) and pagecache 2 vs
+	 * kernel 2 (no target) four: all in the same round. */
 	for (int i = 0; i < HIT_ROUNDS; i++) {
 		int64_t r0 = bu_proc_read_bytes();
 		k2[i] = hit_run(&kp, 2);
@@ -737,8 +739,8 @@ static void bench_hits(const char *path, uint64_t fsize)
 	snprintf(r2->note, sizeof(r2->note), "\"kernel\" column: pagecache with 1 thread, the same measurement "
 		 "as the vs-kernel row's pagecache column");
 	snprintf(rs->note, sizeof(rs->note), "\"kernel\" column: the same measurement as the vs-kernel row's");
-	snprintf(rm2->note, sizeof(rm2->note), "no target; the machine's own scaling of the bare copy, the "
-		 "ceiling of the 2-thread row's ratio");
+	snprintf(rm2->note, sizeof(rm2->note), "no target; the machine's own scaling of the bare copy, for "
+		 "comparison with the 2-thread row");
 	snprintf(rk2->note, sizeof(rk2->note), "no target; pagecache column: the same measurement as the "
 		 "2-thread row's");
 out:
@@ -1232,7 +1234,7 @@ static void files_side_by_side(struct row *r, struct pc_cache *c, char *buf, fil
 
 static void bench_small_files(void)
 {
-	struct row *rc = &rows[nrows++], *rr = &rows[nrows++];
+	struct row *rc = add_row(NULL, "files/s", ">= 0.8x"), *rr = add_row(NULL, "files/s", ">= 0.8x");
 	char *buf = malloc(2 * FILES_BYTES + 2);
 	struct pc_cache *c;
 
@@ -1242,8 +1244,6 @@ static void bench_small_files(void)
 	snprintf(names[1], sizeof(names[1]), "f2. reopen+read+close %u x %u B", FILES_N, FILES_BYTES);
 	rc->name = names[0];
 	rr->name = names[1];
-	rc->unit = rr->unit = "files/s";
-	rc->target = rr->target = ">= 0.8x";
 	rc->min_ratio = rr->min_ratio = 0.8;
 	files_remove();
 	files_mkdirs();
