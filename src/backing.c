@@ -1,7 +1,7 @@
 /*
  * backing.c - the backing file's size and allocation: space reserved for
  * writes that extend the file, allocation ahead of writeback, and the exact
- * size at fsync and close.
+ * size at fsync and close.  (The descriptor's O_DIRECT: io_fd.c.)
  *
  * Sizes kept per mapping (all bytes):
  *   i_size       the file's size as callers see it;
@@ -20,6 +20,7 @@
 #include "folio.h"
 #include "fs_sync.h"
 #include "mapping.h"
+#include "reclaim.h"
 #include "util.h"
 #include "written.h"
 
@@ -336,7 +337,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	pthread_mutex_unlock(&m->size_lock);
 	if (tail) {
 		folio_unlock(tail);
-		folio_put(m->c, tail);
+		folio_release(m->c, tail);
 	}
 	return err;
 }
@@ -417,35 +418,4 @@ int mapping_sync_size(struct pc_mapping *m)
 }
 
 
-int backing_fd_set_direct(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
-		return -errno;
-	return 0;
-}
 
-/*
- * O_DIRECT goes on before the first request the cache issues on the
- * descriptor, never off again: io_uring takes a request's flags from the
- * file when it issues (or retries) it, so turning O_DIRECT off would make
- * direct requests in flight buffered.  One caller switches; the others
- * wait the moment it takes.  A file that refuses O_DIRECT here (some
- * per-file exceptions on a file system that allows it, such as ext4's
- * inline data) keeps a buffered descriptor: slower, still coherent.
- */
-int backing_io_fd(struct pc_mapping *m)
-{
-	int mode = atomic_load_explicit(&m->fd_mode, memory_order_acquire);
-	if (mode == FD_DIRECT_LATER &&
-	    atomic_compare_exchange_strong(&m->fd_mode, &mode, FD_DIRECT_SWITCHING)) {
-		int err = backing_fd_set_direct(m->fd);
-		atomic_store_explicit(&m->fd_mode, err ? FD_DIRECT_REFUSED : FD_AS_OPENED, memory_order_release);
-		return m->fd;
-	}
-	while (mode == FD_DIRECT_SWITCHING) {
-		sched_yield();
-		mode = atomic_load_explicit(&m->fd_mode, memory_order_acquire);
-	}
-	return m->fd;
-}

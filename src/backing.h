@@ -3,7 +3,7 @@
  * reserved for writes that extend the file (so that a full file system
  * fails the write, not a later writeback), allocation ahead of writeback,
  * the exact size at fsync and close, a closed file's end written
- * through the kernel's page cache, and the descriptor's O_DIRECT.
+ * through the kernel's page cache.
  */
 #ifndef PC_BACKING_H
 #define PC_BACKING_H
@@ -29,12 +29,6 @@ HIDDEN void backing_release_reserve(struct pc_mapping *m);
  * with no truncate (backing.c says when that is safe); 0 or a negative
  * errno. */
 HIDDEN int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size_t len);
-/* The backing descriptor for a read or write the cache issues: given
- * O_DIRECT first if it was opened without (mapping.h, fd_mode). */
-HIDDEN int backing_io_fd(struct pc_mapping *m);
-/* Add O_DIRECT to a descriptor: 0 or a negative errno (EINVAL: the file
- * refuses direct I/O). */
-HIDDEN int backing_fd_set_direct(int fd);
 /* Allocate the backing file ahead of writeback, up to i_size. */
 HIDDEN void backing_extend(struct pc_mapping *m);
 /* ftruncate the backing file to size, safely against our own direct

@@ -13,9 +13,9 @@
 #include "direct.h"
 
 #include "backend.h"
-#include "backing.h"
 #include "fill.h"
 #include "handle.h"
+#include "io_fd.h"
 #include "mapping.h"
 #include "pagecache.h"
 #include "truncate.h"
@@ -85,7 +85,7 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 		int k = iov_slice(iov, iovcnt, skip, len, local, 64);
 		if (k > 0) {
 			count_write(m, len);
-			ssize_t r = backend_pwritev(m->c, backing_io_fd(m), local, k, (off_t)off, rw_flags);
+			ssize_t r = backend_pwritev(m->c, io_fd(m), local, k, (off_t)off, rw_flags);
 			return r < 0 ? (int)r : ((size_t)r == len ? 0 : -EIO);
 		}
 	}
@@ -99,7 +99,7 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 		iov_copy_from(iov, iovcnt, skip + done, bounce, n);
 		struct iovec v = { bounce, n };
 		count_write(m, n);
-		ssize_t r = backend_pwritev(m->c, backing_io_fd(m), &v, 1, (off_t)(off + done), rw_flags);
+		ssize_t r = backend_pwritev(m->c, io_fd(m), &v, 1, (off_t)(off + done), rw_flags);
 		if (r < 0)
 			err = (int)r;
 		else if ((size_t)r != n)

@@ -39,6 +39,7 @@
 #include "folio.h"
 #include "mapping.h"
 #include "radix.h"
+#include "reclaim.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -181,7 +182,7 @@ static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_r
 		if (entry_live(c, out))
 			*f = g;
 		else
-			folio_put(c, g);
+			folio_release(c, g);
 	}
 	return true;
 }
@@ -237,14 +238,14 @@ static void trim_to_budget(struct pc_cache *c)
 			continue;
 		if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
 			push_newest(c, &e);
-			folio_put(c, f);
+			folio_release(c, f);
 			continue;
 		}
 		if (!folio_trylock(f)) {
 			/* Being written or completed right now: try again at
 			 * the next trim rather than wait (callers hold locks). */
 			push_oldest_back(c, &e);
-			folio_put(c, f);
+			folio_release(c, f);
 			return;
 		}
 		/* Indexed and locked by us: its mapping cannot go meanwhile. */
@@ -257,7 +258,7 @@ static void trim_to_budget(struct pc_cache *c)
 			}
 		}
 		folio_unlock(f);
-		folio_put(c, f);
+		folio_release(c, f);
 	}
 }
 
@@ -328,7 +329,7 @@ void drop_edges(struct pc_mapping *m)
 					atomic_fetch_add(&m->c->st_edge_expired, 1);
 				folio_unlock(f);
 			}
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 		}
 	}
 }

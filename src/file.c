@@ -24,9 +24,11 @@
 #include "flusher.h"
 #include "folio.h"
 #include "fs_sync.h"
+#include "io_fd.h"
 #include "mapping.h"
 #include "pagecache.h"
 #include "radix.h"
+#include "reclaim.h"
 #include "util.h"
 #include "writeback.h"
 #include "written.h"
@@ -149,7 +151,7 @@ static int direct_unless_known(struct pc_cache *c, const struct pc_domain *d, in
 	if (!*lazy || (d && d->dio_off_align))
 		return 0;
 	*lazy = false;
-	if (backing_fd_set_direct(fd) == 0)
+	if (io_fd_set_direct(fd) == 0)
 		return 0;
 	if (!(c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND))
 		return -EINVAL;
@@ -300,7 +302,7 @@ void mapping_discard_all(struct pc_mapping *m)
 				mapping_remove_folio(m, f);
 			}
 			folio_unlock(f);
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 		}
 		idx = 0;
 	}

@@ -12,9 +12,9 @@
 
 #include "arena.h"
 #include "backend.h"
-#include "backing.h"
 #include "block_state.h"
 #include "folio.h"
+#include "io_fd.h"
 #include "mapping.h"
 #include "util.h"
 
@@ -31,7 +31,7 @@ int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
 		struct iovec v = { buf, want };
 		atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
-		got = backend_preadv(m->c, backing_io_fd(m), &v, 1, (off_t)off);
+		got = backend_preadv(m->c, io_fd(m), &v, 1, (off_t)off);
 		if (got < 0)
 			return (int)got;
 	}

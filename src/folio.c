@@ -75,29 +75,8 @@ void folio_wait_clear(struct pc_folio *f, uint32_t flag)
 		wait_on_bits(f, flag);
 }
 
-/*
- * The last user of a clean drop-behind folio (besides the index) drops it.
- * Writeback completion tries first, but a reader or a batch walk may hold a
- * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
- * go last does it.  (For folios of uncached reads only once their reader
- * is done with them, folio_drop_behind: read-ahead must not lose them
- * before the reader copies them.)  Only with
- * the folio lock (trylock), which keeps its mapping alive.
- */
-static void drop_if_last_user(struct pc_cache *c, struct pc_folio *f)
-{
-	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
-	const uint32_t want = PF_DROPBEHIND | PF_DROP_PENDING | PF_INDEXED;
-	if ((fl & want) != want ||
-	    (fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED)) ||
-	    atomic_load_explicit(&f->refcount, memory_order_acquire) != 2)
-		return;
-	folio_try_drop(c, f, false);
-}
-
 void folio_put(struct pc_cache *c, struct pc_folio *f)
 {
-	drop_if_last_user(c, f);
 	int old = atomic_fetch_sub_explicit(&f->refcount, 1, memory_order_acq_rel);
 	if (old != 1)
 		return;

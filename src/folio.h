@@ -133,10 +133,9 @@ static inline void folio_get(struct pc_folio *f)
 {
 	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
 }
-/* Drop a reference; the last one returns the memory to the arena.  A
- * drop-behind folio whose writeback ended while others used it is dropped
- * here by whoever lets go last (folio_try_drop, reclaim.h: an upward call
- * that docs/design.md lists). */
+/* Drop a reference; the last one returns the memory to the arena.  Nothing
+ * else: the paths that use folios let go through folio_release (reclaim.h),
+ * which drops a drop-behind folio its last user leaves behind. */
 HIDDEN void folio_put(struct pc_cache *c, struct pc_folio *f);
 /* The read-ahead window order kept with a mark (struct pc_folio). */
 #define RA_ORDER_MASK 0x1fu

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "counter.h"
 #include "fault.h"
+#include "io_fd.h"
 #include "progress.h"
 #include "radix.h"
 #include "sysmem.h"

@@ -47,7 +47,7 @@ struct pc_mapping {
 	bool direct;       /* backing descriptor is O_DIRECT */
 	/* A file this cache created gets its descriptor without O_DIRECT,
 	 * which it is given (F_SETFL) before the first I/O the cache issues
-	 * on it (backing_io_fd): a small file created, written and closed is
+	 * on it (io_fd): a small file created, written and closed is
 	 * then written whole through the kernel's page cache on that
 	 * descriptor (backing_write_tail), with no second open.  FD_AS_OPENED:
 	 * nothing pending (O_DIRECT, or a buffered backend). */

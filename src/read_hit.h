@@ -53,6 +53,7 @@
 #include "folio.h"
 #include "mapping.h"
 #include "radix.h"
+#include "reclaim.h"
 #include "util.h"
 
 #include <string.h>
@@ -182,7 +183,7 @@ HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_fol
 			read_hit_test_before_copy(m, off);
 		memcpy(buf, folio_data(c, f) + foff, len);
 	}
-	folio_put(c, f);
+	folio_release(c, f);
 	return ok;
 }
 #endif

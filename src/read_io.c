@@ -12,12 +12,13 @@
 
 #include "arena.h"
 #include "backend.h"
-#include "backing.h"
 #include "block_state.h"
 #include "file.h"
 #include "flusher.h"
 #include "folio.h"
+#include "io_fd.h"
 #include "mapping.h"
+#include "reclaim.h"
 #include "util.h"
 
 #include <errno.h>
@@ -59,9 +60,9 @@ static void rd_done(struct pc_ioreq *io, ssize_t res)
 		 * uncached folio may be done with it before we let go (it saw
 		 * it uptodate, or woke on the lock): its drop then finds the
 		 * folio busy and leaves it to the last user, which is us, in
-		 * folio_put, once nothing holds the lock. */
+		 * folio_release, once nothing holds the lock. */
 		folio_unlock(f);
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 	}
 	mapping_put(m);
 	free(r);
@@ -99,7 +100,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 		k++;
 	}
 	r->io.op = IO_READ;
-	r->io.fd = backing_io_fd(m);
+	r->io.fd = io_fd(m);
 	r->io.iov = r->iov;
 	r->io.iovcnt = k;
 	r->io.len = want;
@@ -157,7 +158,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 			*first = f;
 		}
 		if (!created) {
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 			rd_submit(m, r, rf);
 			rf = r ? rf & ~RF_SYNC : rf;
 			r = NULL;
@@ -177,7 +178,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 				/* No memory for the request: leave it not uptodate;
 				 * a reader will fill it synchronously. */
 				folio_unlock(f);
-				folio_put(m->c, f);
+				folio_release(m->c, f);
 				break;
 			}
 			r->m = m;

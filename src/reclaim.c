@@ -204,7 +204,7 @@ static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
 			queue_push_tail(c, f, true);
 		pthread_mutex_unlock(&c->lru_lock);
 	}
-	folio_put(c, f);
+	folio_release(c, f);
 	return ok ? pages : 0;
 }
 
@@ -319,7 +319,33 @@ void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
 		return;
 	/* Busy: the read that brought it in is still letting go of it (the
 	 * folio lock, its reference), or someone else holds it.  Whoever lets
-	 * go last drops it (folio_put); a cached use meanwhile keeps it. */
+	 * go last drops it (folio_release); a cached use meanwhile keeps it. */
 	if (!folio_test(f, PF_USED))
 		folio_set(f, PF_DROP_PENDING);
+}
+
+/*
+ * The last user of a clean drop-behind folio (besides the index) drops it.
+ * Writeback completion tries first, but a reader or a batch walk may hold a
+ * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
+ * go last does it (folio_release).  (For folios of uncached reads only once their reader
+ * is done with them, folio_drop_behind: read-ahead must not lose them
+ * before the reader copies them.)  Only with
+ * the folio lock (trylock), which keeps its mapping alive.
+ */
+static void drop_if_last_user(struct pc_cache *c, struct pc_folio *f)
+{
+	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
+	const uint32_t want = PF_DROPBEHIND | PF_DROP_PENDING | PF_INDEXED;
+	if ((fl & want) != want ||
+	    (fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED)) ||
+	    atomic_load_explicit(&f->refcount, memory_order_acquire) != 2)
+		return;
+	folio_try_drop(c, f, false);
+}
+
+void folio_release(struct pc_cache *c, struct pc_folio *f)
+{
+	drop_if_last_user(c, f);
+	folio_put(c, f);
 }

@@ -35,5 +35,11 @@ HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
 /* A reader is done with drop-behind folio f: drop it now, or (busy) mark
  * it so that its last user drops it. */
 HIDDEN void folio_drop_behind(struct pc_cache *c, struct pc_folio *f);
+/* Let go of a folio one used (not the index's reference): the last user of
+ * a drop-behind folio whose write-back ended while others used it
+ * (PF_DROP_PENDING) drops it from the cache first; then folio_put.  Every
+ * path above this layer lets go with it, so folio_put, below, only counts
+ * and frees. */
+HIDDEN void folio_release(struct pc_cache *c, struct pc_folio *f);
 
 #endif

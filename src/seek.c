@@ -13,6 +13,7 @@
 #include "mapping.h"
 #include "pagecache.h"
 #include "process.h"
+#include "reclaim.h"
 #include "util.h"
 
 #include <errno.h>
@@ -23,7 +24,7 @@ static uint64_t first_cached_from(struct pc_mapping *m, uint64_t pos)
 {
 	struct pc_folio *f = mapping_lookup(m, pos);
 	if (f) {
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 		return pos;
 	}
 	uint64_t idx = pos >> PC_PAGE_SHIFT;
@@ -31,7 +32,7 @@ static uint64_t first_cached_from(struct pc_mapping *m, uint64_t pos)
 	if (!mapping_gather(m, &idx, UINT64_MAX, -1, batch, 1))
 		return UINT64_MAX;
 	uint64_t at = folio_pos(batch[0]);
-	folio_put(m->c, batch[0]);
+	folio_release(m->c, batch[0]);
 	return at > pos ? at : pos;
 }
 
@@ -42,7 +43,7 @@ static uint64_t cached_run_end(struct pc_mapping *m, uint64_t pos)
 	struct pc_folio *f;
 	while ((f = mapping_lookup(m, pos))) {
 		uint64_t end = folio_pos(f) + folio_size(f);
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 		if (end <= pos)
 			break; /* raced with a change of the index: stop here */
 		pos = end;

@@ -18,6 +18,7 @@
 #include "errseq.h"
 #include "folio.h"
 #include "mapping.h"
+#include "reclaim.h"
 #include "util.h"
 #include "write.h"
 #include "writeback.h"
@@ -74,7 +75,7 @@ void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int ho
 			if (folio_test(f, PF_INDEXED) && f->mapping == m)
 				invalidate_folio(m, f, start, end, how);
 			folio_unlock(f);
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 		}
 	}
 }
@@ -180,7 +181,7 @@ void fadvise_dontneed(struct pc_mapping *m, uint64_t start, uint64_t end)
 					mapping_remove_if_unused(m, f, 2);
 				folio_unlock(f);
 			}
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 		}
 	}
 }

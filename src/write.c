@@ -270,7 +270,7 @@ int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_foli
 	int err = prepare_edges(w, f, foff, n, &head_full, &tail_full, &awaits);
 	if (err) {
 		folio_unlock(f);
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 		return err;
 	}
 	mark_for_write(w, f, created, foff, n, completes, awaits);
@@ -289,7 +289,7 @@ void write_folio_commit(const struct write_ctx *w, const struct write_folio *wf)
 		mapping_dirtied(m, f);
 	atomic_raise_i64(&m->i_size, (int64_t)(folio_pos(f) + wf->foff + wf->n));
 	folio_unlock(f);
-	folio_put(m->c, f);
+	folio_release(m->c, f);
 }
 
 void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf)
@@ -300,7 +300,7 @@ void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf
 	if (wf->created)
 		mapping_remove_if_unused(m, wf->f, 2);
 	folio_unlock(wf->f);
-	folio_put(m->c, wf->f);
+	folio_release(m->c, wf->f);
 }
 
 /* Write the part of the request that falls in one folio; returns bytes. */

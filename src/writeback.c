@@ -24,6 +24,7 @@
 #include "fill.h"
 #include "flusher.h"
 #include "folio.h"
+#include "io_fd.h"
 #include "mapping.h"
 #include "pace.h"
 #include "pagecache.h"
@@ -131,7 +132,7 @@ static void segment_release(struct pc_mapping *m, struct wb_seg *s, int err)
 		if (!err && folio_test(f, PF_DROPBEHIND) && !folio_try_drop(m->c, f, false))
 			folio_set(f, PF_DROP_PENDING);
 	}
-	folio_put(m->c, f);
+	folio_release(m->c, f);
 }
 
 /*
@@ -208,7 +209,7 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
 	r->w = w;
 	r->nseg = 0;
 	r->io.op = IO_WRITE;
-	r->io.fd = backing_io_fd(m);
+	r->io.fd = io_fd(m);
 	r->io.rw_flags = (mode & WB_DSYNC) && m->direct ? RWF_DSYNC : 0;
 	r->io.iov = r->iov;
 	r->io.done = wb_done;
@@ -448,7 +449,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 	struct pc_mapping *m = k->m;
 	int mode = k->mode;
 	if (k->budget && k->submitted >= k->budget) {
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 		return;
 	}
 	/* A walk behind a sequential writer can last as long as the writer
@@ -466,7 +467,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		locked = true;
 	}
 	if (!locked) {
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 		return;
 	}
 	bool ok = folio_test(f, PF_INDEXED) && f->mapping == m;
@@ -487,7 +488,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 			k->err = err;
 	}
 	folio_unlock(f);
-	folio_put(m->c, f);
+	folio_release(m->c, f);
 }
 
 /*
@@ -524,7 +525,7 @@ static void run_flush(struct wb_walk *k, struct short_run *s)
 static void run_close(struct wb_walk *k, struct short_run *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
-		folio_put(k->m->c, s->f[i]);
+		folio_release(k->m->c, s->f[i]);
 	*s = (struct short_run){ .n = 0 };
 }
 
@@ -598,7 +599,7 @@ void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			folio_wait_clear(batch[i], PF_WRITEBACK);
-			folio_put(m->c, batch[i]);
+			folio_release(m->c, batch[i]);
 		}
 	}
 }
