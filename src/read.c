@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+void (*read_test_before_miss)(struct pc_file *h); /* read.h */
+
 /* ---------------------------------------------------------- read path */
 
 /* A cached access of a folio an uncached call created: keep it cached.
@@ -121,10 +123,18 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 				err = -EAGAIN;
 				break;
 			}
+			if (__builtin_expect(read_test_before_miss != NULL, 0))
+				read_test_before_miss(h);
 			err = readahead_miss(h, pos, end, rf, &stream, &f, &missed_until);
 			if (err)
 				break;
 			waited = true;
+			/* Nothing brought in for pos: taken again at once, unless
+			 * a truncate meanwhile put the end at or before pos; the
+			 * read ends there, as the kernel's does when it finds the
+			 * size changed under it (looking again would never end). */
+			if (!f && pos >= (uint64_t)atomic_load(&m->i_size))
+				break;
 			if (!f)
 				continue;
 		} else if (folio_test(f, PF_READAHEAD) && !nowait && readahead_reached(h, f, rf)) {
@@ -133,17 +143,27 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 			 * The stream's next blocking read takes it.) */
 			stream = true;
 		}
+		/* The size again, as the kernel's read looks at it once it has
+		 * its folios: a truncate meanwhile ends the read at the new
+		 * end (bytes past it, read in or zeroed since, would be
+		 * neither the data before the truncate nor its end). */
+		uint64_t now = (uint64_t)atomic_load(&m->i_size);
+		if (pos >= now) {
+			folio_release(c, f);
+			break;
+		}
+		end = pc_min_u64(end, now);
 		size_t foff = pos - folio_pos(f);
 		size_t n = pc_min_u64(folio_size(f) - foff, end - pos);
 		err = folio_make_readable(m, f, foff, n, nowait, &waited);
 		if (err) {
-			folio_put(c, f);
+			folio_release(c, f);
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
 		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, waited, size,
 			       pos == off && continues);
-		folio_put(c, f);
+		folio_release(c, f);
 		pos += n;
 	}
 	if (pos > off)

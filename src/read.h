@@ -15,6 +15,9 @@ struct pc_mapping;
 
 /* A buffered read of [off, off+len) of h into iov, with PC_* flags as
  * api.c made them (PC_DIRECT goes to direct_read instead). */
+/* Tests only: called before a read miss (pc_pread, a read span) is read
+ * in, with no lock held, e.g. to truncate the file under the read. */
+HIDDEN extern void (*read_test_before_miss)(struct pc_file *h);
 HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
 			    int flags);
 

@@ -47,6 +47,7 @@
 #include "mapping.h"
 #include "pagecache.h"
 #include "read_io.h"
+#include "reclaim.h"
 #include "util.h"
 
 #define RA_MIN_WINDOW (128u * 1024u)
@@ -100,7 +101,7 @@ static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit
 		if (!f)
 			break;
 		pos = folio_pos(f);
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 	}
 	return pc_min_u64(off - pos, limit);
 }
@@ -115,7 +116,7 @@ static uint64_t next_uncached(struct pc_mapping *m, uint64_t off, uint64_t limit
 		if (!f)
 			return pos;
 		pos = folio_pos(f) + folio_size(f);
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 	}
 	return off + limit;
 }
@@ -130,7 +131,7 @@ static void set_mark(struct pc_mapping *m, uint64_t pos, uint64_t window)
 		unsigned order = (unsigned)__builtin_ctzll(pc_roundup_pow2(pc_max_u64(window / PC_PAGE_SIZE, 1)));
 		folio_ra_byte_set(f, RA_ORDER_MASK, order < RA_ORDER_MASK ? order : RA_ORDER_MASK);
 		folio_set(f, PF_READAHEAD); /* a release: the order is seen with it */
-		folio_put(m->c, f);
+		folio_release(m->c, f);
 	}
 }
 
@@ -257,6 +258,13 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 	}
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
 	uint64_t to = pc_min_u64(pos + window, size);
+	if (to <= pos) {
+		/* A truncate since the caller read the size ended the file
+		 * before pos: nothing to read (the caller looks at the size
+		 * again and stops there). */
+		*f = NULL;
+		return 0;
+	}
 	count_window(m, false, to - pos);
 	int err = cache_read_range(m, pos, to, rf | RF_SYNC, f);
 	if (!err && *read_to < to)

@@ -69,9 +69,10 @@ static void span_set_empty(struct pc_span *s)
 /* The folio holding off, referenced: found, or created and read (one
  * device read for [off, to), as a pc_pread miss).  *missed: it was not
  * cached. */
-static int span_find_folio(struct pc_mapping *m, uint64_t off, uint64_t to, bool nowait, bool dontcache,
+static int span_find_folio(struct pc_file *h, uint64_t off, uint64_t to, bool nowait, bool dontcache,
 			   struct pc_folio **out, bool *missed)
 {
+	struct pc_mapping *m = h->m;
 	*missed = false;
 	for (;;) {
 		struct pc_folio *f = mapping_lookup(m, off);
@@ -81,6 +82,8 @@ static int span_find_folio(struct pc_mapping *m, uint64_t off, uint64_t to, bool
 		}
 		if (nowait)
 			return -EAGAIN;
+		if (__builtin_expect(read_test_before_miss != NULL, 0))
+			read_test_before_miss(h);
 		int err = cache_read_range(m, off, to, RF_SYNC | (dontcache ? RF_DONTCACHE : 0), &f);
 		if (err)
 			return err;
@@ -104,15 +107,23 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 	len = (size_t)pc_min_u64(len, size - off);
 	struct pc_folio *f;
 	bool waited;
-	int err = span_find_folio(m, off, pc_min_u64(off + len, off + c->cfg.max_io_bytes), nowait, dontcache, &f,
+	int err = span_find_folio(h, off, pc_min_u64(off + len, off + c->cfg.max_io_bytes), nowait, dontcache, &f,
 				  &waited);
 	if (err)
 		return err;
+	/* The size again, as pc_pread looks at it once it has the folio
+	 * (read.c): a truncate meanwhile ends the span at the new end. */
+	size = (uint64_t)atomic_load(&m->i_size);
+	if (off >= size) {
+		folio_release(c, f);
+		return 0;
+	}
+	len = (size_t)pc_min_u64(len, size - off);
 	size_t foff = off - folio_pos(f);
 	size_t n = pc_min_u64(folio_size(f) - foff, len);
 	err = folio_make_readable(m, f, foff, n, nowait, &waited);
 	if (err) {
-		folio_put(c, f);
+		folio_release(c, f);
 		return err;
 	}
 	if (waited) {
@@ -142,7 +153,7 @@ void span_read_end(struct pc_span *s)
 	 * truncate), it is only ours: dropping it then does nothing. */
 	if (s->priv.flags & PC_DONTCACHE)
 		folio_drop_behind(c, f);
-	folio_put(c, f); /* may free it: never touched after this */
+	folio_release(c, f); /* may free it: never touched after this */
 	s->priv.folio = NULL;
 }
 

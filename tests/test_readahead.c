@@ -216,6 +216,68 @@ static void test_sync_miss(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
+static off_t shrink_to;
+static unsigned shrinks;
+
+/* Truncates the file under the read, once. */
+static void shrink_once(struct pc_file *h)
+{
+	if (shrinks++ == 0)
+		CHECK(pc_ftruncate(h, shrink_to) == 0);
+}
+
+/*
+ * A read that found its range not cached, whose file a truncate then
+ * ends before the range: it returns what is left (nothing), never looks
+ * for the folios again and again (test_mt_stress found a reader spinning
+ * so), and counts no window for it.
+ */
+static void test_truncated_under_miss(void)
+{
+	struct pc_cache *c = cache_new(64 * MiB);
+	char p[4200];
+	test_path(p, sizeof(p), dir, "shrinks");
+	static uint8_t buf[256 * KiB];
+	tu_fill_pattern(buf, sizeof(buf), 7, 0);
+	const off_t sizes[] = { 0, 64 * KiB };
+	for (int i = 0; i < 2; i++) {
+		tu_write_file(p, buf, sizeof(buf));
+		struct pc_file *h = pc_open(c, p, O_RDWR, 0);
+		REQUIRE(h);
+		uint64_t windows = fstats(h).ra_window_bytes;
+		shrink_to = sizes[i];
+		shrinks = 0;
+		read_test_before_miss = shrink_once;
+		/* At the new end: a stream's first read (offset 0), or one
+		 * past the end the truncate leaves. */
+		off_t at = sizes[i];
+		ssize_t got = pc_pread(h, buf, 4 * KiB, at, 0);
+		read_test_before_miss = NULL;
+		CHECK(got == 0);
+		CHECK(shrinks >= 1);
+		CHECK(fstats(h).ra_window_bytes - windows <= sizeof(buf));
+		CHECK(pc_pread(h, buf, 4 * KiB, 0, 0) == (ssize_t)(sizes[i] ? 4 * KiB : 0));
+		CHECK(pc_close(h) == 0);
+
+		/* A read span the same way: empty, nothing pinned. */
+		tu_write_file(p, buf, sizeof(buf));
+		h = pc_open(c, p, O_RDWR, 0);
+		REQUIRE(h);
+		shrinks = 0;
+		read_test_before_miss = shrink_once;
+		struct pc_span sp;
+		got = pc_read_begin(h, at, 4 * KiB, 0, &sp);
+		read_test_before_miss = NULL;
+		CHECK(got == 0 && sp.len == 0);
+		CHECK(shrinks == 1);
+		if (got > 0)
+			pc_read_end(&sp);
+		CHECK(pc_close(h) == 0);
+	}
+	unlink(p);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 static void test_advice(void)
 {
 	struct pc_cache *c = cache_new(256 * MiB);
@@ -462,6 +524,7 @@ int main(void)
 	test_random_does_not_break_stream();
 	test_two_streams();
 	test_sync_miss();
+	test_truncated_under_miss();
 	test_advice();
 	test_nowait();
 	test_uncached_scan();
