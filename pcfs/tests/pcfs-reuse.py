@@ -30,26 +30,40 @@ def walk_copy():
                     f.read()
                 reads += 1
 
-os.mkdir(f"{mnt}/r")
-with open(f"{mnt}/r/a", "w") as f:
-    f.write("old file\n")
-held = os.open(f"{mnt}/r/a", os.O_PATH)  # the kernel keeps its lookup
-old_ino = os.stat(f"{back}/r/a").st_ino
-os.close(os.open(f"{mnt}/r/a", os.O_RDONLY))  # opened once through pagecache
-walk_copy()                               # pcfs and pagecache close a's descriptors
+def deleted_and_reused(attempt):
+    """Deletes a file pcfs knows (the kernel holding its lookup, pcfs
+    having closed its descriptors) and creates files beside it in BACKING
+    until one takes its inode number: (the held lookup, the number, that
+    file's name under r/), the name None if none took it."""
+    a = f"r/a{attempt}"
+    with open(f"{mnt}/{a}", "w") as f:
+        f.write("old file\n")
+    held = os.open(f"{mnt}/{a}", os.O_PATH)  # the kernel keeps its lookup
+    old_ino = os.stat(f"{back}/{a}").st_ino
+    os.close(os.open(f"{mnt}/{a}", os.O_RDONLY))  # opened once through pagecache
+    walk_copy()                               # pcfs and pagecache close its descriptors
+    os.unlink(f"{back}/{a}")
+    os.sync()  # ext4 reuses a freed inode number once the unlink is committed
+    for i in range(200):                      # ext4 and XFS soon reuse a freed number
+        n = f"r/n{attempt}-{i}"
+        with open(f"{back}/{n}", "w") as f:
+            f.write("new file\n")
+        if os.stat(f"{back}/{n}").st_ino == old_ino:
+            return held, old_ino, n[2:]
+    return held, old_ino, None
 
-os.unlink(f"{back}/r/a")
-os.sync()  # ext4 reuses a freed inode number once the unlink is committed
+# Another process creating files on the same file system (other tests run
+# beside this one) may take the freed number first: a few attempts.
+os.mkdir(f"{mnt}/r")
 name = None
-for i in range(200):                      # ext4 and XFS soon reuse a freed number
-    n = f"{back}/r/n{i}"
-    with open(n, "w") as f:
-        f.write("new file\n")
-    if os.stat(n).st_ino == old_ino:
-        name = f"n{i}"
+for attempt in range(4):
+    held, old_ino, name = deleted_and_reused(attempt)
+    if name is not None:
         break
+    os.close(held)
+    print(f"attempt {attempt}: inode {old_ino} not reused in 200 creates (taken by another process?)")
 if name is None:
-    sys.exit(f"the file system did not reuse inode {old_ino} in 200 creates: cannot test")
+    sys.exit("the file system did not reuse a freed inode number in 4 attempts of 200 creates: cannot test")
 
 with open(f"{mnt}/r/{name}") as f:        # the lookup that finds the old inode
     got = f.read()
