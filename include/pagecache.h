@@ -217,7 +217,8 @@ struct pc_file;
 struct pc_config {
 	/* Bytes of folio memory.  Default 256 MiB (also what 0 means).
 	 * Rounded down to a multiple of 4 KiB, then at least 1 MiB, at least
-	 * 16 * max_folio_size and below 16 TiB (else EINVAL).
+	 * 16 * max_folio_size (4 MiB with the default max_folio_size) and
+	 * below 16 TiB (else EINVAL).
 	 * The machine must be able to back it, so that filling the cache
 	 * never runs the machine out of memory (into swap or the OOM killer):
 	 * pc_cache_new fails with ENOMEM when memory_limit plus its descriptor
@@ -762,8 +763,8 @@ PC_API ssize_t pc_write_begin(struct pc_file *f, off_t off, size_t len,
 /* End a write span: its first `copied` bytes (0 to s->len) are written.
  * Exactly [off, off + copied) becomes dirty (the blocks holding those
  * bytes: never the rest of the folio, never past the end of the file as
- * the write leaves it), the file grows to off + copied if that is past its
- * end, the folio is unlocked, and the writer meets the dirty throttle, as
+ * the write leaves it), the file grows to off + copied if copied > 0 and
+ * that is past its end, the folio is unlocked, and the writer meets the dirty throttle, as
  * after pc_pwrite (PC_NOWAIT: without waiting there).  copied 0 writes
  * nothing.  What the caller stored past `copied` does not become file
  * data (though readers may have seen it meanwhile, as they see every store

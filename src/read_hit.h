@@ -24,6 +24,13 @@
  *     began, which is what a read racing with such a call may return;
  *   - hits are counted in per-thread slots (counter.c), nothing else is
  *     written: not the handle, not the folio.
+ * So a hit writes no cache line another thread's hit writes (the claim of
+ * issue 10 part 1).  `perf c2c` cannot show it on this machine (a VM: "memory
+ * events not supported"), so it rests on the above: the loads of the
+ * lockless walk and of the folio's fields, the copy into the caller's
+ * buffer, and one plain store into this thread's counter slot, 64 bytes
+ * from any other slot.  Past PC_COUNTER_SLOTS counting threads, the
+ * further ones share one atomic (counter.h).
  * Anything unusual goes the full way (return 0): a folio not uptodate, not
  * yet marked referenced since reclaim last looked at it (the full path sets
  * the mark), kept for drop-behind, carrying a read-ahead mark, a read that
