@@ -38,10 +38,11 @@ static bool lookup_lockless(struct pc_mapping *m, uint64_t pos, struct pc_folio 
 	if (f && !folio_try_get(f))
 		return false;
 	if (!rt_unchanged_since(&m->tree, seq)) {
-		/* A plain put (no drop-behind check, folio_release): the
-		 * caller looks again and lets go of what it finds as a user. */
+		/* Let go as a user (folio_release): a user of a drop-behind
+		 * folio that let go while this reference was held left the
+		 * drop to whoever lets go last. */
 		if (f)
-			folio_put(m->c, f);
+			folio_release(m->c, f);
 		return false;
 	}
 	*out = f;
@@ -182,7 +183,7 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 			int r = lock_found(f, m, gf);
 			if (r == 0)
 				return f;
-			folio_put(m->c, f); /* looked up again, or gone: as above */
+			folio_release(m->c, f); /* looked up again, or gone: as above */
 			if (r < 0)
 				return ERR_FOLIO(r);
 			continue;

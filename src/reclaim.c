@@ -333,19 +333,44 @@ void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
  * before the reader copies them.)  Only with
  * the folio lock (trylock), which keeps its mapping alive.
  */
-static void drop_if_last_user(struct pc_cache *c, struct pc_folio *f)
+static bool drop_pending(const struct pc_folio *f)
 {
-	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
+	uint32_t fl = atomic_load_explicit(&((struct pc_folio *)f)->flags, memory_order_seq_cst);
 	const uint32_t want = PF_DROPBEHIND | PF_DROP_PENDING | PF_INDEXED;
-	if ((fl & want) != want ||
-	    (fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED)) ||
-	    atomic_load_explicit(&f->refcount, memory_order_acquire) != 2)
-		return;
-	folio_try_drop(c, f, false);
+	return (fl & want) == want && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED));
 }
 
+/*
+ * Who is the last user is decided by the step that takes the count down to
+ * the index's and one user's (2): a user that sees more steps down with a
+ * compare-and-swap, so of two users letting go at once exactly one sees 2.
+ * (A load of the count followed by a separate decrement let each of two
+ * such users see the other's reference, and neither dropped the folio: a
+ * drop-behind block stayed cached after fsync, pcfs_interleaved.)  The
+ * flags are read after the count, both sequentially consistent: a
+ * completion that sets PF_DROP_PENDING before stepping down itself is
+ * seen by whoever then finds 2.
+ */
 void folio_release(struct pc_cache *c, struct pc_folio *f)
 {
-	drop_if_last_user(c, f);
-	folio_put(c, f);
+	int32_t r = atomic_load_explicit(&f->refcount, memory_order_seq_cst);
+	for (;;) {
+		if (r > 2) {
+			if (atomic_compare_exchange_weak_explicit(&f->refcount, &r, r - 1, memory_order_seq_cst,
+								  memory_order_seq_cst))
+				return;
+			continue;
+		}
+		/* The last user (or the folio is out of the index).  A
+		 * reference taken meanwhile makes folio_try_drop decline: look
+		 * again, and if it is still held its holder is the last user;
+		 * otherwise try again (drop_pending fails for good on every
+		 * other reason folio_try_drop has to decline). */
+		if (r == 2 && drop_pending(f) && !folio_try_drop(c, f, false)) {
+			r = atomic_load_explicit(&f->refcount, memory_order_seq_cst);
+			continue;
+		}
+		folio_put(c, f);
+		return;
+	}
 }
