@@ -14,19 +14,29 @@
  *   few interior nodes above them.
  *
  * Large folios
- *   An item may fill several consecutive slots (a folio of 2^order pages
- *   fills one slot per page).  Every slot holds the same pointer, so a lookup
- *   of any page of the folio is one walk from the root.  The tree does not
- *   know which slot is the folio's head; callers compare the item's own
- *   index.  rt_root.nr_heads counts items inserted: +1 per successful
- *   rt_insert, and rt_remove subtracts one per run of consecutive slots
- *   holding the same item (so removing a range of whole folios keeps it
- *   exact).
+ *   An item may cover several consecutive indices (a folio of 2^order
+ *   pages).  Where it covers all 2^s indices under a slot of an interior
+ *   node of shift s, it is held in that slot, marked (RT_ITEM_MARK, bit 0:
+ *   items are at least 2-byte aligned), as the kernel's XArray holds a
+ *   multi-index entry; the rest of it (an unaligned item's ends, or a
+ *   folio smaller than 64 pages) fills one leaf slot per index.  Every slot
+ *   holds the same pointer, so a lookup of any index of the folio is one
+ *   walk from the root, and a walk to a folio of 64 pages or more ends a
+ *   level above the leaves: a cache hit on a file of 256 KiB folios reads
+ *   the slot of a node of 64 folios (4 KiB of slots for a 128 MiB file,
+ *   which stay in the CPU's cache) instead of a leaf slot per page (256
+ *   KiB, which the hits' own copies keep evicting), one dependent load from
+ *   memory less per hit.  The tree does not know which slot is the folio's
+ *   head; callers compare the item's own index.  rt_root.nr_heads counts
+ *   items inserted: +1 per successful rt_insert, and rt_remove subtracts
+ *   one per run of consecutive slots holding the same item (so removing a
+ *   range of whole folios keeps it exact).
  *
  * Tags
  *   Two tags per slot (RT_TAG_DIRTY, RT_TAG_EDGE).  In a leaf, tag bit i is
  *   set iff slot i carries the tag; in an interior node, bit i is set iff
- *   some slot below child i carries it.  rt_find_next() uses the interior
+ *   some slot below child i carries it, or, for an item held in slot i,
+ *   iff that slot carries it.  Tags belong to an item's first index.  rt_find_next() uses the interior
  *   bits to skip untagged subtrees, so walking the dirty folios of a mostly
  *   clean file touches only the nodes on the way to dirty ones.
  *
@@ -178,16 +188,31 @@ void rt_init(struct rt_root *r, struct rt_pool *pool)
 	r->pool = pool;
 }
 
+/* Slot p of a node of `shift` is a child node (not empty, not an item). */
+static bool is_child(const void *p, unsigned shift)
+{
+	return shift && p && !rt_slot_is_item(p);
+}
+
+/* What a node of `shift` holds in a slot for `item`. */
+static void *slot_value(void *item, unsigned shift)
+{
+	return shift ? (void *)((uintptr_t)item | RT_ITEM_MARK) : item;
+}
+
+/* [cur, cur + left) covers the whole slot of a node of `shift` that holds
+ * cur, and is aligned to it. */
+static bool covers_slot(uint64_t cur, uint64_t left, unsigned shift)
+{
+	uint64_t span = (uint64_t)1 << shift;
+	return !(cur & (span - 1)) && left >= span;
+}
+
 static void free_subtree(struct rt_root *r, struct rt_node *n)
 {
-	if (n->shift) {
-		for (unsigned i = 0; i < RT_SLOTS && n->count; i++) {
-			if (n->slots[i]) {
-				free_subtree(r, n->slots[i]);
-				n->count--;
-			}
-		}
-	}
+	for (unsigned i = 0; i < RT_SLOTS && n->shift; i++)
+		if (is_child(n->slots[i], n->shift))
+			free_subtree(r, n->slots[i]);
 	node_free(r, n);
 }
 
@@ -208,21 +233,27 @@ void *rt_lookup(struct rt_root *r, uint64_t index)
 		return NULL;
 	for (;;) {
 		void *p = n->slots[rt_offset(index, n->shift)];
-		if (n->shift == 0 || !p)
-			return p;
+		if (!is_child(p, n->shift))
+			return p ? rt_slot_item(p) : NULL;
 		n = p;
 	}
 }
 
-/* The leaf holding `index`, or NULL. */
-static struct rt_node *find_leaf(struct rt_root *r, uint64_t index)
+/* The node whose slot `index` resolves to (a leaf, or an interior node
+ * holding an item there), or NULL where a child is missing. */
+static struct rt_node *find_slot_node(struct rt_root *r, uint64_t index)
 {
 	struct rt_node *n = r->node;
 	if (!n || index > rt_maxindex(n->shift))
 		return NULL;
-	while (n && n->shift)
-		n = n->slots[rt_offset(index, n->shift)];
-	return n;
+	for (;;) {
+		void *p = n->slots[rt_offset(index, n->shift)];
+		if (!n->shift || (p && rt_slot_is_item(p)))
+			return n;
+		if (!p)
+			return NULL;
+		n = p;
+	}
 }
 
 /* Set tag bit `off` in n and the summary bits above it. */
@@ -273,11 +304,12 @@ static void delete_empty(struct rt_root *r, struct rt_node *n)
 	}
 }
 
-/* Drop root levels whose only child is slot 0. */
+/* Drop root levels whose only child is slot 0 (not an item held there:
+ * a lower root could not hold it in one slot). */
 static void shrink(struct rt_root *r)
 {
 	struct rt_node *n = r->node;
-	while (n && n->shift && n->count == 1 && n->slots[0]) {
+	while (n && n->count == 1 && is_child(n->slots[0], n->shift)) {
 		struct rt_node *child = n->slots[0];
 		child->parent = NULL;
 		child->offset = 0;
@@ -306,6 +338,37 @@ static int grow(struct rt_root *r, uint64_t last)
 	return 0;
 }
 
+/* Empty slot `off` of n and its tags (an item or a leaf slot). */
+static void clear_slot(struct rt_node *n, unsigned off)
+{
+	SET_SLOT(n, off, NULL);
+	n->count--;
+	for (int t = 0; t < RT_NTAGS; t++)
+		tag_clear_up(n, (uint64_t)1 << off, t);
+}
+
+/*
+ * An item held in slot `off` of interior node n moves down into a new
+ * child that holds it in all its slots, so that part of it can be removed.
+ * Its tag bits go with its first index (the child's slot 0; a slot that is
+ * not the item's first carries none).  -ENOMEM leaves n as it was.
+ */
+static int split_slot(struct rt_root *r, struct rt_node *n, unsigned off)
+{
+	void *item = rt_slot_item(n->slots[off]);
+	struct rt_node *c = node_alloc(r, n->shift - RT_SHIFT, n, off);
+	if (!c)
+		return -ENOMEM;
+	void *v = slot_value(item, c->shift);
+	for (unsigned i = 0; i < RT_SLOTS; i++)
+		SET_SLOT(c, i, v);
+	c->count = RT_SLOTS;
+	for (int t = 0; t < RT_NTAGS; t++)
+		c->tags[t] = (n->tags[t] >> off) & 1;
+	SET_SLOT(n, off, c);
+	return 0;
+}
+
 /* Clear slots [index, index+nr) and their tags; returns the runs of equal
  * items removed (the number of items, when whole items are removed). */
 static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
@@ -317,28 +380,34 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 		struct rt_node *n = r->node;
 		if (!n || cur > rt_maxindex(n->shift))
 			break;
-		while (n->shift) {
-			struct rt_node *child = n->slots[rt_offset(cur, n->shift)];
-			if (!child)
-				break;
-			n = child;
-		}
+		while (is_child(n->slots[rt_offset(cur, n->shift)], n->shift))
+			n = n->slots[rt_offset(cur, n->shift)];
+		unsigned off = rt_offset(cur, n->shift);
+		void *p = n->slots[off];
 		if (n->shift) {
-			/* No subtree here: skip to the next slot of n. */
 			uint64_t span = (uint64_t)1 << n->shift;
-			uint64_t step = span - (cur & (span - 1));
+			uint64_t step = pc_min_u64(span - (cur & (span - 1)), left);
+			if (p && !covers_slot(cur, left, n->shift) && split_slot(r, n, off) == 0)
+				continue; /* walk down into the part to remove */
+			if (!p) {
+				prev = NULL; /* no subtree here: skip to the next slot */
+			} else {
+				if (rt_slot_item(p) != prev)
+					runs++;
+				prev = rt_slot_item(p);
+				clear_slot(n, off);
+				if (n->count == 0)
+					delete_empty(r, n);
+			}
 			if (step >= left)
 				break;
 			cur += step;
 			left -= step;
-			prev = NULL;
 			continue;
 		}
-		unsigned off = rt_offset(cur, 0);
 		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
-		uint64_t mask = (cnt == 64 ? ~(uint64_t)0 : (((uint64_t)1 << cnt) - 1)) << off;
 		for (unsigned i = off; i < off + cnt; i++) {
-			void *p = n->slots[i];
+			p = n->slots[i];
 			if (!p) {
 				prev = NULL;
 				continue;
@@ -346,11 +415,8 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 			if (p != prev)
 				runs++;
 			prev = p;
-			SET_SLOT(n, i, NULL);
-			n->count--;
+			clear_slot(n, i);
 		}
-		for (int t = 0; t < RT_NTAGS; t++)
-			tag_clear_up(n, mask, t);
 		if (n->count == 0)
 			delete_empty(r, n);
 		cur += cnt;
@@ -394,7 +460,7 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 	uint64_t cur = index, left = nr;
 	while (left) {
 		struct rt_node *n = r->node;
-		while (n->shift) {
+		while (n->shift && !covers_slot(cur, left, n->shift)) {
 			unsigned off = rt_offset(cur, n->shift);
 			struct rt_node *child = n->slots[off];
 			if (!child) {
@@ -411,13 +477,16 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 			}
 			n = child;
 		}
-		unsigned off = rt_offset(cur, 0);
-		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
+		/* Whole slots of n, as many as the range fills (a leaf's slot
+		 * is one index). */
+		unsigned off = rt_offset(cur, n->shift);
+		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left >> n->shift);
+		void *v = slot_value(item, n->shift);
 		for (unsigned i = off; i < off + cnt; i++)
-			SET_SLOT(n, i, item);
+			SET_SLOT(n, i, v);
 		n->count += cnt;
-		cur += cnt;
-		left -= cnt;
+		cur += (uint64_t)cnt << n->shift;
+		left -= (uint64_t)cnt << n->shift;
 	}
 	r->nr_heads++;
 	return 0;
@@ -425,7 +494,7 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 
 int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
 {
-	if (!item || nr == 0 || index + (nr - 1) < index)
+	if (!item || rt_slot_is_item(item) || nr == 0 || index + (nr - 1) < index)
 		return -EINVAL;
 	shape_change_begin(r);
 	int err = insert_range(r, index, nr, item);
@@ -451,19 +520,21 @@ void rt_tag_set(struct rt_root *r, uint64_t index, int tag)
 {
 	if ((unsigned)tag >= RT_NTAGS)
 		return;
-	struct rt_node *n = find_leaf(r, index);
-	unsigned off = rt_offset(index, 0);
-	if (n && n->slots[off])
-		tag_set_up(n, off, tag);
+	struct rt_node *n = find_slot_node(r, index);
+	if (n) {
+		unsigned off = rt_offset(index, n->shift);
+		if (n->slots[off])
+			tag_set_up(n, off, tag);
+	}
 }
 
 void rt_tag_clear(struct rt_root *r, uint64_t index, int tag)
 {
 	if ((unsigned)tag >= RT_NTAGS)
 		return;
-	struct rt_node *n = find_leaf(r, index);
+	struct rt_node *n = find_slot_node(r, index);
 	if (n)
-		tag_clear_up(n, (uint64_t)1 << rt_offset(index, 0), tag);
+		tag_clear_up(n, (uint64_t)1 << rt_offset(index, n->shift), tag);
 }
 
 bool rt_tag_get(struct rt_root *r, uint64_t index, int tag)
@@ -477,7 +548,7 @@ bool rt_tag_get(struct rt_root *r, uint64_t index, int tag)
 		unsigned off = rt_offset(index, n->shift);
 		if (!(n->tags[tag] & ((uint64_t)1 << off)))
 			return false;
-		if (n->shift == 0)
+		if (!is_child(n->slots[off], n->shift))
 			return true;
 		n = n->slots[off];
 	}
@@ -513,11 +584,22 @@ void *rt_find_next(struct rt_root *r, uint64_t *index, int tag)
 		if (found < RT_SLOTS) {
 			if (found != off) /* start of slot `found`, lower bits zero */
 				idx = (((idx >> n->shift) & ~RT_MASK) | found) << n->shift;
-			if (n->shift == 0) {
+			void *p = n->slots[found];
+			if (!is_child(p, n->shift)) {
+				/* An item held in an interior slot carries its
+				 * tags for its first index, the slot's start: from
+				 * inside the slot, look on from the next one. */
+				uint64_t inside = idx & (((uint64_t)1 << n->shift) - 1);
+				if (tag >= 0 && inside) {
+					off = found + 1;
+					if (off < RT_SLOTS)
+						idx = (((idx >> n->shift) & ~RT_MASK) | off) << n->shift;
+					continue;
+				}
 				*index = idx;
-				return n->slots[found];
+				return rt_slot_item(p);
 			}
-			n = n->slots[found];
+			n = p;
 			off = rt_offset(idx, n->shift);
 			continue;
 		}

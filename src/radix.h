@@ -74,6 +74,18 @@ static inline uint64_t rt_maxindex(unsigned shift)
 {
 	return shift + RT_SHIFT >= 64 ? UINT64_MAX : (((uint64_t)1 << (shift + RT_SHIFT)) - 1);
 }
+/* An item that fills a whole slot of an interior node (all 2^shift indices
+ * under it) is held there, marked with bit 0 so it is told from a child
+ * node (radix.c, "Large folios"); leaves hold items unmarked. */
+#define RT_ITEM_MARK ((uintptr_t)1)
+static inline bool rt_slot_is_item(const void *p)
+{
+	return (uintptr_t)p & RT_ITEM_MARK;
+}
+static inline void *rt_slot_item(const void *p)
+{
+	return (void *)((uintptr_t)p & ~RT_ITEM_MARK);
+}
 /* Lookup without the lock (r->pool must be set): the item at `index`, NULL,
  * or RT_RETRY when a writer changed the tree meanwhile.  `seq` comes from
  * rt_read_begin.  The item may be removed (and, unless the caller pins it
@@ -106,14 +118,23 @@ static inline void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32
 			return RT_RETRY;
 		if (shift == 0 || !p)
 			return p;
+		if (rt_slot_is_item(p))
+			return rt_slot_item(p);
 		n = p;
 		shift -= RT_SHIFT;
 	}
 }
-/* Put `item` in slots [index, index+nr); -EEXIST if any is used. */
+/* Put `item` in slots [index, index+nr); -EEXIST if any is used, -EINVAL
+ * for an item with bit 0 set (the tree's mark, RT_ITEM_MARK). */
 HIDDEN int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item);
+/* Empty slots [index, index+nr).  An item the range covers only in part
+ * keeps its other slots (a slot it fills in an interior node is split into
+ * a child node first; should that allocation fail, the whole of that slot
+ * is emptied: the range is for whole items, as the cache's are). */
 HIDDEN void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr);
 HIDDEN bool rt_range_empty(struct rt_root *r, uint64_t index, uint64_t nr);
+/* Tags belong to an item's first index: set, clear and test them there
+ * (rt_find_next with a tag finds an item by its first index only). */
 HIDDEN void rt_tag_set(struct rt_root *r, uint64_t index, int tag);
 HIDDEN void rt_tag_clear(struct rt_root *r, uint64_t index, int tag);
 HIDDEN bool rt_tag_get(struct rt_root *r, uint64_t index, int tag);
