@@ -21,7 +21,7 @@
 
 #include <pthread.h>
 
-HIDDEN __thread int pc_counter_slot_plus1;
+HIDDEN __thread int pc_counter_slot_plus1 PC_TLS_IE;
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool slot_taken[PC_COUNTER_SLOTS];
