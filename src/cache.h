@@ -116,6 +116,7 @@ struct pc_cache {
 	pthread_mutex_t pace_lock;
 	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
 	unsigned pace_samples; /* bandwidth samples taken (pace_sample_due) */
+	uint64_t pace_learn_done, pace_learn_busy; /* at the first window (learn_bandwidth) */
 	_Atomic uint64_t pace_bw, pace_ratelimit;
 	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
 	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */

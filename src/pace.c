@@ -15,7 +15,7 @@
  *     rate = ratelimit * pos
  *
  * where pos falls linearly from 2 at freerun through 1 at the setpoint
- * (half way from freerun to the limit) to 1/4 just under the limit (0 at
+ * (half way from freerun to the limit) to 1/2 just under the limit (0 at
  * the limit and past it, where the throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
  * every PACE_SAMPLE_MS (more often while it is first learnt) by how the
@@ -53,7 +53,6 @@
  * writers that slow for 50 ms (writes of 3-6 ms, where one takes 0.6),
  * short windows correct it within a few milliseconds. */
 #define PACE_FIRST_SAMPLE_MS 2
-#define PACE_LEARN_SAMPLES 8
 /* A bandwidth sample needs the device busy this long in its window: a
  * single request's time says little of the device's rate. */
 #define PACE_MIN_BUSY_NS 1000000ull      /* 1 ms */
@@ -82,9 +81,10 @@ uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit)
 	if (used >= limit || limit <= freerun)
 		return 0;
 	uint64_t pos = 2 * PACE_ONE * (limit - used) / (limit - freerun);
-	/* Never slower than a quarter of the share just under the limit: a
-	 * write's pause stays within a few times the usual one (the tail
-	 * latency), and the limit itself stops the rest. */
+	/* Never slower than half the share just under the limit: a write's
+	 * pause stays within twice the usual one (the tail latency: a quarter
+	 * made the writes that met a device's stall take four times as long
+	 * as the others), and the limit itself stops the rest. */
 	return pos > PACE_MIN_POS ? pos : PACE_MIN_POS;
 }
 
@@ -217,6 +217,20 @@ void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
 }
 
 /*
+ * While the bandwidth is learnt (the first PACE_LEARN_SAMPLES, every few
+ * milliseconds), each figure is over everything write-back did since the
+ * first window began, not over the last window: the device works on the
+ * first requests together and ends them in bunches, so a short window
+ * holds a bunch or none and its figure was as often a fifth of the
+ * device's as twice it (a fifth made the first paced writes sleep 5 ms
+ * where the others take 0.5).  Under pace_lock.
+ */
+static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy)
+{
+	return (uint64_t)((long double)(done - c->pace_learn_done) * NS_PER_S / (busy - c->pace_learn_busy));
+}
+
+/*
  * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
  * last figures): the write-back bandwidth and the paced writers' dirtying
  * rate since the last sample, and the ratelimit corrected by them.  Called
@@ -234,13 +248,20 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
+		if (!c->pace_stamp_ns) {
+			c->pace_learn_done = done;
+			c->pace_learn_busy = busy;
+		}
 		window_start(c, now, done, dirtied, busy);
 	} else if (pace_sample_due(dt, c->pace_samples, done > c->pace_done) &&
 		   busy - c->pace_busy >= PACE_MIN_BUSY_NS) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
-		uint64_t bw = pace_next_bandwidth(atomic_load_explicit(&c->pace_bw, memory_order_relaxed), bw_now, freerun);
+		uint64_t bw = c->pace_samples < PACE_LEARN_SAMPLES
+				      ? learn_bandwidth(c, done, busy)
+				      : pace_next_bandwidth(atomic_load_explicit(&c->pace_bw, memory_order_relaxed),
+							    bw_now, freerun);
 		/* The first ratelimit is the whole bandwidth (one writer's); a
 		 * start from nothing would take many samples to grow. */
 		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
@@ -249,7 +270,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
 		window_start(c, now, done, dirtied, busy);
 		if (c->pace_samples < PACE_LEARN_SAMPLES)
-			c->pace_samples++;
+			__atomic_store_n(&c->pace_samples, c->pace_samples + 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&c->pace_lock);
 }
@@ -260,6 +281,21 @@ void pace_note_freerun(struct pc_cache *c)
 	 * flag's cache line on every write. */
 	if (!atomic_load_explicit(&c->pace_freerun_seen, memory_order_relaxed))
 		atomic_store_explicit(&c->pace_freerun_seen, true, memory_order_relaxed);
+}
+
+/*
+ * While the bandwidth is being learnt (the first PACE_LEARN_SAMPLES), its
+ * figure is often low: write-back is starting, and the device works on the
+ * first requests together, so few have ended when the first windows close.
+ * Writers are then paced at their share, never slower: the slowing past the
+ * setpoint (pos under 1) times a figure half the device's made the first
+ * paced writes of a new cache take 3-4 ms where the others take 0.45.  The
+ * limit still stops a writer that goes past it.
+ */
+uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos)
+{
+	bool learning = __atomic_load_n(&c->pace_samples, __ATOMIC_RELAXED) < PACE_LEARN_SAMPLES;
+	return learning && pos < PACE_ONE ? PACE_ONE : pos;
 }
 
 static void sleep_ns(uint64_t ns)
@@ -298,6 +334,7 @@ void pace_writer(struct pc_cache *c, size_t bytes)
 			pace_note_freerun(c);
 		return;
 	}
+	pos = pace_learning_position(c, pos);
 	pace_note_position(c, pos, bytes);
 	pace_sample(c, now, pos);
 	uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);

@@ -13,7 +13,12 @@
 struct pc_cache;
 
 #define PACE_ONE 1024
-#define PACE_MIN_POS (PACE_ONE / 4)
+/* Samples taken while the bandwidth is being learnt (pace.c). */
+#define PACE_LEARN_SAMPLES 8
+#define PACE_MIN_POS (PACE_ONE / 2)
+/* While the bandwidth is learnt, pos as pace_writer takes it: at least 1
+ * (pace.c explains). */
+HIDDEN uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos);
 /* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
  * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
  * just under the limit, 0 at the limit and past. */

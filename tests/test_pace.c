@@ -3,7 +3,7 @@
  * bandwidth (src/pace.c), the mechanism, not its timings:
  *
  *   a  the position: 2 up to freerun (the background threshold), 1 at
- *      the setpoint (half way to the limit), at least a quarter
+ *      the setpoint (half way to the limit), at least a half
  *      under the limit, 0 at the limit and past it, never rising with
  *      more dirty data
  *   b  the pause: proportional to the bytes, inversely to ratelimit * pos,
@@ -28,6 +28,10 @@
  *      the bandwidth is over the device's busy time, not the window's
  *   h  the busy time: from a request's submission while none was in
  *      flight to the completion that leaves none; idle time not counted
+ *   i  learning (the first 8 samples): each figure is over all the
+ *      write-back since the first window, not the mean of windows (a
+ *      short window holds a bunch of completions or none); writers are
+ *      paced no slower than their share meanwhile; then (f) and (g)
  */
 #include "testutil.h"
 
@@ -45,6 +49,7 @@ static void test_position(void)
 	CHECK(pace_position(limit, bg, limit) == 0);
 	CHECK(pace_position(limit + MiB, bg, limit) == 0);
 	CHECK(pace_position(limit - 1, bg, limit) == PACE_MIN_POS);
+	CHECK(PACE_MIN_POS == PACE_ONE / 2);
 	uint64_t prev = 2 * PACE_ONE;
 	for (uint64_t used = 0; used <= limit + MiB; used += 64 * 1024) {
 		uint64_t p = pace_position(used, bg, limit);
@@ -236,6 +241,7 @@ static void test_window(void)
 {
 	printf("-- (g) a window's ratelimit\n");
 	struct pc_cache *c = new_idle_cache();
+	c->pace_samples = PACE_LEARN_SAMPLES; /* learnt: (i) tests learning */
 	const uint64_t bw = 400 * MiB; /* 20 MiB per 50 ms window */
 	uint64_t t = 1000000000ull;
 	pace_sample(c, t, PACE_ONE); /* opens the first window */
@@ -272,6 +278,37 @@ static void test_window(void)
 	uint64_t stamp = c->pace_stamp_ns;
 	run_window_busy(c, &t, PACE_ONE, 1 * MiB, 0, 1 * MiB, PACE_ONE, 500000ull);
 	CHECK(c->pace_stamp_ns == stamp);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+static void test_learning(void)
+{
+	printf("-- (i) learning the bandwidth\n");
+	struct pc_cache *c = new_idle_cache();
+	uint64_t t = 1000000000ull;
+	/* Near the limit: pace_writer's position is the share while the
+	 * bandwidth is learnt, the position itself once it is. */
+	CHECK(pace_learning_position(c, PACE_MIN_POS) == PACE_ONE);
+	CHECK(pace_learning_position(c, 2 * PACE_ONE) == 2 * PACE_ONE);
+	pace_sample(c, t, PACE_ONE); /* opens the first window */
+	/* 10 MiB in 10 ms of busy device, then 10 MiB in 40 ms: 20 MiB in
+	 * 50 ms, 400 MiB/s (the mean of the two windows' figures, 1000 and
+	 * 250, would be 625). */
+	run_window_busy(c, &t, PACE_ONE, 10 * MiB, 0, 10 * MiB, PACE_ONE, 10 * 1000000ull);
+	CHECK(atomic_load(&c->pace_bw) == 1000 * MiB);
+	run_window_busy(c, &t, PACE_ONE, 10 * MiB, 0, 10 * MiB, PACE_ONE, 40 * 1000000ull);
+	printf("   after windows of 1000 and 250 MiB/s: %llu MiB/s\n",
+	       (unsigned long long)(atomic_load(&c->pace_bw) / MiB));
+	CHECK(atomic_load(&c->pace_bw) == 400 * MiB);
+	CHECK(c->pace_samples == 2);
+	while (c->pace_samples < PACE_LEARN_SAMPLES)
+		run_window_busy(c, &t, PACE_ONE, 20 * MiB, 0, 20 * MiB, PACE_ONE, 50 * 1000000ull);
+	/* Learnt: the position is the writer's, and the next figure is the
+	 * mean of the last and the window's (f). */
+	CHECK(pace_learning_position(c, PACE_MIN_POS) == PACE_MIN_POS);
+	uint64_t bw = atomic_load(&c->pace_bw);
+	run_window_busy(c, &t, PACE_ONE, 10 * MiB, 0, 10 * MiB, PACE_ONE, 10 * 1000000ull);
+	CHECK(atomic_load(&c->pace_bw) == (bw + 1000 * MiB) / 2);
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
@@ -321,6 +358,7 @@ int main(void)
 	test_bandwidth();
 	test_window();
 	test_busy_time();
+	test_learning();
 	test_paced_writer(dir);
 	test_rmdir(dir);
 	return test_done();
