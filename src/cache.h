@@ -115,7 +115,9 @@ struct pc_cache {
 	_Atomic uint64_t wb_busy_ns, wb_busy_since;
 	pthread_mutex_t pace_lock;
 	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
-	unsigned pace_samples; /* bandwidth samples taken (pace_sample_due) */
+	/* Bandwidth samples taken (pace_sample_due): changed under pace_lock,
+	 * read without it by every paced write (pace_learning_position). */
+	_Atomic unsigned pace_samples;
 	uint64_t pace_learn_done, pace_learn_busy; /* at the first window (learn_bandwidth) */
 	_Atomic uint64_t pace_bw, pace_ratelimit;
 	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */

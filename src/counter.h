@@ -37,9 +37,9 @@ HIDDEN void counter_init(void);
 /* This thread's slot + 1, cached so that counting costs no call: 0 not
  * assigned yet, -1 none free (the thread adds to `shared`).  Initial-exec
  * TLS: in the shared library the default model reaches it through a call
- * to __tls_get_addr on every cache hit; 4 bytes of the static TLS surplus
- * that glibc keeps for libraries (also for one loaded with dlopen) cost
- * nothing. */
+ * to __tls_get_addr on every cache hit.  It puts the library's whole TLS
+ * block (64 bytes) in the static TLS surplus that glibc keeps for
+ * libraries, also for one loaded with dlopen (checked). */
 #define PC_TLS_IE __attribute__((tls_model("initial-exec")))
 HIDDEN extern __thread int pc_counter_slot_plus1 PC_TLS_IE;
 static inline void counter_add(struct pc_counter *c, uint64_t n)

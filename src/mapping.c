@@ -1,8 +1,10 @@
 /*
  * mapping.c - a file's folios: find, create and remove them in the index.
  *
- * The index (radix.c) has a slot per 4 KiB page pointing at the folio that
- * holds it, so a lookup is one tree walk whatever the folio size.  The tree
+ * The index (radix.c) points every 4 KiB page at the folio that holds it (a
+ * leaf slot per page, or for a folio of 64 pages or more a slot per 64 of
+ * them one level up), so a lookup is one tree walk whatever the folio
+ * size.  The tree
  * is guarded by a per-file rwlock held only for the walk or the update,
  * never across I/O or a copy, so writers to different ranges of one file do
  * not serialise on it: they serialise only on the folios they share.
@@ -143,6 +145,8 @@ static unsigned free_order_at(struct pc_mapping *m, uint64_t idx, unsigned order
 	return order;
 }
 
+HIDDEN void (*mapping_test_after_alloc)(struct pc_folio *f);
+
 /* Insert a new folio for page idx; -EEXIST if the range got used. */
 static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, unsigned gf)
 {
@@ -154,16 +158,19 @@ static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, un
 	int err = bs_init(m, f);
 	if (err)
 		return err;
-	atomic_store_explicit(&f->refcount, 2, memory_order_relaxed); /* index + caller */
+	/* The index's reference, added to the caller's: a lookup that walked
+	 * a stale tree may hold one on this descriptor now (it lets go of it
+	 * once it sees the tree changed), which a store would erase. */
+	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
 	folio_reset_flags(f, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0));
 	pthread_rwlock_wrlock(&m->tree_lock);
 	err = rt_insert(&m->tree, start, 1ull << f->order, f);
 	pthread_rwlock_unlock(&m->tree_lock);
 	if (err) {
-		bs_free(f);
+		/* Not indexed after all: the caller lets go of its reference,
+		 * and whoever lets go last frees it (folio_put). */
 		folio_reset_flags(f, 0);
-		atomic_store_explicit(&f->refcount, 0, memory_order_relaxed);
-		f->mapping = NULL;
+		atomic_fetch_sub_explicit(&f->refcount, 1, memory_order_relaxed);
 		return err;
 	}
 	atomic_fetch_add_explicit(&m->st_cached, (int64_t)folio_size(f), memory_order_relaxed);
@@ -195,17 +202,18 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 		f = folio_alloc(m->c, order, m->min_order, gf & GF_NOWAIT, &err);
 		if (!f)
 			return ERR_FOLIO(err);
+		if (__builtin_expect(mapping_test_after_alloc != NULL, 0))
+			mapping_test_after_alloc(f);
 		err = insert_new(m, f, idx, gf);
 		if (err == 0) {
 			if (created)
 				*created = true;
 			return f;
 		}
-		/* Lost a race for the range, or no memory for block state. */
-		size_t size = folio_size(f); /* before the page can be reused */
-		atomic_fetch_sub_explicit(&m->c->st_folios, 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&m->c->st_cached, size, memory_order_relaxed);
-		arena_free(m->c, folio_pfn(m->c, f), f->order);
+		/* Lost a race for the range, or no memory for block state:
+		 * freed with the last reference (a stale lookup's may still be
+		 * held), never under it. */
+		folio_put(m->c, f);
 		if (err != -EEXIST)
 			return ERR_FOLIO(err);
 	}

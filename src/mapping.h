@@ -157,6 +157,10 @@ enum {
  */
 HIDDEN struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned order,
 					  unsigned gf, bool *created);
+/* Tests only (test_mt_release.c): called with a folio just allocated for
+ * the index, before it is inserted (a lookup that walked a stale tree may
+ * take a reference on it then). */
+HIDDEN extern void (*mapping_test_after_alloc)(struct pc_folio *f);
 #define ERR_FOLIO(e) ((struct pc_folio *)(intptr_t)(e))
 #define IS_ERR_FOLIO(p) ((uintptr_t)(p) >= (uintptr_t)-4095)
 #define FOLIO_ERR(p) ((int)(intptr_t)(p))

@@ -15,17 +15,21 @@
  *     rate = ratelimit * pos
  *
  * where pos falls linearly from 2 at freerun through 1 at the setpoint
- * (half way from freerun to the limit) to 1/2 just under the limit (0 at
- * the limit and past it, where the throttle waits instead), and ratelimit
+ * (half way from freerun to the limit) to 1/2 three quarters of the way,
+ * and stays there up to the limit (0 at the limit and past it, where the
+ * throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
  * every PACE_SAMPLE_MS (more often while it is first learnt) by how the
  * paced writers' total dirtying rate compares with the bandwidth
  * measured (N writers at ratelimit * pos dirty N times that, pos being
- * the mean of their writes' positions over the window; ratelimit moves towards bandwidth / N).  Writes that ran free
+ * the mean of their writes' positions over the window; ratelimit moves
+ * towards bandwidth / N).  Writes that ran free
  * or waited at the limit were not let go at that rate and are not
  * counted.  The bandwidth is the bytes written back over the time the
  * device had a request in flight, and a window with freerun in it can
- * only raise it (pace_next_bandwidth).  The dirty data then
+ * only raise it (pace_next_bandwidth).  While the first figures are learnt
+ * they are over all the write-back so far, and writers go no slower than
+ * their share (learn_bandwidth, pace_learning_position).  The dirty data then
  * settles near the setpoint, every write waits about as long, and none
  * waits for the limit.  Past the limit the throttle (throttle.c) still
  * makes writers wait, in fair order.
@@ -223,11 +227,13 @@ void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
  * first requests together and ends them in bunches, so a short window
  * holds a bunch or none and its figure was as often a fifth of the
  * device's as twice it (a fifth made the first paced writes sleep 5 ms
- * where the others take 0.5).  Under pace_lock.
+ * where the others take 0.5).  A window with freerun in it can only raise
+ * the figure, as pace_next_bandwidth says why.  Under pace_lock.
  */
-static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy)
+static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy, uint64_t last, bool freerun)
 {
-	return (uint64_t)((long double)(done - c->pace_learn_done) * NS_PER_S / (busy - c->pace_learn_busy));
+	uint64_t bw = (uint64_t)((long double)(done - c->pace_learn_done) * NS_PER_S / (busy - c->pace_learn_busy));
+	return freerun && bw < last ? last : bw;
 }
 
 /*
@@ -245,6 +251,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	uint64_t busy = busy_time(c, now);
 	uint64_t dirtied = atomic_load_explicit(&c->dirtied_bytes, memory_order_relaxed);
 	uint64_t dt = now - c->pace_stamp_ns;
+	unsigned samples = atomic_load_explicit(&c->pace_samples, memory_order_relaxed);
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
@@ -253,15 +260,14 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 			c->pace_learn_busy = busy;
 		}
 		window_start(c, now, done, dirtied, busy);
-	} else if (pace_sample_due(dt, c->pace_samples, done > c->pace_done) &&
+	} else if (pace_sample_due(dt, samples, done > c->pace_done) &&
 		   busy - c->pace_busy >= PACE_MIN_BUSY_NS) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
-		uint64_t bw = c->pace_samples < PACE_LEARN_SAMPLES
-				      ? learn_bandwidth(c, done, busy)
-				      : pace_next_bandwidth(atomic_load_explicit(&c->pace_bw, memory_order_relaxed),
-							    bw_now, freerun);
+		uint64_t last = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);
+		uint64_t bw = samples < PACE_LEARN_SAMPLES ? learn_bandwidth(c, done, busy, last, freerun)
+							   : pace_next_bandwidth(last, bw_now, freerun);
 		/* The first ratelimit is the whole bandwidth (one writer's); a
 		 * start from nothing would take many samples to grow. */
 		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
@@ -269,8 +275,8 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
 		window_start(c, now, done, dirtied, busy);
-		if (c->pace_samples < PACE_LEARN_SAMPLES)
-			__atomic_store_n(&c->pace_samples, c->pace_samples + 1, __ATOMIC_RELAXED);
+		if (samples < PACE_LEARN_SAMPLES)
+			atomic_store_explicit(&c->pace_samples, samples + 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&c->pace_lock);
 }
@@ -294,7 +300,7 @@ void pace_note_freerun(struct pc_cache *c)
  */
 uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos)
 {
-	bool learning = __atomic_load_n(&c->pace_samples, __ATOMIC_RELAXED) < PACE_LEARN_SAMPLES;
+	bool learning = atomic_load_explicit(&c->pace_samples, memory_order_relaxed) < PACE_LEARN_SAMPLES;
 	return learning && pos < PACE_ONE ? PACE_ONE : pos;
 }
 

@@ -21,7 +21,8 @@ struct pc_cache;
 HIDDEN uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos);
 /* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
  * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
- * just under the limit, 0 at the limit and past. */
+ * three quarters of the way and staying there up to the limit, 0 at the
+ * limit and past. */
 HIDDEN uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit);
 /* The time `bytes` take at ratelimit * pos bytes per second (at most the
  * longest pause). */

@@ -4,7 +4,8 @@
  * Shape
  *   Every node has 64 slots.  A node's `shift` is the number of index bits
  *   below its slots: leaves have shift 0 and hold items, an interior node of
- *   shift s holds children of shift s - 6.  The root's shift sets the height
+ *   shift s holds children of shift s - 6 and items that fill whole slots
+ *   ("Large folios" below).  The root's shift sets the height
  *   and therefore the largest index the tree can hold,
  *   2^(root->shift + 6) - 1; the tree grows a level on top when a larger
  *   index is inserted and shrinks again when the root is left with only its
@@ -36,9 +37,11 @@
  *   Two tags per slot (RT_TAG_DIRTY, RT_TAG_EDGE).  In a leaf, tag bit i is
  *   set iff slot i carries the tag; in an interior node, bit i is set iff
  *   some slot below child i carries it, or, for an item held in slot i,
- *   iff that slot carries it.  Tags belong to an item's first index.  rt_find_next() uses the interior
- *   bits to skip untagged subtrees, so walking the dirty folios of a mostly
- *   clean file touches only the nodes on the way to dirty ones.
+ *   iff that slot carries it (at the slot's first index: no other index of
+ *   the slot has a tag).  Tags belong to an item's first index.
+ *   rt_find_next() uses the interior bits to skip untagged subtrees, so
+ *   walking the dirty folios of a mostly clean file touches only the nodes
+ *   on the way to dirty ones.
  *
  * Locking: none here.  The caller holds mapping->tree_lock (shared for
  * rt_lookup, rt_find_next, rt_tag_get and rt_range_empty; exclusive for
@@ -208,6 +211,13 @@ static bool covers_slot(uint64_t cur, uint64_t left, unsigned shift)
 	return !(cur & (span - 1)) && left >= span;
 }
 
+/* [index, index + nr) holds RT_SLOTS indices aligned to RT_SLOTS. */
+static bool holds_aligned_leaf(uint64_t index, uint64_t nr)
+{
+	uint64_t first = pc_round_up(index, RT_SLOTS);
+	return first >= index && first - index < nr && nr - (first - index) >= RT_SLOTS;
+}
+
 static void free_subtree(struct rt_root *r, struct rt_node *n)
 {
 	for (unsigned i = 0; i < RT_SLOTS && n->shift; i++)
@@ -240,16 +250,21 @@ void *rt_lookup(struct rt_root *r, uint64_t index)
 }
 
 /* The node whose slot `index` resolves to (a leaf, or an interior node
- * holding an item there), or NULL where a child is missing. */
-static struct rt_node *find_slot_node(struct rt_root *r, uint64_t index)
+ * holding an item there), or NULL where a child is missing.  For tags:
+ * an item held in an interior slot carries the slot's tags at the slot's
+ * first index only (where a leaf would hold its tags for it), so another
+ * index inside that slot finds no slot to tag (NULL). */
+static struct rt_node *find_tag_node(struct rt_root *r, uint64_t index)
 {
 	struct rt_node *n = r->node;
 	if (!n || index > rt_maxindex(n->shift))
 		return NULL;
 	for (;;) {
 		void *p = n->slots[rt_offset(index, n->shift)];
-		if (!n->shift || (p && rt_slot_is_item(p)))
+		if (!n->shift)
 			return n;
+		if (p && rt_slot_is_item(p))
+			return index & (((uint64_t)1 << n->shift) - 1) ? NULL : n;
 		if (!p)
 			return NULL;
 		n = p;
@@ -444,6 +459,11 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 		unsigned shift = 0;
 		while (last > rt_maxindex(shift))
 			shift += RT_SHIFT;
+		/* A root that can hold a whole leaf's worth of the item in a
+		 * slot of its own, not a leaf (which stays one when the tree
+		 * grows over it): a file's first folio of 64 pages or more. */
+		if (!shift && holds_aligned_leaf(index, nr))
+			shift = RT_SHIFT;
 		struct rt_node *root = node_alloc(r, shift, NULL, 0);
 		if (!root)
 			return -ENOMEM;
@@ -520,7 +540,7 @@ void rt_tag_set(struct rt_root *r, uint64_t index, int tag)
 {
 	if ((unsigned)tag >= RT_NTAGS)
 		return;
-	struct rt_node *n = find_slot_node(r, index);
+	struct rt_node *n = find_tag_node(r, index);
 	if (n) {
 		unsigned off = rt_offset(index, n->shift);
 		if (n->slots[off])
@@ -532,7 +552,7 @@ void rt_tag_clear(struct rt_root *r, uint64_t index, int tag)
 {
 	if ((unsigned)tag >= RT_NTAGS)
 		return;
-	struct rt_node *n = find_slot_node(r, index);
+	struct rt_node *n = find_tag_node(r, index);
 	if (n)
 		tag_clear_up(n, (uint64_t)1 << rt_offset(index, n->shift), tag);
 }
@@ -541,17 +561,8 @@ bool rt_tag_get(struct rt_root *r, uint64_t index, int tag)
 {
 	if ((unsigned)tag >= RT_NTAGS)
 		return false;
-	struct rt_node *n = r->node;
-	if (!n || index > rt_maxindex(n->shift))
-		return false;
-	for (;;) {
-		unsigned off = rt_offset(index, n->shift);
-		if (!(n->tags[tag] & ((uint64_t)1 << off)))
-			return false;
-		if (!is_child(n->slots[off], n->shift))
-			return true;
-		n = n->slots[off];
-	}
+	struct rt_node *n = find_tag_node(r, index);
+	return n && (n->tags[tag] & ((uint64_t)1 << rt_offset(index, n->shift)));
 }
 
 /* First slot >= off of n that is in use (tag < 0) or tagged; 64 if none. */

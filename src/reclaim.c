@@ -324,15 +324,8 @@ void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
 		folio_set(f, PF_DROP_PENDING);
 }
 
-/*
- * The last user of a clean drop-behind folio (besides the index) drops it.
- * Writeback completion tries first, but a reader or a batch walk may hold a
- * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
- * go last does it (folio_release).  (For folios of uncached reads only once their reader
- * is done with them, folio_drop_behind: read-ahead must not lose them
- * before the reader copies them.)  Only with
- * the folio lock (trylock), which keeps its mapping alive.
- */
+/* A clean drop-behind folio that its write-back left to its last user
+ * (PF_DROP_PENDING), still indexed, not locked by anyone. */
 static bool drop_pending(const struct pc_folio *f)
 {
 	uint32_t fl = atomic_load_explicit(&((struct pc_folio *)f)->flags, memory_order_seq_cst);
@@ -340,16 +333,31 @@ static bool drop_pending(const struct pc_folio *f)
 	return (fl & want) == want && !(fl & (PF_DIRTY | PF_WRITEBACK | PF_LOCKED));
 }
 
+HIDDEN void (*reclaim_test_before_last_step)(struct pc_folio *f);
+
 /*
- * Who is the last user is decided by the step that takes the count down to
- * the index's and one user's (2): a user that sees more steps down with a
- * compare-and-swap, so of two users letting go at once exactly one sees 2.
- * (A load of the count followed by a separate decrement let each of two
- * such users see the other's reference, and neither dropped the folio: a
- * drop-behind block stayed cached after fsync, pcfs_interleaved.)  The
- * flags are read after the count, both sequentially consistent: a
- * completion that sets PF_DROP_PENDING before stepping down itself is
- * seen by whoever then finds 2.
+ * The last user of a clean drop-behind folio (besides the index) drops it.
+ * Writeback completion tries first, but a reader or a batch walk may hold a
+ * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
+ * go last does it.  (For folios of uncached reads only once their reader
+ * is done with them, folio_drop_behind: read-ahead must not lose them
+ * before the reader copies them.)  Only with the folio lock (trylock),
+ * which keeps its mapping alive.
+ *
+ * Who is the last user is decided by the compare-and-swap that takes the
+ * count down: each step is one atomic step, so of two users letting go at
+ * once exactly one finds the count at 2 (the index's and its own).  A load
+ * of the count followed by a separate decrement let each see the other's
+ * reference, and neither dropped the folio (a drop-behind block stayed
+ * cached after fsync: pcfs_interleaved).  The user that finds 2 with no
+ * drop pending steps down to 1 and then reads the flags again: another
+ * user may have come and gone between its look and its step (a write-back
+ * gathered the folio, wrote it, marked it pending and let go, seeing this
+ * user's reference), and its step down to 2 is what this user's
+ * compare-and-swap read, so the mark is seen.  It then takes a reference
+ * again, if the folio still has one (its memory is never unmapped), and
+ * lets go as a user once more: the folio may even have been reused by
+ * then, and a user of it may drop it as well as any other.
  */
 void folio_release(struct pc_cache *c, struct pc_folio *f)
 {
@@ -361,16 +369,29 @@ void folio_release(struct pc_cache *c, struct pc_folio *f)
 				return;
 			continue;
 		}
-		/* The last user (or the folio is out of the index).  A
-		 * reference taken meanwhile makes folio_try_drop decline: look
-		 * again, and if it is still held its holder is the last user;
-		 * otherwise try again (drop_pending fails for good on every
-		 * other reason folio_try_drop has to decline). */
-		if (r == 2 && drop_pending(f) && !folio_try_drop(c, f, false)) {
+		if (r < 2) { /* out of the index: the last reference frees it */
+			folio_put(c, f);
+			return;
+		}
+		if (drop_pending(f)) {
+			/* A reference taken meanwhile makes folio_try_drop
+			 * decline: look again, its holder may be the last user
+			 * now (drop_pending fails for good on every other reason
+			 * folio_try_drop has to decline). */
+			if (folio_try_drop(c, f, false)) {
+				folio_put(c, f);
+				return;
+			}
 			r = atomic_load_explicit(&f->refcount, memory_order_seq_cst);
 			continue;
 		}
-		folio_put(c, f);
-		return;
+		if (__builtin_expect(reclaim_test_before_last_step != NULL, 0))
+			reclaim_test_before_last_step(f);
+		if (!atomic_compare_exchange_strong_explicit(&f->refcount, &r, 1, memory_order_seq_cst,
+							     memory_order_seq_cst))
+			continue;
+		if (!drop_pending(f) || !folio_try_get(f))
+			return;
+		r = atomic_load_explicit(&f->refcount, memory_order_seq_cst);
 	}
 }

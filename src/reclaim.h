@@ -41,5 +41,8 @@ HIDDEN void folio_drop_behind(struct pc_cache *c, struct pc_folio *f);
  * path above this layer lets go with it, so folio_put, below, only counts
  * and frees. */
 HIDDEN void folio_release(struct pc_cache *c, struct pc_folio *f);
+/* Tests only (test_mt_release.c): called by folio_release when it is about
+ * to step a folio down to the index's reference alone, no drop pending. */
+HIDDEN extern void (*reclaim_test_before_last_step)(struct pc_folio *f);
 
 #endif

@@ -2,8 +2,10 @@
  * test_mt_hits.c - cache hits served without locks (read_hit.c, the
  * lockless index walk of radix.c and the per-thread counters of counter.c).
  *
- *   (a) the index alone: a writer thread inserts and removes items of
- *       random sizes in a tree with a node pool while reader threads walk it
+ *   (a) the index alone: a writer thread inserts and removes aligned items
+ *       of 1 to 512 pages (those of 64 or more are held in interior slots,
+ *       and a smaller removal splits them) in a tree with a node pool while
+ *       reader threads walk it
  *       without the lock; every item a reader gets for index i must be one
  *       that covers i (items encode their range), and lookups with no writer
  *       active agree with the locked walk;
@@ -41,7 +43,7 @@ struct item {
 	uint64_t first, n;
 };
 
-#define A_PAGES 4096
+#define A_PAGES (1u << 14) /* a root of shift 12: folios held in slots of the level below it */
 
 struct a_shared {
 	struct rt_root tree;
@@ -74,7 +76,7 @@ static void *a_reader(void *arg)
 
 static void a_writer_round(struct a_shared *s, uint64_t *seed, long *next)
 {
-	uint64_t n = 1ull << (tu_rand(seed) % 7); /* 1..64 pages, aligned */
+	uint64_t n = 1ull << (tu_rand(seed) % 10); /* 1..512 pages, aligned: up to 8 interior slots */
 	uint64_t first = (tu_rand(seed) % (A_PAGES / n)) * n;
 	pthread_rwlock_wrlock(&s->lock);
 	if (tu_rand(seed) % 2) {

@@ -247,6 +247,13 @@ static void test_interior(void)
 	CHECK(rt_find_next(&r, &idx, RT_TAG_DIRTY) == NULL);
 	idx = 130;
 	CHECK(rt_find_next(&r, &idx, -1) == IT(2) && idx == 130);
+	/* Another index inside an interior slot has no tag of its own: a
+	 * leaf would tag that index, which no call of the cache does; here
+	 * it changes nothing (nor clears the first index's). */
+	rt_tag_set(&r, 100, RT_TAG_EDGE);
+	CHECK(!rt_tag_get(&r, 100, RT_TAG_EDGE) && !rt_tag_get(&r, 64, RT_TAG_EDGE));
+	rt_tag_clear(&r, 130, RT_TAG_DIRTY);
+	CHECK(rt_tag_get(&r, 128, RT_TAG_DIRTY) && !rt_tag_get(&r, 130, RT_TAG_DIRTY));
 	rt_tag_clear(&r, 128, RT_TAG_DIRTY);
 	CHECK(!rt_tag_get(&r, 128, RT_TAG_DIRTY));
 	idx = 0;
@@ -283,6 +290,16 @@ static void test_interior(void)
 	check_tree(&r, base);
 	rt_destroy(&r);
 	CHECK(nodes_now() == base);
+
+	/* A file's first folio of 64 pages, at 0: the new root holds it in
+	 * a slot (a leaf root would stay a leaf as the tree grew). */
+	REQUIRE(rt_insert(&r, 0, 64, IT(30)) == 0);
+	CHECK(r.node->shift == 6 && rt_slot_is_item(r.node->slots[0]));
+	CHECK(nodes_now() - base == 1);
+	CHECK(rt_lookup(&r, 0) == IT(30) && rt_lookup(&r, 63) == IT(30) && rt_lookup(&r, 64) == NULL);
+	check_tree(&r, base);
+	rt_remove(&r, 0, 64);
+	CHECK(r.node == NULL && nodes_now() == base);
 
 	/* A 512-index item: 8 slots of one node; an unaligned run: leaf
 	 * slots at both ends, interior slots between. */
