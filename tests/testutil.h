@@ -73,7 +73,11 @@ static inline const char *test_dir(const char *name)
 
 static inline void test_path(char *out, size_t n, const char *dir, const char *file)
 {
-	snprintf(out, n, "%s/%s", dir, file);
+	/* A path that does not fit would name another file: stop there. */
+	if ((size_t)snprintf(out, n, "%s/%s", dir, file) >= n) {
+		fprintf(stderr, "test path too long: %s/%s\n", dir, file);
+		abort();
+	}
 }
 
 /* Remove a test directory and the plain files in it. */

@@ -163,8 +163,9 @@ struct bres {
 	                              run, every path (see interleaved.c) */
 	double value;              /* the figure judged, in `unit` */
 	char unit[16];
-	char target[160];          /* "" if none */
+	char target[480];          /* "" if none */
 	int pass;                  /* -1 none, 0 FAIL, 1 PASS */
+	bool part_unjudged;        /* some of the targets were not evaluated */
 	char note[600];
 	char error[300];
 };
@@ -179,6 +180,10 @@ void res_note(struct bres *r, const char *fmt, ...) __attribute__((format(printf
  * base was not run (--only) or failed: stated, marked not evaluated, the
  * verdict untouched (null in JSON when it is the only target). */
 void res_target_na(struct bres *r, const char *base, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A target stated but not judged, for the reason `why` (the verdict
+ * untouched, as res_target_na). */
+void res_target_unjudged(struct bres *r, const char *why, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* The base result exists and has no error. */
 bool res_base_ok(const struct bres *k);
 /* --only: print once per suite that the legacy workloads ignore it. */

@@ -471,22 +471,40 @@ static void target_32files(const char *workload)
  * O_DIRECT's; throughput at least O_DIRECT's; dirty + writeback never past
  * the dirty limit (pc_config_init's default: 20 % of --mem).
  */
+/*
+ * The tail targets are the issue's for its workload, 4 GiB of 1 MiB writes:
+ * at fewer than 1000 writes the p99.9 is the slowest write, which in a new
+ * cache is the first meeting of the dirty limit (a writer at memory speed
+ * fills it before write-back has ended anything, so before any bandwidth
+ * is known).  Those are stated and shown, not judged.
+ */
+#define TAIL_MIN_WRITES 4096
 static void target_sequential_tail(const char *workload)
 {
 	struct bres *k = res_find("dontcache", workload, "kernel-direct");
 	struct bres *p = res_find("dontcache", workload, "pagecache-dontcache");
 	double limit = (double)bo.mem / 5;
+	char few[96];
 
 	if (!p || p->error[0])
 		return;
-	res_target(p, p->p999_us <= 4 * p->p50_us, "p99.9 <= 4x p50 (%.1fx)", p->p999_us / p->p50_us);
+	bool judge_tail = p->writes >= TAIL_MIN_WRITES;
+	snprintf(few, sizeof(few), "%.0f writes, the target's workload is %d (--seq-total 4G)", p->writes,
+		 TAIL_MIN_WRITES);
+	if (judge_tail)
+		res_target(p, p->p999_us <= 4 * p->p50_us, "p99.9 <= 4x p50 (%.1fx)", p->p999_us / p->p50_us);
+	else
+		res_target_unjudged(p, few, "p99.9 <= 4x p50 (%.1fx)", p->p999_us / p->p50_us);
 	res_target(p, p->peak_dirty_bytes <= limit, "peak dirty <= dirty limit (%s)", bu_human((uint64_t)limit));
 	if (!res_base_ok(k)) {
 		res_target_na(p, "kernel-direct", ">= kernel-direct MiB/s; p99.9 < kernel-direct's");
 		return;
 	}
 	res_target(p, p->mib_s >= k->mib_s, ">= kernel-direct MiB/s (%.1f)", k->mib_s);
-	res_target(p, p->p999_us < k->p999_us, "p99.9 < kernel-direct's (%.0f us)", k->p999_us);
+	if (judge_tail)
+		res_target(p, p->p999_us < k->p999_us, "p99.9 < kernel-direct's (%.0f us)", k->p999_us);
+	else
+		res_target_unjudged(p, few, "p99.9 < kernel-direct's (%.0f us)", k->p999_us);
 }
 
 static void target_ratio(const char *workload, const char *path, double min)

@@ -68,19 +68,38 @@ void res_target(struct bres *r, bool ok, const char *fmt, ...)
 	r->pass = (r->pass != 0) && ok;
 }
 
+/* Append the stated target (fmt, ap) marked not evaluated for `why`. */
+static void append_unjudged(struct bres *r, const char *why, const char *fmt, va_list ap)
+{
+	char mark[200];
+
+	vappend(r->target, sizeof(r->target), "; ", fmt, ap);
+	snprintf(mark, sizeof(mark), " [not evaluated: %s]", why);
+	if (strlen(r->target) + strlen(mark) < sizeof(r->target))
+		strcat(r->target, mark);
+	r->part_unjudged = true;
+}
+
 void res_target_na(struct bres *r, const char *base, const char *fmt, ...)
 {
 	va_list ap;
 	char why[80];
+	struct bpath bp = { .name = base };
+
+	snprintf(why, sizeof(why), "%s %s", base,
+		 path_selected(&bp) ? "failed or not measured" : "not selected by --only");
+	va_start(ap, fmt);
+	append_unjudged(r, why, fmt, ap);
+	va_end(ap);
+}
+
+void res_target_unjudged(struct bres *r, const char *why, const char *fmt, ...)
+{
+	va_list ap;
 
 	va_start(ap, fmt);
-	vappend(r->target, sizeof(r->target), "; ", fmt, ap);
+	append_unjudged(r, why, fmt, ap);
 	va_end(ap);
-	struct bpath bp = { .name = base };
-	snprintf(why, sizeof(why), " [not evaluated: %s %s]", base,
-		 path_selected(&bp) ? "failed or not measured" : "not selected by --only");
-	if (strlen(r->target) + strlen(why) < sizeof(r->target))
-		strcat(r->target, why);
 }
 
 bool res_base_ok(const struct bres *k)
@@ -182,7 +201,7 @@ static void print_result_row(const struct bres *r)
 		snprintf(ratio, sizeof(ratio), "-");
 	printf("  %-26s %9s %10s %7s %7s %7s %8s %6s %8s %-20s %s%s%s\n", r->path, mib, ops, p50, p99, p999,
 	       dirty, rpw, cached, ratio, r->target, r->pass < 0 ? "" : " ",
-	       r->pass < 0 ? "" : r->pass ? "PASS" : "FAIL");
+	       r->pass < 0 ? "" : !r->pass ? "FAIL" : r->part_unjudged ? "PASS (what was evaluated)" : "PASS");
 }
 
 void report_workload(const char *suite, const char *workload)
