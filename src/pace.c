@@ -237,6 +237,19 @@ static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy
 }
 
 /*
+ * The first figure waits for a write-back window's worth of bytes to have
+ * ended (the flusher keeps about an eighth of the dirty limit in flight,
+ * writeback.c): the device ends the first requests together, and a figure
+ * taken after the first of them ended was a sixth of the device's (one
+ * request's bytes over the whole bunch's time), which paced the first
+ * writes at 3 ms where the others take 0.5.
+ */
+static bool learnt_enough(const struct pc_cache *c, uint64_t done)
+{
+	return done - c->pace_learn_done >= c->cfg.dirty_limit_bytes / 8;
+}
+
+/*
  * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
  * last figures): the write-back bandwidth and the paced writers' dirtying
  * rate since the last sample, and the ratelimit corrected by them.  Called
@@ -260,8 +273,8 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 			c->pace_learn_busy = busy;
 		}
 		window_start(c, now, done, dirtied, busy);
-	} else if (pace_sample_due(dt, samples, done > c->pace_done) &&
-		   busy - c->pace_busy >= PACE_MIN_BUSY_NS) {
+	} else if (pace_sample_due(dt, samples, done > c->pace_done) && busy - c->pace_busy >= PACE_MIN_BUSY_NS &&
+		   (samples >= PACE_LEARN_SAMPLES || learnt_enough(c, done))) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);

@@ -30,9 +30,10 @@
  *      flight to the completion that leaves none; idle time not counted
  *   i  learning (the first 8 samples): each figure is over all the
  *      write-back since the first window, not the mean of windows (a
- *      short window holds a bunch of completions or none), and a window
- *      with freerun in it does not lower it; writers are paced no slower
- *      than their share meanwhile; then (f) and (g)
+ *      short window holds a bunch of completions or none), the first only
+ *      once a write-back window's worth has ended, and a window with
+ *      freerun in it does not lower it; writers are paced no slower than
+ *      their share meanwhile; then (f) and (g)
  */
 #include "testutil.h"
 
@@ -292,6 +293,18 @@ static void test_learning(void)
 	CHECK(pace_learning_position(c, PACE_MIN_POS) == PACE_ONE);
 	CHECK(pace_learning_position(c, 2 * PACE_ONE) == 2 * PACE_ONE);
 	pace_sample(c, t, PACE_ONE); /* opens the first window */
+	/* Less than a write-back window's worth ended (an eighth of the dirty
+	 * limit, 1.6 MiB here): the first request of a bunch, no figure yet. */
+	run_window_busy(c, &t, PACE_ONE, 1 * MiB, 0, 1 * MiB, PACE_ONE, 5 * 1000000ull);
+	CHECK(atomic_load(&c->pace_bw) == 0 && atomic_load(&c->pace_samples) == 0);
+	/* The rest of the bunch: the figure counts all of it, 10 MiB over
+	 * 10 ms. */
+	run_window_busy(c, &t, PACE_ONE, 9 * MiB, 0, 9 * MiB, PACE_ONE, 5 * 1000000ull);
+	CHECK(atomic_load(&c->pace_bw) == 1000 * MiB);
+	CHECK(pc_cache_destroy(c) == 0);
+	c = new_idle_cache();
+	t = 1000000000ull;
+	pace_sample(c, t, PACE_ONE);
 	/* 10 MiB in 10 ms of busy device, then 10 MiB in 40 ms: 20 MiB in
 	 * 50 ms, 400 MiB/s (the mean of the two windows' figures, 1000 and
 	 * 250, would be 625). */
