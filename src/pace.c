@@ -265,6 +265,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	uint64_t dirtied = atomic_load_explicit(&c->dirtied_bytes, memory_order_relaxed);
 	uint64_t dt = now - c->pace_stamp_ns;
 	unsigned samples = atomic_load_explicit(&c->pace_samples, memory_order_relaxed);
+	bool learning = samples < PACE_LEARN_SAMPLES;
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
@@ -274,13 +275,13 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		}
 		window_start(c, now, done, dirtied, busy);
 	} else if (pace_sample_due(dt, samples, done > c->pace_done) && busy - c->pace_busy >= PACE_MIN_BUSY_NS &&
-		   (samples >= PACE_LEARN_SAMPLES || learnt_enough(c, done))) {
+		   (!learning || learnt_enough(c, done))) {
 		uint64_t bw_now = (uint64_t)((long double)(done - c->pace_done) * NS_PER_S / (busy - c->pace_busy));
 		uint64_t dirty_rate = (uint64_t)((long double)(dirtied - c->pace_dirtied) * NS_PER_S / dt);
 		bool freerun = atomic_exchange_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);
 		uint64_t last = atomic_load_explicit(&c->pace_bw, memory_order_relaxed);
-		uint64_t bw = samples < PACE_LEARN_SAMPLES ? learn_bandwidth(c, done, busy, last, freerun)
-							   : pace_next_bandwidth(last, bw_now, freerun);
+		uint64_t bw = learning ? learn_bandwidth(c, done, busy, last, freerun)
+				       : pace_next_bandwidth(last, bw_now, freerun);
 		/* The first ratelimit is the whole bandwidth (one writer's); a
 		 * start from nothing would take many samples to grow. */
 		uint64_t rl = atomic_load_explicit(&c->pace_ratelimit, memory_order_relaxed);
@@ -288,7 +289,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		atomic_store_explicit(&c->pace_bw, bw, memory_order_relaxed);
 		atomic_store_explicit(&c->pace_ratelimit, rl, memory_order_relaxed);
 		window_start(c, now, done, dirtied, busy);
-		if (samples < PACE_LEARN_SAMPLES)
+		if (learning)
 			atomic_store_explicit(&c->pace_samples, samples + 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&c->pace_lock);

@@ -353,7 +353,7 @@ static int grow(struct rt_root *r, uint64_t last)
 	return 0;
 }
 
-/* Empty slot `off` of n and its tags (an item or a leaf slot). */
+/* Empty slot `off` of interior node n, an item's, and its tags. */
 static void clear_slot(struct rt_node *n, unsigned off)
 {
 	SET_SLOT(n, off, NULL);
@@ -421,6 +421,7 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 			continue;
 		}
 		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
+		uint64_t mask = (cnt == 64 ? ~(uint64_t)0 : (((uint64_t)1 << cnt) - 1)) << off;
 		for (unsigned i = off; i < off + cnt; i++) {
 			p = n->slots[i];
 			if (!p) {
@@ -430,8 +431,12 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 			if (p != prev)
 				runs++;
 			prev = p;
-			clear_slot(n, i);
+			SET_SLOT(n, i, NULL);
+			n->count--;
 		}
+		/* The leaf's tags in one step per tag, not one per slot. */
+		for (int t = 0; t < RT_NTAGS; t++)
+			tag_clear_up(n, mask, t);
 		if (n->count == 0)
 			delete_empty(r, n);
 		cur += cnt;
