@@ -359,6 +359,16 @@ ssize_t pc_pwritev(struct pc_file *h, const struct iovec *iov, int iovcnt, off_t
 /* The largest read pc_pread tries as a hit first: one largest folio. */
 #define HIT_MAX_LEN ((size_t)PC_PAGE_SIZE << PC_MAX_ORDER)
 
+/* pc_pread when it is not a hit.  Out of line, and reached by a tail call:
+ * the iovec it builds on the stack, and the call, are then no part of the
+ * hit's own code (read_hit.h says why that matters). */
+__attribute__((noinline)) static ssize_t pc_pread_full(struct pc_file *h, void *buf, size_t len, off_t off,
+						       int flags)
+{
+	struct iovec v = { buf, len };
+	return pc_preadv(h, &v, 1, off, flags);
+}
+
 ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 {
 	/*
@@ -381,8 +391,7 @@ ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 		if (r > 0)
 			return r;
 	}
-	struct iovec v = { buf, len };
-	return pc_preadv(h, &v, 1, off, flags);
+	return pc_pread_full(h, buf, len, off, flags);
 }
 
 ssize_t pc_pwrite(struct pc_file *h, const void *buf, size_t len, off_t off, int flags)

@@ -49,7 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static _Atomic unsigned process_generation;
+HIDDEN _Atomic unsigned process_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void forget_exit_caches_in_child(void);
@@ -72,11 +72,6 @@ void process_claim(struct pc_cache *c)
 	pthread_once(&atfork_once, register_atfork);
 	counter_init(); /* here, not at a first count that could follow a fork */
 	c->owner_generation = atomic_load_explicit(&process_generation, memory_order_relaxed);
-}
-
-bool cache_inherited(const struct pc_cache *c)
-{
-	return c->owner_generation != atomic_load_explicit(&process_generation, memory_order_relaxed);
 }
 
 static void free_handle_list(struct pc_file *h, bool closed_list)

@@ -64,8 +64,8 @@
  *     loaded: a pointer loaded while the count stayed even was in the tree,
  *     so it points at a live node (or an item the tree held).  Tag changes
  *     do not move the count: lockless readers do not look at tags.
- *   - Atomic words.  Everything a lockless reader loads (the root, a node's
- *     shift and slots) is stored with relaxed atomic stores, so a reader
+ *   - Atomic words.  Everything a lockless reader loads (the root and its
+ *     shift, kept in the rt_root beside it, and the slots) is stored with relaxed atomic stores, so a reader
  *     racing with a writer reads an old or a new value, never a torn one.
  *   The walk itself, rt_lookup_lockless, is inline in radix.h (a cache
  *   hit inlines it into pc_pread, see read_hit.h).
@@ -87,9 +87,14 @@ HIDDEN _Atomic long rt_test_alloc_budget = -1;
 
 #define RT_MAX_SHIFT 60 /* 11 levels: 2^66 > 2^64 indices */
 
-/* Stores of what lockless readers load (see "Lockless lookups"). */
+/* Stores of what lockless readers load (see "Lockless lookups"); the root
+ * and its shift change together, while the count is odd. */
 #define SET_SLOT(n, i, v) __atomic_store_n(&(n)->slots[i], (v), __ATOMIC_RELAXED)
-#define SET_ROOT(r, v) __atomic_store_n(&(r)->node, (v), __ATOMIC_RELAXED)
+static void set_root(struct rt_root *r, struct rt_node *n)
+{
+	__atomic_store_n(&r->node, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->shift, n ? n->shift : 0, __ATOMIC_RELAXED);
+}
 
 static struct rt_node *spare_take(struct rt_pool *p)
 {
@@ -186,6 +191,7 @@ static void shape_change_end(struct rt_root *r)
 void rt_init(struct rt_root *r, struct rt_pool *pool)
 {
 	r->node = NULL;
+	r->shift = 0;
 	r->nr_heads = 0;
 	atomic_init(&r->seq, 0);
 	r->pool = pool;
@@ -231,7 +237,7 @@ void rt_destroy(struct rt_root *r)
 	shape_change_begin(r);
 	if (r->node)
 		free_subtree(r, r->node);
-	SET_ROOT(r, NULL);
+	set_root(r, NULL);
 	r->nr_heads = 0;
 	shape_change_end(r);
 }
@@ -312,7 +318,7 @@ static void delete_empty(struct rt_root *r, struct rt_node *n)
 			for (int t = 0; t < RT_NTAGS; t++)
 				tag_clear_up(p, bit, t); /* no-op: an empty child has no tags */
 		} else {
-			SET_ROOT(r, NULL);
+			set_root(r, NULL);
 		}
 		node_free(r, n);
 		n = p;
@@ -328,7 +334,7 @@ static void shrink(struct rt_root *r)
 		struct rt_node *child = n->slots[0];
 		child->parent = NULL;
 		child->offset = 0;
-		SET_ROOT(r, child);
+		set_root(r, child);
 		node_free(r, n);
 		n = child;
 	}
@@ -348,7 +354,7 @@ static int grow(struct rt_root *r, uint64_t last)
 			n->tags[t] = old->tags[t] ? 1 : 0;
 		old->parent = n;
 		old->offset = 0;
-		SET_ROOT(r, n);
+		set_root(r, n);
 	}
 	return 0;
 }
@@ -472,7 +478,7 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 		struct rt_node *root = node_alloc(r, shift, NULL, 0);
 		if (!root)
 			return -ENOMEM;
-		SET_ROOT(r, root);
+		set_root(r, root);
 	} else {
 		if (!rt_range_empty(r, index, nr))
 			return -EEXIST;

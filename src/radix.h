@@ -38,6 +38,11 @@ struct rt_root {
 	struct rt_node *node;
 	uint64_t nr_heads;    /* folios in the tree */
 	_Atomic uint32_t seq; /* odd while the tree's shape changes */
+	/* node->shift, kept beside the pointer (set with it, see SET_ROOT):
+	 * a lockless walk reads both at once instead of the pointer and then
+	 * the node's first line for the shift, one dependent load less on
+	 * the way to the folio's bytes (read_hit.h). */
+	uint8_t shift;
 	struct rt_pool *pool; /* NULL: nodes are malloc'd and freed */
 };
 
@@ -97,21 +102,21 @@ static inline void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32
 	if (seq & 1)
 		return RT_RETRY;
 	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
-	/* Whatever was loaded since the last check may be stale: check
-	 * before it is followed (or returned). */
+	/* Whatever was loaded since the last check (the root and its shift
+	 * too) may be stale: check before it is followed (or returned). */
 	if (!rt_unchanged_since(r, seq))
 		return RT_RETRY;
 	if (!n)
 		return NULL;
-	unsigned shift = __atomic_load_n(&n->shift, __ATOMIC_RELAXED);
+	unsigned shift = __atomic_load_n(&r->shift, __ATOMIC_RELAXED);
 	if (index > rt_maxindex(shift))
 		return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
-	/* Only the root's shift is read: a node followed while the count
-	 * stayed unchanged is the child it was in the tree then, whose shift
-	 * is its parent's less RT_SHIFT.  So each level costs one load (the
-	 * slot) where it cost two dependent ones (the node's first line for
-	 * the shift, then the slot's line), which a hit on a cold leaf paid
-	 * in cache misses. */
+	/* No node's shift is read: a node followed while the count stayed
+	 * unchanged is the child it was in the tree then, whose shift is its
+	 * parent's less RT_SHIFT, and the root's is in r.  So each level
+	 * costs one load (the slot) where it cost two dependent ones (the
+	 * node's first line for the shift, then the slot's line), which a hit
+	 * on a cold leaf paid in cache misses. */
 	for (;;) {
 		void *p = __atomic_load_n(&n->slots[rt_offset(index, shift)], __ATOMIC_RELAXED);
 		if (!rt_unchanged_since(r, seq))

@@ -74,6 +74,8 @@ static void check_tree(struct rt_root *r, long nodes_before)
 	inv_errors = 0;
 	long nodes = 0;
 	struct rt_node *n = r->node;
+	/* The root's shift is kept beside it for lockless walks. */
+	INV(r->shift == (n ? n->shift : 0));
 	if (n) {
 		INV(n->parent == NULL);
 		/* would have shrunk (an item held in slot 0 keeps the height) */

@@ -180,13 +180,36 @@ static struct pc_file *pc_open_warm(struct row *r, struct pc_cache *c, const cha
 
 /* Threads reading random 4 KiB pieces of a warm file for bo.seconds (a, h):
  * through the kernel, pagecache, a span, or plain memory. */
-enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN };
+enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN, HIT_LOOKUP };
+
+/*
+ * HIT_LOOKUP: the bare memcpy again, but with its source found the way any
+ * cache must find a cached piece before it can copy it: through memory,
+ * here the dependent loads a hit on pagecache's index of a file of 256 KiB
+ * folios makes (handle -> file -> root node [-> interior node, in a file
+ * over 16 MiB] -> the 256 KiB piece), and nothing else: no check, no
+ * count, no call.  Where the memcpy line computes its source from the
+ * offset alone, this one shows what the lookup by itself costs on this
+ * machine: a reference between the bare copy and a hit, not a target.
+ */
+#define LK_PIECE_SHIFT 18 /* 256 KiB pieces */
+struct lk_node {
+	const void *slot[64];
+};
+struct lk_file {
+	const struct lk_node *root;
+	bool two_levels; /* root -> interior nodes -> pieces, else root -> pieces */
+};
+struct lk_handle {
+	const struct lk_file *file;
+};
 
 struct hit_arg {
 	enum hit_kind kind;
 	int fd;
 	struct pc_file *f;
 	const char *mem;       /* HIT_MEMCPY: the buffer */
+	const struct lk_handle *lk; /* HIT_LOOKUP: the way to mem's pieces */
 	uint64_t npages;
 	uint64_t deadline;
 	unsigned seed;
@@ -216,6 +239,20 @@ static int hit_one(struct hit_arg *a, char *buf, off_t off)
 		/* Keep the copy from being optimised away. */
 		__asm__ volatile("" : : "r"(buf) : "memory");
 		return 0;
+	case HIT_LOOKUP: {
+		uint64_t piece = (uint64_t)off >> LK_PIECE_SHIFT;
+		const struct lk_file *file = a->lk->file;
+		const struct lk_node *n = file->root;
+		if (file->two_levels)
+			n = n->slot[(piece >> 6) & 63];
+		const char *src = n->slot[piece & 63];
+
+		memcpy(buf, src + (off & ((1 << LK_PIECE_SHIFT) - 1)), 4096);
+		/* As above; the clobber also makes every iteration load the
+		 * way again. */
+		__asm__ volatile("" : : "r"(buf) : "memory");
+		return 0;
+	}
 	}
 	return -1;
 }
@@ -285,6 +322,66 @@ static double hit_run(const struct hit_arg *proto, int nthreads)
 		return NAN;
 	}
 	return (double)ops / secs;
+}
+
+/* hit_run of the kernel's pread, adding to *read_bytes what the process
+ * read from the device meanwhile (there should be nothing). */
+static double kernel_hit_run(const struct hit_arg *proto, int nthreads, int64_t *read_bytes)
+{
+	int64_t r0 = bu_proc_read_bytes();
+	double ops = hit_run(proto, nthreads);
+	int64_t r1 = bu_proc_read_bytes();
+
+	if (r0 >= 0 && r1 > r0)
+		*read_bytes += r1 - r0;
+	return ops;
+}
+
+/* The way to mem's 256 KiB pieces for HIT_LOOKUP, laid out like
+ * pagecache's index of a file of 256 KiB folios (NULL if fsize is over
+ * the 1 GiB it covers); lk_free frees it. */
+static struct lk_handle *lk_build(const char *mem, uint64_t fsize)
+{
+	uint64_t pieces = fsize >> LK_PIECE_SHIFT;
+
+	if (pieces > 64 * 64)
+		return NULL;
+	struct lk_handle *h = calloc(1, sizeof(*h));
+	struct lk_file *f = calloc(1, sizeof(*f));
+	struct lk_node *root = calloc(1, sizeof(*root));
+	if (!h || !f || !root)
+		bu_die("calloc:");
+	f->root = root;
+	h->file = f;
+	f->two_levels = pieces > 64;
+	if (!f->two_levels) {
+		for (uint64_t i = 0; i < pieces; i++)
+			root->slot[i] = mem + (i << LK_PIECE_SHIFT);
+		return h;
+	}
+	for (uint64_t i = 0; i < pieces; i++) {
+		struct lk_node *inner = (struct lk_node *)root->slot[i >> 6];
+		if (!inner) {
+			inner = calloc(1, sizeof(*inner));
+			if (!inner)
+				bu_die("calloc:");
+			root->slot[i >> 6] = inner;
+		}
+		inner->slot[i & 63] = mem + (i << LK_PIECE_SHIFT);
+	}
+	return h;
+}
+
+static void lk_free(struct lk_handle *h)
+{
+	if (!h)
+		return;
+	struct lk_node *root = (struct lk_node *)h->file->root;
+	for (int i = 0; h->file->two_levels && i < 64; i++)
+		free((void *)root->slot[i]);
+	free(root);
+	free((void *)h->file);
+	free(h);
 }
 
 /* ---------------------------------------------------------------- a */
@@ -562,7 +659,7 @@ static struct row *hit_row(const char *what, uint64_t fsize, const char *target,
 {
 	static char names[16][80];
 	static int next;
-	char *name = names[next++ % 16];
+	char *name = names[next++ % 16]; /* 8 rows for each of 2 sizes */
 
 	/* bench_hits runs for two file sizes: the size is in the name */
 	snprintf(name, sizeof(names[0]), "h. 4 KiB %s, %s file", what, bu_human(fsize));
@@ -618,8 +715,13 @@ static void bench_hits(const char *path, uint64_t fsize)
 	 * a hit does more than copy, and that part scales further (2.2-2.6x
 	 * where the bare copy scaled 1.7x). */
 	struct row *rm2 = hit_row("memcpy, 2 threads (vs memcpy 1 thread)", fsize, NULL, 0);
+	/* No targets: what the memory allows against the kernel (the most
+	 * the 1-thread hit could reach), and what finding the source through
+	 * memory costs the bare copy by itself (HIT_LOOKUP). */
+	struct row *rmk = hit_row("memcpy, 1 thread (vs kernel)", fsize, NULL, 0);
+	struct row *rl = hit_row("memcpy behind a lookup (vs memcpy)", fsize, NULL, 0);
 	struct hit_arg mc = { .npages = fsize / 4096, .kind = HIT_MEMCPY };
-	struct hit_arg kp = mc, pp = mc, sp = mc;
+	struct hit_arg kp = mc, pp = mc, sp = mc, lp = mc;
 
 	rm->base = "memcpy";
 	r2->base = "pagecache-buffered-1-thread";
@@ -629,8 +731,12 @@ static void bench_hits(const char *path, uint64_t fsize)
 	rk2->pc_path = "pagecache-buffered-2-threads";
 	rm2->base = "memcpy";
 	rm2->pc_path = "memcpy-2-threads";
+	rmk->pc_path = "memcpy";
+	rl->base = "memcpy";
+	rl->pc_path = "memcpy-behind-lookup";
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
-	double m1[HIT_ROUNDS], m2[HIT_ROUNDS], k1[HIT_ROUNDS], k2[HIT_ROUNDS], p1[HIT_ROUNDS], p2[HIT_ROUNDS], s1[HIT_ROUNDS];
+	double m1[HIT_ROUNDS], m2[HIT_ROUNDS], k1[HIT_ROUNDS], k2[HIT_ROUNDS], p1[HIT_ROUNDS], p2[HIT_ROUNDS], s1[HIT_ROUNDS],
+		l1[HIT_ROUNDS];
 	/* a cache of twice the file at least: every read a hit */
 	uint64_t cmem = 2 * fsize > 512 * BU_MiB ? 2 * fsize : 512 * BU_MiB;
 	int64_t kr = 0;
@@ -646,6 +752,10 @@ static void bench_hits(const char *path, uint64_t fsize)
 	madvise(mem, fsize, MADV_HUGEPAGE);
 	memset(mem, 0x5a, fsize);
 	mc.mem = mem;
+	lp.kind = HIT_LOOKUP;
+	lp.lk = lk_build(mem, fsize);
+	if (!lp.lk)
+		bu_die("pcbench: a %s file is over what the lookup line covers", bu_human(fsize));
 
 	kp.kind = HIT_KERNEL;
 	kp.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -674,22 +784,19 @@ static void bench_hits(const char *path, uint64_t fsize)
 	/* Each timed run lasts --seconds / HIT_ROUNDS. */
 	bo.seconds = secs / HIT_ROUNDS;
 	pc_cache_stats(c, &st0);
-	/* Each round runs kernel 2 threads, kernel 1, memcpy 2, memcpy 1,
-	 * pagecache 1, pagecache 2, span.  The pairs of the tightest targets
-	 * follow each other (pagecache 1 vs memcpy 1, pagecache 2 vs 1), as
-	 * do memcpy 2 vs 1; pagecache 1 vs kernel 1 (target 2.5x) has two
-	 * runs between them, span vs kernel 1 (10x) and pagecache 2 vs
-	 * kernel 2 (no target) four: all in the same round. */
+	/* Each round runs kernel 2 threads, memcpy 2, memcpy behind the
+	 * lookup, memcpy 1, pagecache 1, kernel 1, pagecache 2, span.  Every
+	 * pair a ratio compares follows each other (pagecache 1 vs memcpy 1
+	 * and vs kernel 1, lookup vs memcpy 1) or has one run between them
+	 * (pagecache 2 vs 1, memcpy 2 vs 1, span vs kernel 1), pagecache 2
+	 * vs kernel 2 (no target) five: all in the same round. */
 	for (int i = 0; i < HIT_ROUNDS; i++) {
-		int64_t r0 = bu_proc_read_bytes();
-		k2[i] = hit_run(&kp, 2);
-		k1[i] = hit_run(&kp, 1);
-		int64_t r1 = bu_proc_read_bytes();
-		if (r0 >= 0 && r1 > r0)
-			kr += r1 - r0;
+		k2[i] = kernel_hit_run(&kp, 2, &kr);
 		m2[i] = hit_run(&mc, 2);
+		l1[i] = hit_run(&lp, 1);
 		m1[i] = hit_run(&mc, 1);
 		p1[i] = hit_run(&pp, 1);
+		k1[i] = kernel_hit_run(&kp, 1, &kr);
 		p2[i] = hit_run(&pp, 2);
 		s1[i] = hit_run(&sp, 1);
 		if (isnan(p1[i]) || isnan(p2[i]) || isnan(s1[i])) {
@@ -712,6 +819,12 @@ static void bench_hits(const char *path, uint64_t fsize)
 	rs->ratio = median_ratio(s1, k1, HIT_ROUNDS);
 	rk2->ratio = median_ratio(p2, k2, HIT_ROUNDS);
 	rm2->ratio = median_ratio(m2, m1, HIT_ROUNDS);
+	rmk->ratio = median_ratio(m1, k1, HIT_ROUNDS);
+	rl->ratio = median_ratio(l1, m1, HIT_ROUNDS);
+	rmk->kernel = median(k1, HIT_ROUNDS);
+	rmk->pc = median(m1, HIT_ROUNDS);
+	rl->kernel = median(m1, HIT_ROUNDS);
+	rl->pc = median(l1, HIT_ROUNDS);
 	rm2->kernel = median(m1, HIT_ROUNDS);
 	rm2->pc = median(m2, HIT_ROUNDS);
 	rk->kernel = median(k1, HIT_ROUNDS);
@@ -731,7 +844,8 @@ static void bench_hits(const char *path, uint64_t fsize)
 	size_t l = strlen(rk->note);
 	snprintf(rk->note + l, sizeof(rk->note) - l,
 		 "%sfile %s, cache %s (PC_CFG_LAZY_MEMORY; at least twice the file, all hits); medians of %d "
-		 "interleaved rounds (kernel 2 and 1 threads, memcpy 2 and 1, pagecache 1 and 2 threads, span) of "
+		 "interleaved rounds (kernel 2 threads, memcpy 2 threads, memcpy behind a lookup, memcpy, pagecache, "
+		 "kernel, pagecache 2 threads, span) of "
 		 "%.2f s each; ratios: medians of the rounds' own ratios",
 		 l ? "; " : "", bu_human(fsize), bu_human(cmem), HIT_ROUNDS, secs / HIT_ROUNDS);
 	snprintf(rm->note, sizeof(rm->note), "\"kernel\" column: the bare memcpy of the same pattern; pagecache "
@@ -743,10 +857,17 @@ static void bench_hits(const char *path, uint64_t fsize)
 		 "comparison with the 2-thread row");
 	snprintf(rk2->note, sizeof(rk2->note), "no target; pagecache column: the same measurement as the "
 		 "2-thread row's");
+	snprintf(rmk->note, sizeof(rmk->note), "no target; the bare memcpy against the kernel's pread, both "
+		 "the measurements of the rows above: the most a 1-thread hit could reach on this machine");
+	snprintf(rl->note, sizeof(rl->note), "no target; the bare memcpy with its source found through %d "
+		 "dependent loads (handle, file, root%s: what a hit on a file of 256 KiB folios loads), no check, "
+		 "no count, no call: what finding the data costs the copy by itself", lp.lk->file->two_levels ? 4 : 3,
+		 lp.lk->file->two_levels ? ", interior node" : "");
 out:
 	bo.seconds = secs;
 	finish_cache(rk, c, pp.f);
 	close(kp.fd);
+	lk_free((struct lk_handle *)lp.lk);
 	munmap(mem, fsize);
 	free(buf);
 }
