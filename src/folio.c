@@ -83,7 +83,10 @@ void folio_put(struct pc_cache *c, struct pc_folio *f)
 	/* Last reference: the folio is out of the index and off the LRU. */
 	bs_free(f);
 	f->mapping = NULL;
-	/* Before the memory can be reused: see PF_GEN_SHIFT. */
+	/* Before the memory can be reused: see PF_GEN_SHIFT.  The count of
+	 * frees first: a hit that sees the new generation (an acquire load)
+	 * then sees the count that includes this free (read_hit.h). */
+	atomic_fetch_add_explicit(&c->folio_frees, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&f->flags, PF_GEN_ONE, memory_order_release);
 	atomic_fetch_sub_explicit(&c->st_folios, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->st_cached, folio_size(f), memory_order_relaxed);

@@ -43,8 +43,9 @@ enum {
 
 /* The flags word's bits from PF_GEN_SHIFT up count the times the folio was
  * freed, so that a lockless reader can tell that the memory it copied from
- * was not freed (and perhaps reused) meanwhile (read_hit.h).  A reset of
- * the flags (folio_reset_flags) keeps it. */
+ * was not freed (and perhaps reused) meanwhile (read_hit.h; 15 bits, so
+ * the reader also checks the cache's count of frees, cache->folio_frees,
+ * for a wrap).  A reset of the flags (folio_reset_flags) keeps it. */
 #define PF_GEN_SHIFT 17
 #define PF_GEN_ONE (1u << PF_GEN_SHIFT)
 #define PF_GEN_MASK (~0u << PF_GEN_SHIFT)

@@ -49,14 +49,14 @@
 #include <string.h>
 #include <unistd.h>
 
-HIDDEN _Atomic unsigned process_generation;
+HIDDEN _Atomic unsigned pc_process_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void forget_exit_caches_in_child(void);
 
 static void on_fork_child(void)
 {
-	atomic_fetch_add_explicit(&process_generation, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pc_process_generation, 1, memory_order_relaxed);
 	forget_exit_caches_in_child();
 	arena_forget_parent_caches();
 	counter_fork_child();
@@ -71,7 +71,7 @@ void process_claim(struct pc_cache *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	counter_init(); /* here, not at a first count that could follow a fork */
-	c->owner_generation = atomic_load_explicit(&process_generation, memory_order_relaxed);
+	c->owner_generation = atomic_load_explicit(&pc_process_generation, memory_order_relaxed);
 }
 
 static void free_handle_list(struct pc_file *h, bool closed_list)

@@ -12,12 +12,12 @@
 /* Record that the calling process owns c (pc_cache_new). */
 HIDDEN void process_claim(struct pc_cache *c);
 /* Which process this is: changed in the child at every fork (process.c). */
-HIDDEN extern _Atomic unsigned process_generation;
+HIDDEN extern _Atomic unsigned pc_process_generation;
 /* Is c a copy inherited through fork() (this process does not own it)?
  * Inline: every cache hit asks (api.c, pc_pread). */
 static inline bool cache_inherited(const struct pc_cache *c)
 {
-	return c->owner_generation != atomic_load_explicit(&process_generation, memory_order_relaxed);
+	return c->owner_generation != atomic_load_explicit(&pc_process_generation, memory_order_relaxed);
 }
 /* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
 HIDDEN void cache_free_inherited(struct pc_cache *c);

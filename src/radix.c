@@ -65,8 +65,9 @@
  *     so it points at a live node (or an item the tree held).  Tag changes
  *     do not move the count: lockless readers do not look at tags.
  *   - Atomic words.  Everything a lockless reader loads (the root and its
- *     shift, kept in the rt_root beside it, and the slots) is stored with relaxed atomic stores, so a reader
- *     racing with a writer reads an old or a new value, never a torn one.
+ *     shift, kept in the rt_root beside it, and the slots) is stored
+ *     with relaxed atomic stores, so a reader racing with a writer reads
+ *     an old or a new value, never a torn one.
  *   The walk itself, rt_lookup_lockless, is inline in radix.h (a cache
  *   hit inlines it into pc_pread, see read_hit.h).
  */

@@ -34,15 +34,17 @@ struct rt_pool {
 	struct rt_node *spare; /* linked through ->parent */
 };
 
+/* What a lockless walk reads first (node, seq, shift) is in the first 16
+ * bytes, which one cache line always holds. */
 struct rt_root {
-	struct rt_node *node;
-	uint64_t nr_heads;    /* folios in the tree */
+	_Alignas(16) struct rt_node *node;
 	_Atomic uint32_t seq; /* odd while the tree's shape changes */
-	/* node->shift, kept beside the pointer (set with it, see SET_ROOT):
-	 * a lockless walk reads both at once instead of the pointer and then
-	 * the node's first line for the shift, one dependent load less on
-	 * the way to the folio's bytes (read_hit.h). */
+	/* node->shift, kept beside the pointer (set with it, radix.c's
+	 * set_root): a lockless walk reads both at once instead of the
+	 * pointer and then the node's first line for the shift, one
+	 * dependent load less on the way to the folio's bytes (read_hit.h). */
 	uint8_t shift;
+	uint64_t nr_heads;    /* folios in the tree */
 	struct rt_pool *pool; /* NULL: nodes are malloc'd and freed */
 };
 
@@ -102,13 +104,13 @@ static inline void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32
 	if (seq & 1)
 		return RT_RETRY;
 	struct rt_node *n = __atomic_load_n(&r->node, __ATOMIC_RELAXED);
+	unsigned shift = __atomic_load_n(&r->shift, __ATOMIC_RELAXED);
 	/* Whatever was loaded since the last check (the root and its shift
 	 * too) may be stale: check before it is followed (or returned). */
 	if (!rt_unchanged_since(r, seq))
 		return RT_RETRY;
 	if (!n)
 		return NULL;
-	unsigned shift = __atomic_load_n(&r->shift, __ATOMIC_RELAXED);
 	if (index > rt_maxindex(shift))
 		return rt_unchanged_since(r, seq) ? NULL : RT_RETRY;
 	/* No node's shift is read: a node followed while the count stayed

@@ -90,20 +90,45 @@ static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapp
 #define OPTIMISTIC_COPY (!PC_TSAN)
 
 /*
- * The hit's copy.  On x86-64 it is `rep movsb`, inline: the instruction
- * the kernel's copy_to_user uses for its pread on CPUs with fast string
- * moves (ERMS, FSRM), and the one glibc's memcpy ends in here for a 4 KiB
+ * The hit's copy.  On x86-64 it is `rep movsb`, inline, where the CPU
+ * makes it fast: the instruction the kernel's copy_to_user uses for its
+ * pread on such CPUs, and the one glibc's memcpy ends in here for a 4 KiB
  * copy, without the call, so nothing the hit needs after the copy has to
- * be kept across one.  Measured in pcbench's 4 KiB hits of a 128 MiB file,
- * with pc_pread's slow path out of its way too (api.c): 0.92-0.94x the
- * bare memcpy where it was 0.88-0.91x (3 runs of each, interleaved).
- * Under AddressSanitizer it stays memcpy, whose interceptor checks the
- * caller's buffer.
+ * be kept across one.  read_hit_rep_movsb_from (read_hit.c, from CPUID
+ * once) is the shortest copy it is used for: any with FSRM (fast short
+ * rep movsb), 2 KiB and up with ERMS only (glibc's own threshold here is
+ * about that), none without ERMS; shorter copies call memcpy.  Measured
+ * in pcbench's 4 KiB hits of a 128 MiB file, with pc_pread's slow path
+ * out of its way too (api.c): 0.92-0.94x the bare memcpy where it was
+ * 0.88-0.91x (3 runs of each, interleaved; within the run-to-run noise
+ * of the ratio to the kernel).  Under AddressSanitizer or
+ * MemorySanitizer it stays memcpy, whose interceptor checks (or marks)
+ * the caller's buffer.
+ *
+ * Ordering: the loads of `rep movsb` may complete in any order among
+ * themselves, but all before a later load (x86's rule for fast string
+ * operations), so the flags read after the copy are read after every
+ * byte of it, as the acquire fence below says for the compiler.
  */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define HIT_REP_MOVSB 1
+#else
+#define HIT_REP_MOVSB 0
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#undef HIT_REP_MOVSB
+#define HIT_REP_MOVSB 0
+#endif
+#endif
+#if HIT_REP_MOVSB
+HIDDEN extern size_t read_hit_rep_movsb_from;
 HIT_INLINE void hit_copy(void *dst, const void *src, size_t len)
 {
-	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(len) : : "memory");
+	if (__builtin_expect(len >= read_hit_rep_movsb_from, 1))
+		__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(len) : : "memory");
+	else
+		memcpy(dst, src, len);
 }
 #else
 HIT_INLINE void hit_copy(void *dst, const void *src, size_t len)
@@ -173,42 +198,70 @@ HIT_INLINE bool hit_is_files(struct pc_mapping *m, struct pc_folio *f, uint64_t 
 	       __atomic_load_n(&f->index, __ATOMIC_RELAXED) << PC_PAGE_SHIFT == off - foff;
 }
 
-/* Tests only (test_mt_hits.c): called once a hit has decided to copy from a
- * folio and before it copies, so a test can free and reuse the folio in
- * the window that the generation check must cover. */
-HIDDEN extern void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
+/* Tests only (test_mt_hits.c): when set, hits go through read_hit_hooked,
+ * which calls it once the index gave a folio and before its flags are read
+ * (HIT_HOOK_AFTER_LOOKUP: a folio reused there keeps its new generation
+ * through the copy, and only the owner and index checks after the copy
+ * see it), and once the hit decided to copy and before it copies
+ * (HIT_HOOK_BEFORE_COPY: the window the generation check covers). */
+enum { HIT_HOOK_AFTER_LOOKUP, HIT_HOOK_BEFORE_COPY };
+HIDDEN extern void (*read_hit_test_hook)(struct pc_mapping *m, uint64_t off, int at);
+/* Copies a hit made and then threw away (counted for the tests). */
+HIDDEN extern _Atomic long read_hit_discards;
+
+/* A copy that may hold another file's bytes must not stay in the caller's
+ * buffer past what the full read path will return. */
+HIT_INLINE void hit_discard(void *buf, size_t len)
+{
+	memset(buf, 0, len);
+	atomic_fetch_add_explicit(&read_hit_discards, 1, memory_order_relaxed);
+}
+
+/* Folio frees in the whole cache during a copy past which the copy is not
+ * trusted: half the generations the flags word counts, so the folio's
+ * own generation cannot have come round to its old value. */
+#define HIT_FREES_MAX ((uint64_t)1 << (32 - PF_GEN_SHIFT - 1))
+
+HIT_INLINE void hit_hook(bool hooked, struct pc_mapping *m, uint64_t off, int at)
+{
+	void (*hook)(struct pc_mapping *, uint64_t, int) = read_hit_test_hook;
+	if (hooked && hook)
+		hook(m, off, at);
+}
 
 #if OPTIMISTIC_COPY
 HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
-			    uint64_t off, size_t len)
+			    uint64_t off, size_t len, bool hooked)
 {
 	(void)seq;
+	/* The frees so far, before the flags: see HIT_FREES_MAX. */
+	uint64_t frees = atomic_load_explicit(&c->folio_frees, memory_order_acquire);
 	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
 	ssize_t foff = hit_offset(c, f, fl, off, len);
 	if (foff < 0)
 		return false;
-	if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
-		read_hit_test_before_copy(m, off);
+	hit_hook(hooked, m, off, HIT_HOOK_BEFORE_COPY);
 	hit_copy(buf, folio_data(c, f) + foff, len);
 	/* The copy's loads complete before the generation is read again.
 	 * Whose folio it is is checked only now, once: with the generation
 	 * unchanged since before the copy, f was this file's folio at `off`
 	 * throughout, and a check before the copy as well only delayed it
 	 * (the copy stays in the arena whoever f belongs to, hit_offset).
-	 * A wrap of the 15-bit generation would also need the same file,
-	 * index and state. */
+	 * The 15-bit generation cannot have come round meanwhile: fewer
+	 * than HIT_FREES_MAX folios of the whole cache were freed (a free
+	 * counts itself before it moves a generation, so the count read
+	 * after `now` includes every free whose generation `now` shows). */
 	atomic_thread_fence(memory_order_acquire);
-	uint32_t now = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS && hit_is_files(m, f, off, (uint64_t)foff))
+	uint32_t now = atomic_load_explicit(&f->flags, memory_order_acquire);
+	if (!((now ^ fl) & PF_GEN_MASK) && (now & HIT_NEEDS) == HIT_NEEDS && hit_is_files(m, f, off, (uint64_t)foff) &&
+	    atomic_load_explicit(&c->folio_frees, memory_order_relaxed) - frees < HIT_FREES_MAX)
 		return true;
-	/* What was copied may be another file's: it must not stay in the
-	 * caller's buffer past what the full read path will return. */
-	memset(buf, 0, len);
+	hit_discard(buf, len);
 	return false;
 }
 #else
 HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_folio *f, uint32_t seq, void *buf,
-		     uint64_t off, size_t len)
+		     uint64_t off, size_t len, bool hooked)
 {
 	if (!folio_try_get(f))
 		return false;
@@ -218,8 +271,7 @@ HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_fol
 			       : -1;
 	bool ok = foff >= 0 && hit_is_files(m, f, off, (uint64_t)foff);
 	if (ok) {
-		if (__builtin_expect(read_hit_test_before_copy != NULL, 0))
-			read_hit_test_before_copy(m, off);
+		hit_hook(hooked, m, off, HIT_HOOK_BEFORE_COPY);
 		memcpy(buf, folio_data(c, f) + foff, len);
 	}
 	folio_release(c, f);
@@ -227,9 +279,8 @@ HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_fol
 }
 #endif
 
-/* Serve [off, off+len) from one cached folio without a lock: the bytes
- * copied, or 0 when the full read path must do it. */
-HIT_INLINE ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off)
+/* read_hit, with the test hook called where it says when `hooked`. */
+HIT_INLINE ssize_t read_hit_at(struct pc_mapping *m, void *buf, size_t len, uint64_t off, bool hooked)
 {
 	uint64_t size = (uint64_t)atomic_load_explicit(&m->i_size, memory_order_acquire);
 	if (off >= size)
@@ -240,11 +291,25 @@ HIT_INLINE ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_
 	struct pc_folio *f = rt_lookup_lockless(&m->tree, off >> PC_PAGE_SHIFT, seq);
 	if (!f || f == RT_RETRY)
 		return 0;
+	hit_hook(hooked, m, off, HIT_HOOK_AFTER_LOOKUP);
 	struct pc_cache *c = m->c;
-	if (!copy_hit(c, m, f, seq, buf, off, len))
+	if (!copy_hit(c, m, f, seq, buf, off, len, hooked))
 		return 0;
 	count_hit_bytes(m, len);
 	return (ssize_t)len;
+}
+
+/* read_hit_at with the test hook (read_hit.c): out of line, so that the
+ * hit itself only tests whether a hook is set. */
+HIDDEN ssize_t read_hit_hooked(struct pc_mapping *m, void *buf, size_t len, uint64_t off);
+
+/* Serve [off, off+len) from one cached folio without a lock: the bytes
+ * copied, or 0 when the full read path must do it. */
+HIT_INLINE ssize_t read_hit(struct pc_mapping *m, void *buf, size_t len, uint64_t off)
+{
+	if (__builtin_expect(read_hit_test_hook != NULL, 0))
+		return read_hit_hooked(m, buf, len, off);
+	return read_hit_at(m, buf, len, off, false);
 }
 
 #endif

@@ -255,26 +255,57 @@ static void test_hits_race_reuse(const char *dir)
 
 /* The hook of read_hit.c and what it does: drop the folio of A the hit is
  * about to copy from and write B over its memory (the arena hands the
- * folio just freed out first). */
-extern void (*read_hit_test_before_copy)(struct pc_mapping *m, uint64_t off);
+ * folio just freed out first), at the point of the hit `hook_at` names. */
+extern void (*read_hit_test_hook)(struct pc_mapping *m, uint64_t off, int at);
+extern _Atomic long read_hit_discards;
+enum { AFTER_LOOKUP, BEFORE_COPY }; /* read_hit.h's HIT_HOOK_* */
 static struct pc_file *hook_a, *hook_b;
 static uint8_t *hook_buf;
-static int hook_calls;
+static int hook_calls, hook_at;
 static off_t hook_b_off; /* where B's write lands: same index as A's, or not */
+static struct pc_cache *hook_cache;
+static bool hook_frees_only; /* no reuse: count the frees of a whole cycle */
 
-static void reuse_under_copy(struct pc_mapping *m, uint64_t off)
+static void reuse_under_copy(struct pc_mapping *m, uint64_t off, int at)
 {
 	(void)m;
-	read_hit_test_before_copy = NULL; /* once; and not for the calls below */
+	if (at != hook_at)
+		return;
+	read_hit_test_hook = NULL; /* once; and not for the calls below */
 	hook_calls++;
+	if (hook_frees_only) {
+		/* As if the cache had freed enough folios meanwhile for this
+		 * one's 15-bit generation to come round to its old value. */
+		atomic_fetch_add(&hook_cache->folio_frees, (uint64_t)1 << (32 - PF_GEN_SHIFT - 1));
+		return;
+	}
 	CHECK(pc_fadvise(hook_a, (off_t)(off & ~(uint64_t)(B_READ - 1)), B_READ, POSIX_FADV_DONTNEED) == 0);
 	CHECK(pc_pwrite(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
+	if (at == AFTER_LOOKUP) {
+		/* B's folio as a hit takes it (uptodate, referenced): so the
+		 * hit copies from it, and only the owner and index checks
+		 * after the copy can see that it is not A's any more. */
+		CHECK(pc_pread(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
+		CHECK(pc_pread(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
+	}
 }
 
-static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off)
+/*
+ * One hit of A through the hook: A's folio is dropped and its memory
+ * written with B's data at `at` (or, with frees_only, the cache's count of
+ * frees jumps by a wrap's worth), and the hit must still return A's bytes.
+ * Where the hit copies optimistically (not under TSan), the copy it made
+ * is counted as thrown away: that is the check after the copy (the
+ * generation before the copy, the owner and index after the lookup, the
+ * count of frees) working, not a decline before it.
+ */
+static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off, int at, bool frees_only)
 {
 	struct pc_cache *c = open_a_and_b(dir, tag, B_READ, 16 * B_READ, &hook_a, &hook_b);
 	hook_b_off = b_off;
+	hook_at = at;
+	hook_cache = c;
+	hook_frees_only = frees_only;
 	hook_calls = 0;
 	hook_buf = malloc(B_READ);
 	uint8_t *buf = malloc(B_READ);
@@ -282,15 +313,21 @@ static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off
 	memset(hook_buf, 0xEE, B_READ);
 	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ);
 	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ); /* referenced */
-	read_hit_test_before_copy = reuse_under_copy;
+	long discards = atomic_load(&read_hit_discards);
+	read_hit_test_hook = reuse_under_copy;
 	memset(buf, 0, B_READ);
 	CHECK(pc_pread(hook_a, buf, 4096, 4096, 0) == 4096);
-	read_hit_test_before_copy = NULL;
+	read_hit_test_hook = NULL;
 	CHECK(hook_calls == 1);
 	long bad = 0;
 	for (size_t i = 0; i < 4096; i++)
 		bad += buf[i] != pattern_a(4096 + i);
 	CHECK(bad == 0);
+#if !defined(__SANITIZE_THREAD__)
+	CHECK(atomic_load(&read_hit_discards) == discards + 1);
+#else
+	(void)discards; /* under TSan the hit copies under a reference */
+#endif
 	CHECK(pc_close(hook_a) == 0);
 	CHECK(pc_close(hook_b) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
@@ -412,9 +449,16 @@ int main(void)
 	const char *dir = test_dir("test_mt_hits");
 	test_index_lockless();
 	test_hits_race_reuse(dir);
-	test_hit_reuse_in_copy(dir, "hook0", 0);
+	/* Reused during the copy: the generation check. */
+	test_hit_reuse_in_copy(dir, "hook0", 0, BEFORE_COPY, false);
 	/* Reused for another index: the copy must not follow the new one. */
-	test_hit_reuse_in_copy(dir, "hookfar", (off_t)16 << 30);
+	test_hit_reuse_in_copy(dir, "hookfar", (off_t)16 << 30, BEFORE_COPY, false);
+	/* Reused between the lookup and the flags: the generation does not
+	 * move during the copy; the owner and index checks after it. */
+	test_hit_reuse_in_copy(dir, "hooklk0", 0, AFTER_LOOKUP, false);
+	test_hit_reuse_in_copy(dir, "hooklkfar", (off_t)16 << 30, AFTER_LOOKUP, false);
+	/* A wrap's worth of frees during the copy: the count of frees. */
+	test_hit_reuse_in_copy(dir, "hookwrap", 0, BEFORE_COPY, true);
 	test_hit_counting(dir);
 	test_readahead_through_hits(dir);
 	test_rmdir(dir);
