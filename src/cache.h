@@ -104,12 +104,15 @@ struct pc_cache {
 	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
 	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
 	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
-	/* Folios freed so far (folio_put), on a cache line of its own: only
-	 * frees write it, and every cache hit reads it twice, to tell that
-	 * too few frees happened during its copy for a folio's 15-bit
-	 * generation to have come round again (read_hit.h). */
-	_Alignas(64) _Atomic uint64_t folio_frees;
-	char folio_frees_pad[56];
+	/* Folios freed so far (folio_put), with 56 bytes on either side so
+	 * that no other field shares its cache line (the structure comes
+	 * from calloc, 16-byte aligned): only frees write it, and every
+	 * cache hit reads it twice, to tell that too few frees happened
+	 * during its copy for a folio's 15-bit generation to have come round
+	 * again (read_hit.h). */
+	char folio_frees_pad_before[56];
+	_Atomic uint64_t folio_frees;
+	char folio_frees_pad_after[56];
 	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
 	_Atomic uint64_t st_reserve_inline;
 	/* pace.c: write-back completed and bytes dirtied (all writers), the
