@@ -110,16 +110,10 @@ static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapp
  * operations), so the flags read after the copy are read after every
  * byte of it, as the acquire fence below says for the compiler.
  */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && !PC_ASAN && !PC_MSAN
 #define HIT_REP_MOVSB 1
 #else
 #define HIT_REP_MOVSB 0
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#undef HIT_REP_MOVSB
-#define HIT_REP_MOVSB 0
-#endif
 #endif
 #if HIT_REP_MOVSB
 HIDDEN extern size_t read_hit_rep_movsb_from;

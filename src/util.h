@@ -30,16 +30,34 @@
 #define HIDDEN __attribute__((visibility("hidden")))
 
 /* PC_TSAN: 1 when built with ThreadSanitizer (some lockless code has a
- * variant it can follow, see read_hit.h and rt_unchanged_since). */
+ * variant it can follow, see read_hit.h and rt_unchanged_since).
+ * PC_ASAN, PC_MSAN: 1 with AddressSanitizer, MemorySanitizer (whose
+ * interceptors must see the cache hit's copy, read_hit.h). */
 #if defined(__SANITIZE_THREAD__)
 #define PC_TSAN 1
-#elif defined(__has_feature)
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define PC_ASAN 1
+#endif
+#if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define PC_TSAN 1
+#endif
+#if __has_feature(address_sanitizer)
+#define PC_ASAN 1
+#endif
+#if __has_feature(memory_sanitizer)
+#define PC_MSAN 1
 #endif
 #endif
 #ifndef PC_TSAN
 #define PC_TSAN 0
+#endif
+#ifndef PC_ASAN
+#define PC_ASAN 0
+#endif
+#ifndef PC_MSAN
+#define PC_MSAN 0
 #endif
 
 #define PC_PAGE_SHIFT 12

@@ -429,9 +429,8 @@ static void bench_random_reads(const char *path, uint64_t fsize, const char *why
 	if (proto.fd < 0)
 		bu_die("open %s:", path);
 	kernel_read_all(proto.fd, buf, BU_MiB);
-	int64_t kr0 = bu_proc_read_bytes();
-	r->kernel = hit_run(&proto, 1);
-	int64_t kr1 = bu_proc_read_bytes();
+	int64_t kr = 0;
+	r->kernel = kernel_hit_run(&proto, 1, &kr);
 	if (isnan(r->kernel))
 		bu_die("kernel pread (4 KiB random):");
 	close(proto.fd);
@@ -454,7 +453,7 @@ static void bench_random_reads(const char *path, uint64_t fsize, const char *why
 	pc_cache_stats(c, &s1);
 	stats_delta(&d, &s0, &s1);
 	note_io(r, "timed phase", &d);
-	check_all_hits(r, &d, kr0 >= 0 && kr1 >= 0 ? kr1 - kr0 : 0);
+	check_all_hits(r, &d, kr);
 done:
 	finish_cache(r, c, proto.f);
 out:
