@@ -65,9 +65,14 @@
  *   faults the memory in behind the program's back, 2 MiB at a time, in the
  *   order in which folios are handed out, so that writes and reads find
  *   memory that is ready and do not pay the page faults and the kernel's
- *   zeroing on their own time.  It ends when all of it is in (the process's
- *   resident memory grows to memory_limit meanwhile), and
- *   pc_cache_destroy stops it first (it waits for at most one 2 MiB step).
+ *   zeroing on their own time.  It keeps a lead of a sixteenth of
+ *   memory_limit (2 to 32 MiB) ahead of the memory the cache has used and
+ *   then waits for the cache to use more: the process's resident memory
+ *   grows with what the cache holds, not to memory_limit at once, and a
+ *   cache whose working set stays small (uncached writes use the dirty
+ *   limit and their edges) never spends a CPU faulting in the rest.  It
+ *   ends once all of memory_limit is in, and pc_cache_destroy stops it
+ *   first (it waits for at most one 2 MiB step).
  *   Writes into new memory faster than the machine can fault memory in
  *   (400 to 600 MiB/s on the virtual machine of tools/pcbench's figures,
  *   whose host backs guest memory on first touch) catch up with it and
@@ -77,8 +82,9 @@
  *   millisecond where the kernel zeroes memory at memory speed, up to 30 ms
  *   on that virtual machine).  While it runs it takes a CPU (seconds for a
  *   few hundred MiB on that machine when the host backs the memory first):
- *   pc_stats.prefault_pending_bytes tells how much is left, so a program
- *   (or a benchmark) can wait for it before timing-sensitive work.
+ *   pc_stats.prefault_pending_bytes tells how much of its lead is left, so
+ *   a program (or a benchmark) can wait for it before timing-sensitive
+ *   work.
  *   PC_CFG_LAZY_MEMORY: no such thread.
  *   The thread is not inherited by a child of fork(), nor is the memory.
  *   pc_cache_new fails with ENOMEM when the machine cannot back
@@ -384,8 +390,9 @@ struct pc_config {
 /* No background fault-in of the folio memory (see "Memory" above): each
  * folio's memory is faulted in, and zeroed by the kernel, by the first call
  * that uses it, on that call's time (a 1 MiB write into new memory then
- * takes milliseconds).  For programs that want no thread and no resident
- * memory they do not use yet.  pc_cache_new is as fast either way, and its
+ * takes milliseconds).  For programs that want no thread, and no resident
+ * memory beyond what the cache uses (not even the thread's lead).
+ * pc_cache_new is as fast either way, and its
  * ENOMEM rule (memory_limit) is the same. */
 #define PC_CFG_LAZY_MEMORY 0x10u
 
@@ -399,6 +406,13 @@ struct pc_config {
  * runs later.  Without it, a process that ends without pc_cache_destroy
  * loses what was not yet written (see pc_close). */
 #define PC_CFG_FLUSH_AT_EXIT 0x40u
+/* The background fault-in (see "Memory" above) faults in all of
+ * memory_limit at once instead of keeping a lead ahead of what the cache
+ * uses: for a program that will fill the cache and wants none of its
+ * calls to pay a page fault, once pc_stats.prefault_pending_bytes is 0.
+ * Meanwhile the thread takes a CPU and the process's resident memory grows
+ * to memory_limit.  Not with PC_CFG_LAZY_MEMORY (EINVAL). */
+#define PC_CFG_EAGER_MEMORY 0x80u
 
 /* Per-call flags for pc_pread/pc_pwrite and their v-variants, and (all but
  * PC_DIRECT) for the span calls (pc_read_begin, pc_write_begin). */
@@ -490,9 +504,10 @@ struct pc_stats {
 	uint64_t ra_window_bytes;   /* bytes those windows covered (cached parts too) */
 	uint64_t ra_random_reads;   /* misses read with no window */
 	uint64_t prefault_pending_bytes; /* pc_cache_stats: folio memory the
-	                               background thread has yet to fault in
-	                               ("Memory" above); 0 once it has ended,
-	                               and with PC_CFG_LAZY_MEMORY */
+	                               background thread has yet to fault in to
+	                               be its lead ahead of the memory used
+	                               ("Memory" above); 0 once it is, once it
+	                               has ended, and with PC_CFG_LAZY_MEMORY */
 	uint32_t io_uring;          /* 1: device I/O through io_uring, 0: sync */
 	uint32_t block_size;        /* pc_file_stats: the file's block size */
 };

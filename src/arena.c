@@ -20,23 +20,32 @@
  * A background thread faults the arena in, one 2 MiB step at a time, in that
  * same ascending order (MADV_POPULATE_WRITE), so that the allocator hands out
  * memory the thread has faulted in already and the page faults, and the
- * kernel's zeroing, stay off the callers' time.  Writers faster than the
- * thread fault their folios themselves, as with PC_CFG_LAZY_MEMORY; the
- * thread then walks their pages cheaply (populating pages already present
- * costs under 1 ms a GiB in huge pages, about 40 ms in 4 KiB ones) and works
- * on just ahead of them.  It faults in the descriptor table too, each part
- * just before the memory it describes (populate_table).  It never skips memory, so all of it is faulted in
- * once it is done.  Why 2 MiB: it is one transparent huge page; and a step
- * holds mmap_lock for reading, so what changes the address space in other
- * threads (mmap, munmap, malloc's brk, fork) waits for at most one step, as
- * does pc_cache_destroy to stop the thread: under a millisecond where the
- * kernel zeroes memory at memory speed, up to 30 ms on a virtual machine
- * whose host backs memory on first touch.  (pc_cache_new starts it last,
- * after its own allocations.)  It runs at normal priority: its work is what
- * the first writes would otherwise do on their own time (SCHED_IDLE and
- * nice 19 measured no different).  The arena is MADV_DONTFORK
- * and a child of fork() has no copy of the thread: the child never joins
- * it (process.c frees its copy without arena_destroy).
+ * kernel's zeroing, stay off the callers' time.  It keeps a lead (a
+ * sixteenth of the arena, 2 to 32 MiB) ahead of the memory handed out and
+ * then sleeps until the allocator hands out more: a cache whose working
+ * set stays small (an uncached writer's is the dirty limit and its edges)
+ * takes only that much memory, and the thread does not spend a CPU its
+ * first writers want (seconds a GiB on a virtual machine whose host backs
+ * memory on first touch) on memory that will not be used.  Writers faster
+ * than the thread fault their folios themselves, as with
+ * PC_CFG_LAZY_MEMORY; the thread then walks their pages cheaply (populating
+ * pages already present costs under 1 ms a GiB in huge pages, about 40 ms
+ * in 4 KiB ones) and works on just ahead of them.  It faults in the
+ * descriptor table too, each part just before the memory it describes
+ * (populate_table).  It never skips memory, and ends once it has faulted in
+ * the whole arena, which it does when all of the arena has been handed out
+ * (with PC_CFG_EAGER_MEMORY its lead is the whole arena: it faults all of
+ * it in at once).  Why 2 MiB: it is one
+ * transparent huge page; and a step holds mmap_lock for reading, so what
+ * changes the address space in other threads (mmap, munmap, malloc's brk,
+ * fork) waits for at most one step, as does pc_cache_destroy to stop the
+ * thread: under a millisecond where the kernel zeroes memory at memory
+ * speed, up to 30 ms on a virtual machine whose host backs memory on first
+ * touch.  (pc_cache_new starts it last, after its own allocations.)  It
+ * runs at normal priority: its work is what the first writes would
+ * otherwise do on their own time.  The arena is MADV_DONTFORK and a child
+ * of fork() has no copy of the thread: the child never joins it
+ * (process.c frees its copy without arena_destroy).
  *
  * The machine must be able to back the cache: pc_cache_new fails with
  * ENOMEM when memory_limit plus the descriptor table is more than what
@@ -146,16 +155,78 @@ static void populate_table(struct pc_cache *c, size_t *done, uint64_t pages)
 	}
 }
 
+/*
+ * How far ahead of the memory handed out the thread keeps memory faulted
+ * in: a sixteenth of the arena, from 2 MiB to 32 MiB.  Enough that a
+ * program that comes back to a settled cache finds its next folios ready;
+ * small enough that a cache whose working set stays small (an uncached
+ * writer's is the dirty limit and the edges) never pays, on a CPU its
+ * writers want, for memory it will not use.
+ */
+static size_t populate_lead_of(const struct pc_cache *c)
+{
+	if (c->cfg.flags & PC_CFG_EAGER_MEMORY)
+		return c->arena_bytes;
+	size_t lead = c->arena_bytes / 16;
+	return (size_t)pc_min_u64(pc_max_u64(lead, POPULATE_STEP), (uint64_t)32 << 20);
+}
+
+/* Where the thread's work ends for now: populate_lead past the memory
+ * handed out so far, or the arena's end. */
+static size_t populate_goal(struct pc_cache *c)
+{
+	size_t handed_out = (size_t)arena_used_pages(c) << PC_PAGE_SHIFT;
+	return (size_t)pc_min_u64((uint64_t)handed_out + c->populate_lead, c->arena_bytes);
+}
+
+static bool populate_stopping(struct pc_cache *c)
+{
+	return atomic_load_explicit(&c->populate_stop, memory_order_relaxed);
+}
+
+/* Sleep until the allocator hands out fresh memory that moves the goal
+ * past `done`, or the thread is told to stop.  (The timeout only bounds
+ * the cost of a lost race; progress.h loses none.) */
+static void populate_wait_for_demand(struct pc_cache *c, size_t done)
+{
+	uint64_t seen = progress_begin(&c->frontier_progress);
+	if (populate_goal(c) <= done && !populate_stopping(c))
+		progress_wait(&c->frontier_progress, seen, 1000);
+	progress_end(&c->frontier_progress);
+}
+
+/*
+ * Fault in [done, done + len) of the arena as huge pages.  Only the thread
+ * asks for huge pages (arena_init does not, but with PC_CFG_LAZY_MEMORY):
+ * a huge page takes a free 2 MiB block of the machine's, and those are the
+ * blocks a hypervisor with free page reporting has taken back, so the
+ * first touch of one costs milliseconds on such a virtual machine.  That is
+ * the thread's time.  A writer that outruns the thread faults small pages
+ * instead, which come from memory the kernel freed recently (the blocks it
+ * does not report) and cost what they cost the kernel's page cache.  The
+ * advice on each step joins the range to the huge-page part before it (one
+ * mapping of the two, not one per step).
+ */
+static int populate_step(struct pc_cache *c, size_t done, size_t len)
+{
+	madvise(c->arena + done, len, MADV_HUGEPAGE);
+	return madvise(c->arena + done, len, MADV_POPULATE_WRITE);
+}
+
 static void *populate_main(void *arg)
 {
 	struct pc_cache *c = arg;
 	size_t done = 0, table_done = 0;
-	while (done < c->arena_bytes && !atomic_load_explicit(&c->populate_stop, memory_order_relaxed)) {
+	while (done < c->arena_bytes && !populate_stopping(c)) {
+		if (done >= populate_goal(c)) {
+			populate_wait_for_demand(c, done);
+			continue;
+		}
 		size_t len = populate_step_len(c->arena, c->arena_bytes, done);
 		populate_table(c, &table_done, (done + len + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT);
 		/* An error (EINVAL before Linux 5.14, ENOMEM, EINTR for a
 		 * dying process) ends it: the rest is faulted in by first use. */
-		if (madvise(c->arena + done, len, MADV_POPULATE_WRITE) != 0)
+		if (populate_step(c, done, len) != 0)
 			break;
 		done += len;
 		atomic_store_explicit(&c->populated_bytes, done, memory_order_relaxed);
@@ -173,6 +244,7 @@ void arena_populate_start(struct pc_cache *c)
 		atomic_store(&c->populate_ended, true);
 		return;
 	}
+	c->populate_lead = populate_lead_of(c);
 	sigset_t all, old;
 	sigfillset(&all);
 	/* The thread inherits the mask: the program's signals are never
@@ -189,6 +261,7 @@ void arena_populate_stop(struct pc_cache *c)
 	if (!c->populate_running)
 		return;
 	atomic_store_explicit(&c->populate_stop, true, memory_order_relaxed);
+	progress_signal(&c->frontier_progress);
 	pthread_join(c->populate_thread, NULL);
 	c->populate_running = false;
 }
@@ -202,7 +275,8 @@ size_t arena_prefault_pending(struct pc_cache *c)
 {
 	if (atomic_load_explicit(&c->populate_ended, memory_order_acquire))
 		return 0;
-	return c->arena_bytes - arena_populated_bytes(c);
+	size_t goal = populate_goal(c), done = arena_populated_bytes(c);
+	return goal > done ? goal - done : 0;
 }
 
 /* ------------------------------------------------------ setup, teardown */
@@ -252,7 +326,11 @@ int arena_init(struct pc_cache *c)
 		budget_release(c);
 		return -ENOMEM;
 	}
-	madvise(p, c->arena_bytes, MADV_HUGEPAGE);
+	/* Huge pages: asked for step by step by the thread that faults the
+	 * arena in (populate_step), or here for all of it when there is no
+	 * such thread. */
+	if (c->cfg.flags & PC_CFG_LAZY_MEMORY)
+		madvise(p, c->arena_bytes, MADV_HUGEPAGE);
 	/* A child of fork() may not use the cache (process.c): it gets no
 	 * copy of the folios, and a fork copies no page tables of them. */
 	madvise(p, c->arena_bytes, MADV_DONTFORK);
@@ -329,6 +407,9 @@ static bool carve_fresh_block(struct pc_cache *c)
 	uint32_t end = pfn + (1u << order);
 	atomic_store_explicit(&c->fresh_pfn, end, memory_order_relaxed);
 	budget_note_taken(c, (size_t)end << PC_PAGE_SHIFT);
+	/* The background thread may be waiting for the goal to move: one
+	 * load when it is not. */
+	progress_signal(&c->frontier_progress);
 	return true;
 }
 

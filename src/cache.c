@@ -9,6 +9,7 @@
 #include "counter.h"
 #include "edges.h"
 #include "fault.h"
+#include "fdtable.h"
 #include "file.h"
 #include "flusher.h"
 #include "folio.h"
@@ -71,9 +72,12 @@ static unsigned default_max_closed_files(void)
 static int config_validate(struct pc_config *cfg)
 {
 	const unsigned known = PC_CFG_ALLOW_BUFFERED_BACKEND | PC_CFG_NO_IO_URING | PC_CFG_NO_DEFERRED_RMW |
-			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN | PC_CFG_FLUSH_AT_EXIT;
+			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN | PC_CFG_FLUSH_AT_EXIT |
+			       PC_CFG_EAGER_MEMORY;
 	if (cfg->flags & ~known)
 		return -EINVAL;
+	if ((cfg->flags & PC_CFG_LAZY_MEMORY) && (cfg->flags & PC_CFG_EAGER_MEMORY))
+		return -EINVAL; /* no thread, or a thread that faults in all of it */
 	if (!cfg->max_folio_size)
 		cfg->max_folio_size = 256 * 1024;
 	if (!is_pow2(cfg->max_folio_size) || cfg->max_folio_size < PC_PAGE_SIZE ||
@@ -150,6 +154,10 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	int err = config_validate(&c->cfg);
 	if (err)
 		goto fail;
+	/* Before the cache has threads of its own (fdtable.c): room for the
+	 * descriptors of the closed files it keeps, twice over (those with
+	 * data to write may hold as many more), and some open ones. */
+	fdtable_reserve(2 * c->cfg.max_closed_files + 64);
 	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
 	err = arena_init(c);
 	if (err)
@@ -164,6 +172,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->lru_lock, NULL);
 	progress_init(&c->mem_progress);
+	progress_init(&c->frontier_progress);
 	progress_init(&c->wb_progress);
 	pthread_mutex_init(&c->throttle_lock, NULL);
 	pthread_mutex_init(&c->pace_lock, NULL);
@@ -222,6 +231,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->lru_lock);
 	progress_destroy(&c->mem_progress);
+	progress_destroy(&c->frontier_progress);
 	progress_destroy(&c->wb_progress);
 	pthread_mutex_destroy(&c->throttle_lock);
 	pthread_mutex_destroy(&c->pace_lock);

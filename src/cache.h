@@ -46,6 +46,10 @@ struct pc_cache {
 	_Atomic bool populate_stop;
 	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
 	_Atomic bool populate_ended;   /* the thread is done (or never ran) */
+	size_t populate_lead;          /* how far ahead of fresh_pfn it keeps */
+	/* fresh_pfn moved (or the thread is told to stop): what the thread
+	 * waits for once it is populate_lead ahead. */
+	struct pc_progress frontier_progress;
 	/* Bytes from the arena's start that are handed out or faulted in:
 	 * the rest is what this cache has yet to take from the machine. */
 	_Atomic size_t taken_bytes;

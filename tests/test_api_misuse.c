@@ -952,8 +952,11 @@ static unsigned run_config_rows(void)
 		{ { SET(max_io_bytes, SIZE_MAX) }, FAILS(EINVAL) },
 		{ { SET(max_io_bytes, 64 * MiB) }, GIVES(0) },
 		/* flags: only PC_CFG_*. */
-		{ { SET(flags, 0x80) }, FAILS(EINVAL) },
+		{ { SET(flags, 0x100) }, FAILS(EINVAL) },
+		{ { SET(flags, 0x6f | PC_CFG_EAGER_MEMORY) }, GIVES(0) },
 		{ { SET(flags, 0x7f) }, GIVES(0) },
+		/* ... no thread and a thread that faults in all of it: */
+		{ { SET(flags, PC_CFG_LAZY_MEMORY | PC_CFG_EAGER_MEMORY) }, FAILS(EINVAL) },
 		/* max_closed_files: at most 1048576. */
 		{ { SET(max_closed_files, (1u << 20) + 1) }, FAILS(EINVAL) },
 		{ { SET(max_closed_files, 1u << 20) }, GIVES(0) },

@@ -12,7 +12,11 @@
  *       and its pc_cache_destroy of the copy returns 0 (there is no thread
  *       to stop in the child); outside the sanitizers the child's own new
  *       cache works; the parent's cache goes on with exact data;
- *   (d) it runs to the end: all of a small arena gets faulted in;
+ *   (d) it keeps a lead ahead of the memory handed out and no more (an
+ *       idle new cache faults in its lead only, and destroy wakes it at
+ *       once), follows the memory writes use, and runs to the end once
+ *       all of the arena is used, the descriptor table with it;
+ *       PC_CFG_EAGER_MEMORY faults all of it in unused;
  *       PC_CFG_LAZY_MEMORY starts no thread.
  * The large caches here take min(1 GiB, a quarter of the available
  * memory), so that faulting them in takes long enough to meet the calls
@@ -299,9 +303,58 @@ static size_t table_pages_resident(struct pc_cache *c)
 	return resident;
 }
 
-/* The thread runs to the end of the arena, and faults in the descriptor
- * table with it (a cache's first write otherwise faulted in, and zeroed,
- * a 2 MiB huge page of the table itself). */
+/* Write `bytes` of new data to a new file through c and fsync it: the
+ * cache hands out that much memory (or all of it, evicting). */
+static void use_memory(struct pc_cache *c, const char *name, uint64_t bytes)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, name);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	static uint8_t buf[MiB];
+	memset(buf, 0x3c, sizeof(buf));
+	for (uint64_t at = 0; at < bytes; at += sizeof(buf))
+		CHECK(pc_pwrite(f, buf, sizeof(buf), (off_t)at, 0) == (ssize_t)sizeof(buf));
+	CHECK(pc_fsync(f) == 0);
+	CHECK(pc_close(f) == 0);
+	unlink(path);
+}
+
+/* The thread keeps its lead ahead of the memory handed out, and only
+ * that: a cache whose working set stays small never faults in the rest
+ * (an uncached writer's first writes would pay for it with a CPU). */
+static void keeps_a_lead(void)
+{
+	const uint64_t bytes = 64 * MiB, step = 2 * MiB;
+	struct pc_cache *c = cache_of(bytes, 0);
+	REQUIRE(c);
+	size_t lead = c->populate_lead;
+	CHECK(lead >= step && lead < bytes);
+	/* Idle: the lead, then nothing more. */
+	CHECK(TU_POLL(tu_stats(c).prefault_pending_bytes == 0, 60000));
+	size_t idle = arena_populated_bytes(c);
+	CHECK(idle >= lead && idle < lead + step);
+	CHECK(!atomic_load(&c->populate_ended));
+	/* Using memory moves the goal: the thread follows with its lead. */
+	use_memory(c, "lead", bytes / 2);
+	size_t used = (size_t)arena_used_pages(c) << PC_PAGE_SHIFT;
+	CHECK(used >= bytes / 2);
+	CHECK(TU_POLL(arena_populated_bytes(c) >= tu_min_u64(used + lead, bytes), 60000));
+	/* Destroy wakes the waiting thread (it would sleep for seconds on a
+	 * lost wakeup; a generous bound, not a figure). */
+	double t0 = tu_now_s();
+	CHECK(pc_cache_destroy(c) == 0);
+	double took = tu_now_s() - t0;
+	CHECK(took < 5.0);
+	printf("(d) a %llu MiB cache: idle it faulted in %zu MiB (its lead %zu MiB); after %zu MiB used, %zu MiB; "
+	       "destroy took %.0f us\n",
+	       (unsigned long long)(bytes / MiB), idle / (size_t)MiB, lead / (size_t)MiB, used / (size_t)MiB,
+	       (size_t)((tu_min_u64(used + lead, bytes)) / MiB), took * 1e6);
+}
+
+/* Once all of the arena has been handed out the thread runs to its end,
+ * and faults in the descriptor table with it (a cache's first write
+ * otherwise faulted in, and zeroed, a 2 MiB huge page of the table). */
 static void runs_to_the_end(void)
 {
 	struct pc_cache *c = cache_of(8 * MiB, 0);
@@ -311,10 +364,21 @@ static void runs_to_the_end(void)
 	struct pc_stats s = tu_stats(c);
 	CHECK(s.prefault_pending_bytes <= c->arena_bytes);
 	CHECK(s.prefault_pending_bytes == 0 || !atomic_load(&c->populate_ended));
+	use_memory(c, "end", 2 * c->arena_bytes); /* evicts: all of it used */
+	CHECK(arena_used_pages(c) == c->npages);
 	CHECK(TU_POLL(arena_populated_bytes(c) == c->arena_bytes, 60000));
-	CHECK(TU_POLL(tu_stats(c).prefault_pending_bytes == 0, 10000));
-	CHECK(atomic_load(&c->populate_ended));
+	CHECK(TU_POLL(atomic_load(&c->populate_ended), 10000));
+	CHECK(tu_stats(c).prefault_pending_bytes == 0);
 	size_t table_pages = ((size_t)c->npages * sizeof(struct pc_folio) + 4095) / 4096;
+	CHECK(table_pages_resident(c) == table_pages);
+	CHECK(pc_cache_destroy(c) == 0);
+
+	/* PC_CFG_EAGER_MEMORY: all of it at once, nothing used. */
+	c = cache_of(8 * MiB, PC_CFG_EAGER_MEMORY);
+	REQUIRE(c);
+	CHECK(TU_POLL(atomic_load(&c->populate_ended), 60000));
+	CHECK(arena_populated_bytes(c) == c->arena_bytes);
+	CHECK(arena_used_pages(c) == 0);
 	CHECK(table_pages_resident(c) == table_pages);
 	CHECK(pc_cache_destroy(c) == 0);
 
@@ -334,6 +398,7 @@ int main(void)
 	destroy_while_populating(bytes);
 	data_while_populating(bytes);
 	fork_while_populating(bytes);
+	keeps_a_lead();
 	runs_to_the_end();
 	test_rmdir(dir);
 	return test_done();
