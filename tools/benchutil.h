@@ -294,6 +294,20 @@ BU_UNUSED static void bu_sort_u64(uint64_t *v, size_t n)
 	qsort(v, n, sizeof(*v), bu_cmp_u64);
 }
 
+BU_UNUSED static int bu_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (upper one of an even n); sorts v. */
+BU_UNUSED static double bu_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), bu_cmp_double);
+	return v[n / 2];
+}
+
 /* Nearest-rank percentile of a sorted array, p in [0, 100]. */
 BU_UNUSED static uint64_t bu_percentile(const uint64_t *sorted, size_t n, double p)
 {

@@ -15,6 +15,7 @@
  *   dontcache.c    suite dontcache
  *   fstime.c       suite fstime
  *   read.c         suite read (with the warm-read workloads of legacy.c)
+ *   scratchfs.c    a fresh ext4 or XFS on a loop device (files)
  *   legacy.c       the workloads of the old pcbench (files, startup,
  *                  readahead, metadata, hits, warm random reads), their
  *                  measurement unchanged
@@ -102,6 +103,9 @@ bool path_selected(const struct bpath *p);
 /* A cache of bo.mem (and bo.block_size, bo.no_io_uring), its memory
  * faulted in before it is used; max_folio 0: the library's default. */
 struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size);
+/* The same cache, returned at once: what a program that writes right
+ * after pc_cache_new gets. */
+struct pc_cache *bench_cache_new_unsettled(size_t max_folio, size_t block_size);
 /* Wait (at most a minute) until a new cache has faulted its memory in. */
 void bench_wait_prefault(struct pc_cache *c);
 /* Open `file` for path p (oflags of open(2)); `c` NULL makes a new cache
@@ -237,6 +241,21 @@ int svg_bars(const char *file, const char *title, const char *ylabel, const char
 const char *svg_path(const char *name);
 
 /* ------------------------------------------------------------ suites */
+
+/* ------------------------------------------------------------ scratchfs */
+
+/* A fresh file system on a loop device, mounted at mnt (scratchfs.c). */
+struct scratchfs {
+	char type[8];
+	char image[PATH_MAX];
+	char mnt[PATH_MAX];
+	bool mounted;
+};
+/* Make and mount a fresh `type` (ext4, xfs) file system; false with the
+ * reason in `why` when it cannot be (not root, no mkfs, no loop mount). */
+bool scratchfs_make(struct scratchfs *s, const char *type, char *why, size_t len);
+/* Unmount it and remove its image. */
+void scratchfs_remove(struct scratchfs *s);
 
 void suite_interleaved(void);
 void suite_dontcache(void);

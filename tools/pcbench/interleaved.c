@@ -238,8 +238,8 @@ static void start_workers(struct job *j, struct worker *w)
  * One run of the interleaved workload on `file` (new or existing, already
  * prepared by the caller).
  */
-static void run_interleaved(const struct bpath *p, const char *file, uint64_t rsize, bool overwrite,
-			    struct result *res, const char *workload)
+static void run_interleaved(const struct bpath *p, struct pc_cache *c, const char *file, uint64_t rsize,
+			    uint64_t total, bool overwrite, struct result *res, const char *workload)
 {
 	struct job j;
 	struct worker *w;
@@ -253,14 +253,14 @@ static void run_interleaved(const struct bpath *p, const char *file, uint64_t rs
 	res->lib_rpw = res->dev_rpw = res->proc_rpw = NAN;
 	res->lib_reads = res->dev_reads = res->proc_reads = res->proc_read_bytes = NAN;
 	j.rsize = rsize;
-	j.nrec = bo.total / rsize;
+	j.nrec = total / rsize;
 	j.nthreads = bo.threads;
 	res->writes = j.nrec;
 	if (j.nrec == 0) {
 		snprintf(res->err, sizeof(res->err), "--total below one record");
 		return;
 	}
-	if (bf_open(&j.f, p, NULL, file, O_RDWR | O_CREAT | (overwrite ? 0 : O_EXCL)) < 0) {
+	if (bf_open(&j.f, p, c, file, O_RDWR | O_CREAT | (overwrite ? 0 : O_EXCL)) < 0) {
 		snprintf(res->err, sizeof(res->err), "%s", j.f.err);
 		return;
 	}
@@ -528,7 +528,7 @@ static void interleaved_table(bool overwrite)
 			if (r->skipped)
 				continue;
 			prepare_file(file, overwrite);
-			run_interleaved(p, file, rsize, overwrite, r, workload);
+			run_interleaved(p, NULL, file, rsize, bo.total, overwrite, r, workload);
 			if (p == &bpaths[P_KBUF] && r->ok)
 				kbuf = r->mibs;
 			print_row(workload, p, rsize, overwrite, r, kbuf);
@@ -538,6 +538,176 @@ static void interleaved_table(bool overwrite)
 				print_details(&bpaths[il_paths[pi]], rsize, &res[ri][pi]);
 	}
 	unlink(file);
+}
+
+/* ------------------------------------------------------------ table 3 */
+
+/*
+ * Table 3: the first writes into a new cache (issue 34).  The uncached
+ * writer of the tables above, FIRST_RECORD-byte records, on a cache of
+ * --mem made just before the writes and given no time to fault its memory
+ * in (what a program that writes right after pc_cache_new gets), against
+ * kernel-buffered and against the same cache's later writes (the same
+ * workload again, to a new file, once the cache's background fault-in has
+ * nothing pending: a settled cache, on memory it has used once).  Every
+ * round runs the three in that order, with a pause before the kernel's
+ * run and the new cache (FIRST_PAUSE_US); each ratio is the median of the
+ * rounds' own ratios, so that a slow spell of the machine slows both sides
+ * of a ratio or neither.
+ */
+#define FIRST_RECORD 6000
+#define FIRST_TOTAL (128 * BU_MiB)
+#define FIRST_ROUNDS 5
+/* Before the kernel's run and before the new cache: memory freed a while
+ * ago is slow to touch again (a hypervisor with free page reporting takes
+ * it back two seconds after it is freed; here first touch then costs
+ * seconds a GiB), memory freed just now is not.  Without the pauses, each
+ * run after the first would find memory that a program starting on an
+ * idle machine does not, whichever side it is. */
+#define FIRST_PAUSE_US (3 * 1000 * 1000)
+
+/* --quick: one round, no pause (a smoke run). */
+static int first_rounds;
+
+/* The runs of a round, in the order they run. */
+enum { FW_KERNEL, FW_FIRST, FW_LATER, FW_RUNS };
+
+struct first_round {
+	struct result run[FW_RUNS];
+	double new_ms; /* pc_cache_new */
+};
+
+static void first_writes_round(const char *file, uint64_t total, struct first_round *r, const char *workload)
+{
+	prepare_file(file, false);
+	if (!bo.quick)
+		usleep(FIRST_PAUSE_US);
+	run_interleaved(&bpaths[P_KBUF], NULL, file, FIRST_RECORD, total, false, &r->run[FW_KERNEL], workload);
+	prepare_file(file, false);
+	if (!bo.quick)
+		usleep(FIRST_PAUSE_US);
+	uint64_t t0 = bu_now_ns();
+	struct pc_cache *c = bench_cache_new_unsettled(0, 0);
+	r->new_ms = bu_secs(bu_now_ns() - t0) * 1e3;
+	if (!c) {
+		snprintf(r->run[FW_FIRST].err, sizeof(r->run[FW_FIRST].err), "pc_cache_new: %s", strerror(errno));
+		r->run[FW_LATER] = r->run[FW_FIRST];
+		return;
+	}
+	run_interleaved(&bpaths[P_PDC], c, file, FIRST_RECORD, total, false, &r->run[FW_FIRST], workload);
+	prepare_file(file, false);
+	bench_wait_prefault(c); /* settled: its fault-in done too */
+	run_interleaved(&bpaths[P_PDC], c, file, FIRST_RECORD, total, false, &r->run[FW_LATER], workload);
+	pc_cache_destroy(c);
+}
+
+/* The first failed run `which` of the rounds, NULL if none failed. */
+static const struct result *first_failed(const struct first_round *r, int which)
+{
+	for (int i = 0; i < first_rounds; i++)
+		if (!r[i].run[which].ok)
+			return &r[i].run[which];
+	return NULL;
+}
+
+/* The median over the rounds of run num's MiB/s over run den's, or (den
+ * FW_RUNS) of num's MiB/s; NAN if a run failed. */
+static double first_median(const struct first_round *r, int num, int den)
+{
+	double q[FIRST_ROUNDS];
+
+	if (first_failed(r, num) || (den < FW_RUNS && first_failed(r, den)))
+		return NAN;
+	for (int i = 0; i < first_rounds; i++)
+		q[i] = r[i].run[num].mibs / (den < FW_RUNS ? r[i].run[den].mibs : 1.0);
+	return bu_median(q, first_rounds);
+}
+
+/* A result of table 3: the median MiB/s, or the first failed run's error. */
+static struct bres *first_result(const char *workload, const char *path, const struct first_round *r, int which)
+{
+	struct bres *b = res_add("interleaved", workload, path);
+	const struct result *failed = first_failed(r, which);
+
+	if (failed) {
+		snprintf(b->error, sizeof(b->error), "%s", failed->err);
+		return b;
+	}
+	b->mib_s = b->value = first_median(r, which, FW_RUNS);
+	snprintf(b->unit, sizeof(b->unit), "MiB/s");
+	/* The reads are those of the round that read the most: one run's,
+	 * as in the tables above. */
+	b->device_reads_4k = b->proc_read_bytes = 0;
+	for (int i = 0; i < first_rounds; i++) {
+		const struct result *a = &r[i].run[which];
+
+		b->device_reads_4k = fmax(b->device_reads_4k, which == FW_KERNEL ? a->proc_reads : a->lib_reads);
+		b->proc_read_bytes = fmax(b->proc_read_bytes, a->proc_read_bytes);
+		b->writes = (double)a->writes;
+	}
+	b->reads_per_write = b->device_reads_4k / b->writes;
+	return b;
+}
+
+static void first_writes_targets(struct bres *b, const struct first_round *r, double slowest_new)
+{
+	double vs_kernel = first_median(r, FW_FIRST, FW_KERNEL), vs_later = first_median(r, FW_FIRST, FW_LATER);
+
+	if (isnan(vs_kernel))
+		res_target_na(b, bpaths[P_KBUF].name, ">= 1.0x kernel-buffered");
+	else
+		res_target(b, vs_kernel >= 1.0, ">= 1.0x kernel-buffered (%.2fx)", vs_kernel);
+	if (isnan(vs_later))
+		res_target_unjudged(b, "the later writes failed", ">= 0.8x the later writes");
+	else
+		res_target(b, vs_later >= 0.8, ">= 0.8x the later writes (%.2fx)", vs_later);
+	res_note(b, "the slowest pc_cache_new took %.2f ms", slowest_new);
+}
+
+static double run_mibs(const struct result *r)
+{
+	return r->ok ? r->mibs : NAN;
+}
+
+static void first_writes_table(void)
+{
+	static struct first_round r[FIRST_ROUNDS];
+	char file[PATH_MAX], first[96], later[96];
+	uint64_t total = bo.quick ? bo.total : FIRST_TOTAL;
+
+	first_rounds = bo.quick ? 1 : FIRST_ROUNDS;
+	double slowest_new = 0;
+
+	bu_join(file, sizeof(file), bo.dir, "pcbench-il-first.dat");
+	snprintf(first, sizeof(first), "first writes into a new cache, %d B records", FIRST_RECORD);
+	snprintf(later, sizeof(later), "later writes, same cache, %d B records", FIRST_RECORD);
+	printf("\n== interleaved, table 3: the first writes into a new cache: %d threads, %d B records, %s per run, "
+	       "fsync included, %d rounds ==\n",
+	       bo.threads, FIRST_RECORD, bu_human(total), first_rounds);
+	printf("Each round: a %d s pause, kernel-buffered; the same pause, a new pagecache cache of %s (made right before the "
+	       "writes, its memory not waited for) written with PC_DONTCACHE; the same workload again in that cache "
+	       "once settled (later writes, a new file, its fault-in waited for).  MiB/s are medians; ratios are medians of each round's own ratio\n",
+	       bo.quick ? 0 : FIRST_PAUSE_US / 1000000, bu_human(bo.mem));
+	for (int i = 0; i < first_rounds; i++) {
+		first_writes_round(file, total, &r[i], first);
+		slowest_new = fmax(slowest_new, r[i].new_ms);
+		printf("  round %d: kernel-buffered %.1f, new cache %.1f, later writes %.1f MiB/s; pc_cache_new %.2f ms\n",
+		       i + 1, run_mibs(&r[i].run[FW_KERNEL]), run_mibs(&r[i].run[FW_FIRST]),
+		       run_mibs(&r[i].run[FW_LATER]), r[i].new_ms);
+	}
+	unlink(file);
+	struct bres *k = first_result(first, bpaths[P_KBUF].name, r, FW_KERNEL);
+	struct bres *b = first_result(first, bpaths[P_PDC].name, r, FW_FIRST);
+	struct bres *l = first_result(later, bpaths[P_PDC].name, r, FW_LATER);
+	if (!b->error[0])
+		first_writes_targets(b, r, slowest_new);
+	if (!l->error[0])
+		res_note(l, "the base of the new cache's '>= 0.8x the later writes'");
+	printf("%-48s %9s  %s\n", "row", "MiB/s", "targets");
+	printf("%-48s %9.1f\n", "kernel-buffered", k->value);
+	printf("%-48s %9.1f  %s %s\n", "pagecache-dontcache, new cache", b->value, b->target,
+	       b->error[0] ? b->error : b->pass ? "PASS" : "FAIL");
+	printf("%-48s %9.1f\n", "pagecache-dontcache, later writes (same cache)", l->value);
 }
 
 /* The table as grouped bars: one group per record size, kernel beside
@@ -580,6 +750,8 @@ void suite_interleaved(void)
 	       bo.edge_budget ? bu_human(bo.edge_budget) : "default", bo.threads, bu_human(bo.total));
 	interleaved_table(false);
 	interleaved_table(true);
+	if (path_selected(&bpaths[P_PDC]))
+		first_writes_table();
 	interleaved_svg(false);
 	interleaved_svg(true);
 }

@@ -88,6 +88,7 @@ static struct pc_cache *new_cache_of(struct row *r, size_t readahead_max, uint64
 	struct pc_cache *c;
 
 	pc_config_init(&cfg);
+	cfg.flags = PC_CFG_EAGER_MEMORY; /* a cache in use: see bench_cache_new */
 	cfg.memory_limit = (size_t)(bo.mem > min_mem ? bo.mem : min_mem);
 	if (readahead_max != (size_t)-1)
 		cfg.readahead_max_bytes = readahead_max;
@@ -679,19 +680,6 @@ static struct row *hit_row(const char *what, uint64_t fsize, const char *target,
  * runs of pcbench. */
 #define HIT_ROUNDS 7
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
-
 /* The median of the ratios num[i] / den[i] (the arrays are kept). */
 static double median_ratio(const double *num, const double *den, int n)
 {
@@ -699,7 +687,7 @@ static double median_ratio(const double *num, const double *den, int n)
 
 	for (int i = 0; i < n; i++)
 		q[i] = num[i] / den[i];
-	return median(q, n);
+	return bu_median(q, n);
 }
 
 static void bench_hits(const char *path, uint64_t fsize)
@@ -813,7 +801,7 @@ static void bench_hits(const char *path, uint64_t fsize)
 	 * descriptor and index lines than one of large folios). */
 	size_t nl = strlen(rk->note);
 	snprintf(rk->note + nl, sizeof(rk->note) - nl, "; %" PRIu64 " folios cached", st1.folios);
-	/* Ratios first: median() sorts its array, which breaks the pairs. */
+	/* Ratios first: bu_median() sorts its array, which breaks the pairs. */
 	rk->ratio = median_ratio(p1, k1, HIT_ROUNDS);
 	rm->ratio = median_ratio(p1, m1, HIT_ROUNDS);
 	r2->ratio = median_ratio(p2, p1, HIT_ROUNDS);
@@ -822,22 +810,22 @@ static void bench_hits(const char *path, uint64_t fsize)
 	rm2->ratio = median_ratio(m2, m1, HIT_ROUNDS);
 	rmk->ratio = median_ratio(m1, k1, HIT_ROUNDS);
 	rl->ratio = median_ratio(l1, m1, HIT_ROUNDS);
-	rmk->kernel = median(k1, HIT_ROUNDS);
-	rmk->pc = median(m1, HIT_ROUNDS);
-	rl->kernel = median(m1, HIT_ROUNDS);
-	rl->pc = median(l1, HIT_ROUNDS);
-	rm2->kernel = median(m1, HIT_ROUNDS);
-	rm2->pc = median(m2, HIT_ROUNDS);
-	rk->kernel = median(k1, HIT_ROUNDS);
-	rk2->kernel = median(k2, HIT_ROUNDS);
-	rk->pc = median(p1, HIT_ROUNDS);
-	rm->kernel = median(m1, HIT_ROUNDS);
+	rmk->kernel = bu_median(k1, HIT_ROUNDS);
+	rmk->pc = bu_median(m1, HIT_ROUNDS);
+	rl->kernel = bu_median(m1, HIT_ROUNDS);
+	rl->pc = bu_median(l1, HIT_ROUNDS);
+	rm2->kernel = bu_median(m1, HIT_ROUNDS);
+	rm2->pc = bu_median(m2, HIT_ROUNDS);
+	rk->kernel = bu_median(k1, HIT_ROUNDS);
+	rk2->kernel = bu_median(k2, HIT_ROUNDS);
+	rk->pc = bu_median(p1, HIT_ROUNDS);
+	rm->kernel = bu_median(m1, HIT_ROUNDS);
 	rm->pc = rk->pc;
 	r2->kernel = rk->pc;
-	r2->pc = median(p2, HIT_ROUNDS);
+	r2->pc = bu_median(p2, HIT_ROUNDS);
 	rs->kernel = rk->kernel;
-	rs->pc = median(s1, HIT_ROUNDS);
-	rk2->pc = median(p2, HIT_ROUNDS);
+	rs->pc = bu_median(s1, HIT_ROUNDS);
+	rk2->pc = bu_median(p2, HIT_ROUNDS);
 	check_all_hits(rk, &d, kr);
 	if (isnan(rk->pc))
 		rm->pc = r2->kernel = r2->pc = rs->pc = rk2->pc = rk->ratio = rm->ratio = r2->ratio = rs->ratio =
@@ -1078,12 +1066,15 @@ out:
  * in a directory already holding the first side's 5000 (a slower lookup
  * and insert on XFS), and compare worse for it.
  */
+/* Where the files go: --dir, or the fresh file system of the run. */
+static const char *files_top;
+
 static void files_path(char *out, size_t len, const char *sub, unsigned i)
 {
 	char name[64];
 
 	snprintf(name, sizeof(name), "%s/%u", sub, i);
-	bu_join(out, len, bo.dir, name);
+	bu_join(out, len, files_top, name);
 }
 
 static void files_fill(char *buf, unsigned i)
@@ -1297,7 +1288,7 @@ static void files_remove(void)
 			files_path(path, sizeof(path), sides[s], i);
 			unlink(path);
 		}
-		bu_join(path, sizeof(path), bo.dir, sides[s]);
+		bu_join(path, sizeof(path), files_top, sides[s]);
 		rmdir(path);
 	}
 }
@@ -1306,9 +1297,9 @@ static void files_mkdirs(void)
 {
 	char path[PATH_MAX];
 
-	bu_join(path, sizeof(path), bo.dir, "pcbench-files-kernel");
+	bu_join(path, sizeof(path), files_top, "pcbench-files-kernel");
 	bu_mkdir(path);
-	bu_join(path, sizeof(path), bo.dir, "pcbench-files-pagecache");
+	bu_join(path, sizeof(path), files_top, "pcbench-files-pagecache");
 	bu_mkdir(path);
 }
 
@@ -1340,6 +1331,16 @@ static void files_wait_idle(struct pc_cache *c)
 typedef double (*files_kernel_fn)(char *buf, unsigned lo, unsigned hi);
 typedef double (*files_pc_fn)(struct row *r, struct pc_cache *c, char *buf, unsigned lo, unsigned hi);
 
+/* Write back everything of the files' file system (untimed). */
+static void files_sync_dir(void)
+{
+	int fd = open(files_top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || syncfs(fd) != 0)
+		bu_die("syncfs %s:", files_top);
+	close(fd);
+}
+
 /* Each phase of f is a step of the progress line of its own: the settling
  * waits (seconds, with nothing counted) as timed steps. */
 static void files_side_by_side(struct row *r, struct pc_cache *c, char *buf, files_kernel_fn kernel,
@@ -1350,23 +1351,32 @@ static void files_side_by_side(struct row *r, struct pc_cache *c, char *buf, fil
 	prog_step_done();
 	prog_step_count(r->name, "kernel, then pagecache", 2 * FILES_N, "files");
 	r->kernel = FILES_N / kernel(buf, 0, FILES_N);
+	/* The kernel's run leaves its files dirty and its journal full: its
+	 * write-back would otherwise run during pagecache's run and be timed
+	 * there (pagecache's own has ended before the kernel's run, above). */
+	files_sync_dir();
 	double tp = pc(r, c, buf, 0, FILES_N);
 	r->pc = isnan(tp) ? NAN : FILES_N / tp;
 	prog_step_done();
 }
 
-static void bench_small_files(void)
+/* f1 and f2 on the file system of files_top, `fs` naming it in the rows. */
+static void bench_small_files(const char *fs)
 {
 	struct row *rc = add_row(NULL, "files/s", ">= 0.8x"), *rr = add_row(NULL, "files/s", ">= 0.8x");
 	char *buf = malloc(2 * FILES_BYTES + 2);
 	struct pc_cache *c;
 
-	static char names[2][64];
+	static char names[4][80];
+	static int next;
+	char *n1 = names[next++ % 4], *n2 = names[next++ % 4];
 
-	snprintf(names[0], sizeof(names[0]), "f1. create+write+close %u x %u B", FILES_N, FILES_BYTES);
-	snprintf(names[1], sizeof(names[1]), "f2. reopen+read+close %u x %u B", FILES_N, FILES_BYTES);
-	rc->name = names[0];
-	rr->name = names[1];
+	snprintf(n1, sizeof(names[0]), "f1. create+write+close %u x %u B%s%s", FILES_N, FILES_BYTES, *fs ? ", " : "",
+		 fs);
+	snprintf(n2, sizeof(names[0]), "f2. reopen+read+close %u x %u B%s%s", FILES_N, FILES_BYTES, *fs ? ", " : "",
+		 fs);
+	rc->name = n1;
+	rr->name = n2;
 	rc->min_ratio = rr->min_ratio = 0.8;
 	files_remove();
 	files_mkdirs();
@@ -1540,9 +1550,9 @@ static void bench_stream_scan_hot(const char *path, uint64_t size, char *buf)
 				two[i] = stream_scan_hot_run(rh, path, size, buf, false, 2);
 		}
 	}
-	rk->kernel = median(k, STREAM_ROUNDS);
-	rk->pc = rh->pc = median(one, STREAM_ROUNDS);
-	rh->kernel = median(two, STREAM_ROUNDS);
+	rk->kernel = bu_median(k, STREAM_ROUNDS);
+	rk->pc = rh->pc = bu_median(one, STREAM_ROUNDS);
+	rh->kernel = bu_median(two, STREAM_ROUNDS);
 	size_t l = strlen(rh->note);
 	snprintf(rh->note + l, sizeof(rh->note) - l, "%s'kernel' column: pagecache with scan and hot reads on two "
 		 "handles; pagecache column: the same one-handle measurement as the row above; medians of %d cold rounds, file %s", l ? "; " : "", STREAM_ROUNDS, bu_human(size));
@@ -1622,8 +1632,8 @@ static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, ch
 		stream_close(r, c, &s);
 		prog_advance(1);
 	}
-	r->kernel = median(k, STREAM_ROUNDS);
-	r->pc = median(p, STREAM_ROUNDS);
+	r->kernel = bu_median(k, STREAM_ROUNDS);
+	r->pc = bu_median(p, STREAM_ROUNDS);
 	return cached;
 }
 
@@ -1953,7 +1963,30 @@ void suite_files(void)
 	int first = nrows;
 
 	legacy_only_note("files");
-	bench_small_files(); /* its phases are steps of their own */
+	/* As root: a fresh file system of each kind for the run (see
+	 * scratchfs.c); otherwise --dir's, as it is. */
+	static const char *const kinds[] = { "xfs", "ext4" };
+	bool any = false;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		struct scratchfs s;
+		char why[256], label[32];
+
+		if (!scratchfs_make(&s, kinds[i], why, sizeof(why))) {
+			printf("(files: no fresh %s file system: %s)\n", kinds[i], why);
+			continue;
+		}
+		files_top = s.mnt;
+		snprintf(label, sizeof(label), "fresh %s", kinds[i]);
+		bench_small_files(label); /* its phases are steps of their own */
+		scratchfs_remove(&s);
+		any = true;
+	}
+	if (!any) {
+		printf("(files: on --dir's file system as it is)\n");
+		files_top = bo.dir;
+		bench_small_files("");
+	}
+	files_top = NULL;
 	flush_rows("files", first);
 }
 

@@ -47,9 +47,9 @@ bool path_selected(const struct bpath *p)
 
 /*
  * A new cache's thread faults its memory in while the program starts; that
- * is start-up (suite startup measures it), so a workload waits for it to
- * end (at most a minute) and measures a cache in use, as the kernel's page
- * cache always is.
+ * is start-up (suite startup and interleaved's table 3 measure it), so a
+ * workload waits for it to end (at most a minute) and measures a cache in
+ * use, as the kernel's page cache always is.
  */
 void bench_wait_prefault(struct pc_cache *c)
 {
@@ -63,12 +63,12 @@ void bench_wait_prefault(struct pc_cache *c)
 	}
 }
 
-struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size)
+static struct pc_cache *bench_cache_with(size_t max_folio, size_t block_size, unsigned flags)
 {
 	struct pc_config cfg;
-	struct pc_cache *c;
 
 	pc_config_init(&cfg);
+	cfg.flags = flags;
 	cfg.memory_limit = (size_t)bo.mem;
 	cfg.block_size = block_size ? block_size : (size_t)bo.block_size;
 	cfg.edge_budget_bytes = (size_t)bo.edge_budget;
@@ -76,10 +76,23 @@ struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size)
 		cfg.max_folio_size = max_folio;
 	if (bo.no_io_uring)
 		cfg.flags |= PC_CFG_NO_IO_URING;
-	c = pc_cache_new(&cfg);
+	return pc_cache_new(&cfg);
+}
+
+/* A cache in use, as the kernel's page cache always is: all of its memory
+ * faulted in (PC_CFG_EAGER_MEMORY) before the workload. */
+struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size)
+{
+	struct pc_cache *c = bench_cache_with(max_folio, block_size, PC_CFG_EAGER_MEMORY);
+
 	if (c)
 		bench_wait_prefault(c);
 	return c;
+}
+
+struct pc_cache *bench_cache_new_unsettled(size_t max_folio, size_t block_size)
+{
+	return bench_cache_with(max_folio, block_size, 0);
 }
 
 int bf_fail(struct bfile *f, const char *what)
