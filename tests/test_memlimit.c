@@ -387,12 +387,11 @@ static uint64_t status_bytes(const char *key)
 
 /* In a child: `resource` set to what the process maps now (`key` of
  * /proc/self/status) plus 256 MiB; a 1 GiB cache must fail with ENOMEM
- * and a 16 MiB one work.  Exit status: 0, or which step failed. */
+ * and a 16 MiB one work.  Exit status: 0, or which step failed.  The
+ * child starts the threads of its caches: forked alone (testutil.h). */
 static void under_rlimit(int resource, const char *key)
 {
-	fflush(NULL);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
+	pid_t pid = tu_fork_alone(120);
 	if (pid == 0) {
 		uint64_t lim = status_bytes(key) + 256 * MiB;
 		struct rlimit rl = { lim, lim };
@@ -407,15 +406,15 @@ static void under_rlimit(int resource, const char *key)
 			_exit(13);
 		_exit(pc_cache_destroy(c) == 0 ? 0 : 14);
 	}
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		fprintf(stderr, "under %s: child status %#x\n", key, status);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	int status = tu_wait_child(pid, 125);
+	if (status)
+		fprintf(stderr, "under %s: child exit status %d\n", key, status);
+	CHECK(status == 0);
 }
 
 int main(void)
 {
+	tu_exit_guard();
 	dir = test_dir("memlimit");
 	rng = test_seed("test_memlimit", 0x6d656d6c696d6974ull);
 	model = malloc(FILE_SIZE);

@@ -206,12 +206,10 @@ static bool fails_eperm(ssize_t r)
 }
 
 /* f: an inherited handle, or NULL (the parent had opened none yet). */
+/* Forked while the parent's threads run: it leaves by _exit, never
+ * through LeakSanitizer's check at exit (testutil.h, tu_fork). */
 static void child_main(struct pc_cache *c, struct pc_file *f, const char *parent_file, unsigned n)
 {
-	/* A hang kills the child by the signal's default action (see
-	 * test_mt_fork); the parent's waitpid then returns. */
-	signal(SIGALRM, SIG_DFL);
-	alarm(CHILD_WATCHDOG_S);
 	uint8_t buf[4096];
 	memset(buf, 1, sizeof(buf));
 	errno = 0;
@@ -229,26 +227,18 @@ static void child_main(struct pc_cache *c, struct pc_file *f, const char *parent
 	_exit((!f || pc_close(f) == 0) && pc_cache_destroy(c) == 0 ? 0 : 30);
 }
 
-static int child_status(pid_t pid)
-{
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		fprintf(stderr, "child: wait status %#x\n", status);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* Fork a child while the parent's cache is (perhaps) being faulted in;
  * true if it was. */
 static bool fork_child(struct pc_cache *c, struct pc_file *f, const char *path, unsigned n)
 {
 	bool midway = populating(c);
-	fflush(NULL);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
+	pid_t pid = tu_fork(CHILD_WATCHDOG_S);
 	if (pid == 0)
 		child_main(c, f, path, n);
-	CHECK(child_status(pid) == 0);
+	int status = tu_wait_child(pid, CHILD_WATCHDOG_S + 5);
+	if (status)
+		fprintf(stderr, "child %u: exit status %d\n", n, status);
+	CHECK(status == 0);
 	return midway;
 }
 
@@ -392,6 +382,7 @@ static void runs_to_the_end(void)
 
 int main(void)
 {
+	tu_exit_guard();
 	tu_watchdog("test_mt_arena", WATCHDOG_S);
 	dir = test_dir("test_mt_arena");
 	uint64_t bytes = large_cache_bytes();

@@ -545,7 +545,9 @@ static void f_unlinked_space_freed(void)
 /* ---------------------------------------------------------------- (g) */
 
 /* A write error at the exit flush is said on stderr, and a destroy that
- * an earlier-registered exit handler runs afterwards still returns it. */
+ * an earlier-registered exit handler runs afterwards still returns it.
+ * The children of (g) start threads (their caches): forked alone, they
+ * exit in full (testutil.h, tu_fork_alone). */
 static struct pc_cache *g_cache;
 static void g_destroy_at_exit(void)
 {
@@ -558,8 +560,7 @@ static void g_flush_at_exit_error(void)
 {
 	int fds[2];
 	REQUIRE(pipe(fds) == 0);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
+	pid_t pid = tu_fork_alone(120);
 	if (pid == 0) {
 		dup2(fds[1], 2);
 		close(fds[0]);
@@ -592,9 +593,7 @@ static void g_flush_at_exit_error(void)
 	while (got < sizeof(out) - 1 && (n = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
 		got += (size_t)n;
 	close(fds[0]);
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(tu_wait_child(pid, 125) == 0);
 	CHECK(strstr(out, "pagecache: write-back at exit failed: Input/output error") != NULL);
 	char want[64];
 	snprintf(want, sizeof(want), "destroy after the exit flush: -1 %d", EIO);
@@ -606,8 +605,7 @@ static void g_flush_at_exit_error(void)
 static void g_flush_at_exit(void)
 {
 	char path[4200];
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
+	pid_t pid = tu_fork_alone(120);
 	if (pid == 0) {
 		struct pc_cache *c = new_cache(PC_CFG_FLUSH_AT_EXIT, 0);
 		for (unsigned i = 0; i < 20; i++) {
@@ -617,9 +615,7 @@ static void g_flush_at_exit(void)
 		}
 		exit(0); /* no pc_cache_destroy: the atexit handler writes */
 	}
-	int status;
-	REQUIRE(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(tu_wait_child(pid, 125) == 0);
 	for (unsigned i = 0; i < 20; i++) {
 		name_of(path, sizeof(path), "g", i);
 		CHECK(on_device(path, 70 + i));
@@ -929,6 +925,7 @@ static void j_created_descriptor_direct_later(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	tu_exit_guard();
 	tu_watchdog("test_small_files", 600);
 	dir = test_dir("test_small_files");
 	a_flusher_writes_closed_files();

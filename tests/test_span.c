@@ -341,8 +341,7 @@ static void test_fork(void)
 	put(&e, 0, 8192, 2);
 	struct pc_span rs, ws;
 	REQUIRE(pc_read_begin(e.h, 0, 4096, 0, &rs) == 4096);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
+	pid_t pid = tu_fork(60);
 	if (pid == 0) {
 		struct pc_span s, wcopy;
 		int bad = 0;
@@ -358,9 +357,7 @@ static void test_fork(void)
 		bad += !(pc_write_end(&wcopy, 10) == -1 && errno == EPERM);
 		_exit(bad);
 	}
-	int st;
-	REQUIRE(waitpid(pid, &st, 0) == pid);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(tu_wait_child(pid, 65) == 0);
 	/* The parent's span is untouched. */
 	CHECK(pattern_is(rs.data, 4096, 2, 0));
 	pc_read_end(&rs);
@@ -1128,6 +1125,7 @@ static void test_write_close(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	tu_exit_guard();
 	tu_watchdog("test_span", TU_SANITIZED ? 600 : 300);
 	dir = test_dir("span");
 	RUN(test_errors());

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -362,6 +363,137 @@ static inline void tu_watchdog(const char *name, unsigned seconds)
 	tu_watchdog_name = name;
 	signal(SIGALRM, tu_watchdog_fired);
 	alarm(seconds);
+}
+
+/* ------------------------------------------------ children (fork) */
+
+/*
+ * fork() copies only the calling thread: a lock that another thread held
+ * at that moment stays held in the child for ever.  glibc's malloc and
+ * stdio reset theirs in the child; GCC 12's sanitizer runtimes take no
+ * lock around fork and reset nothing.  So in the child of a process with
+ * threads (every live pc_cache has some):
+ *   - exit() runs LeakSanitizer's check (ASan registers it before main),
+ *     which locks the whole ASan allocator and the thread registry: a
+ *     test_mt_fork child hung there in about 1 run of 9 (issue 34);
+ *   - starting or ending threads (ASan's thread registry and
+ *     dead_threads_stats_lock, TSan's "dup thread") can meet such a lock:
+ *     a child that starts threads (a cache of its own) must come from a
+ *     process with none, tu_fork_alone().
+ * A little malloc and free in the child is a risk the tests take: it takes
+ * an allocator lock only when its thread cache runs dry or over.
+ *
+ * tu_exit_guard(), called at the start of main, before the first
+ * PC_CFG_FLUSH_AT_EXIT cache, registers an exit handler that ends a child
+ * that tu_fork() made while other threads ran: _exit() with the status the
+ * child gave exit(), after fflush(NULL) as exit() would.  Exit handlers run
+ * in the reverse order of their registration, so everything the child's
+ * exit() is there to do still runs first (the library's own handler, which
+ * it registers with the first PC_CFG_FLUSH_AT_EXIT cache, and any the test
+ * registers later), and LSan's check, registered before main, never does.
+ * test_mt_fork checks the library's handler this way.  A child of a
+ * process without threads exits in full, leak check included.
+ */
+static bool tu_exit_guarded;
+static bool tu_child_of_threads; /* set in a child tu_fork() made while threads ran */
+
+static void tu_exit_guard_handler(int status, void *arg)
+{
+	(void)arg;
+	if (tu_child_of_threads) {
+		fflush(NULL);
+		_exit(status);
+	}
+}
+
+static inline void tu_exit_guard(void)
+{
+	REQUIRE(on_exit(tu_exit_guard_handler, NULL) == 0);
+	tu_exit_guarded = true;
+}
+
+/* The threads of this process (its "Threads:" in /proc/self/status). */
+static inline unsigned tu_threads(void)
+{
+	FILE *fp = fopen("/proc/self/status", "re");
+	REQUIRE(fp);
+	char line[256];
+	unsigned n = 0;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "Threads: %u", &n) == 1)
+			break;
+	fclose(fp);
+	REQUIRE(n > 0);
+	return n;
+}
+
+/*
+ * fork() for a test: stdio flushed first (no output twice), and the child
+ * gets a watchdog of `seconds`.  The watchdog is SIGALRM's default action,
+ * carried out by the kernel: a handler would never run in a child stuck in
+ * a sanitizer runtime (TSan defers signals there).  Wait for the child
+ * with tu_wait_child().
+ */
+static inline pid_t tu_fork(unsigned seconds)
+{
+	if (!tu_exit_guarded) {
+		fprintf(stderr, "tu_fork: tu_exit_guard() was not called at the start of main\n");
+		abort();
+	}
+	bool threads = tu_threads() > 1;
+	fflush(NULL);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		tu_child_of_threads = threads;
+		signal(SIGALRM, SIG_DFL);
+		alarm(seconds);
+	}
+	return pid;
+}
+
+/* tu_fork() for a child that starts threads of its own: only once this
+ * process has no other thread (one that pthread_join returned for may
+ * still be ending in the kernel for a moment: polled).  Not for TSan
+ * builds, whose runtime may run a thread of its own. */
+static inline pid_t tu_fork_alone(unsigned seconds)
+{
+	if (!TU_POLL(tu_threads() == 1, 10000)) {
+		fprintf(stderr, "tu_fork_alone: %u threads run here; the child could not start its own\n",
+			tu_threads());
+		abort();
+	}
+	return tu_fork(seconds);
+}
+
+/*
+ * The exit status of child `pid`, or 128 + the signal that ended it (said
+ * on stderr; SIGALRM is its tu_fork watchdog).  A child still running after
+ * `seconds` (its watchdog's bound and a margin) is killed and reaped, so
+ * that no hung child outlives the test and holds ctest's output pipe open.
+ */
+static inline int tu_wait_child(pid_t pid, unsigned seconds)
+{
+	int status = 0;
+	uint64_t until = tu_now_ms() + (uint64_t)seconds * 1000;
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		REQUIRE(r >= 0 || errno == EINTR);
+		if (r == pid)
+			break;
+		if (tu_now_ms() > until) {
+			fprintf(stderr, "child %d still running after %u s: killed\n", (int)pid, seconds);
+			kill(pid, SIGKILL);
+			REQUIRE(waitpid(pid, &status, 0) == pid);
+			break;
+		}
+		usleep(10000);
+	}
+	if (!WIFSIGNALED(status))
+		return WEXITSTATUS(status);
+	fprintf(stderr, "child %d ended by signal %d (%s)%s\n", (int)pid, WTERMSIG(status), strsignal(WTERMSIG(status)),
+		WTERMSIG(status) == SIGALRM ? ": it hung, its watchdog fired" : "");
+	return 128 + WTERMSIG(status);
 }
 
 /* Exactly expect[0, size) on the device: after fsync or close. */
