@@ -903,8 +903,7 @@ static void test_depth(struct pc_cache *c)
 	/* Let the submitter run into the limit: the completion thread is
 	 * stuck in the first done(), `depth` more are in flight, the next
 	 * submission waits. */
-	for (int i = 0; i < 200 && (atomic_load(&gate_blocked) == 0 || atomic_load(&d.submitted) < (int)depth); i++)
-		usleep(1000);
+	CHECK(TU_POLL(atomic_load(&gate_blocked) != 0 && atomic_load(&d.submitted) >= (int)depth, 200));
 	usleep(50000);
 	int sub = atomic_load(&d.submitted);
 	CHECK(atomic_load(&gate_blocked) == 1);

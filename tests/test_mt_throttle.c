@@ -129,9 +129,11 @@ static void gate_set(bool closed)
 	pthread_mutex_unlock(&gate_lock);
 }
 
-/* Wait up to `ms` for `n` device writes to be held at the gate at once. */
+/* Wait for `n` device writes to be held at the gate at once: `ms` should
+ * do, TU_POLL_MIN_MS is the bound (a hang's, as TU_POLL's). */
 static bool gate_wait_blocked(int n, unsigned ms)
 {
+	ms = (unsigned)tu_max_u64(ms, TU_POLL_MIN_MS);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += ms / 1000;
@@ -634,10 +636,7 @@ static void close_while_writeback_waits(void)
 		CHECK(w[i].res == (ssize_t)(64 * KiB));
 	}
 	ob = NULL;
-	for (int i = 0; i < 1000 && !ob; i++)
-		if (!(ob = pc_open(other, pb, O_RDWR, 0)))
-			usleep(10000); /* settled once written */
-	CHECK(ob != NULL);
+	CHECK(TU_POLL((ob = pc_open(other, pb, O_RDWR, 0)) != NULL, 10000)); /* settled once written */
 	if (ob) {
 		static uint8_t back[64 * KiB];
 		CHECK(pc_pread(ob, back, sizeof(back), 0, PC_DIRECT) == (ssize_t)sizeof(back));

@@ -104,11 +104,7 @@ static void test_synced_when_descriptor_goes(int dirfd)
 	write_closed(c, dirfd, "f1", data, sizeof(data));
 	/* The flusher writes f1 through the kernel: dirty there first. */
 	long seen = 0;
-	for (int i = 0; i < 500 && seen <= 0; i++) {
-		seen = kernel_unwritten(dirfd, "f1");
-		if (seen <= 0)
-			usleep(10000);
-	}
+	(void)TU_POLL((seen = kernel_unwritten(dirfd, "f1")) != 0, 5000);
 	if (seen < 0) {
 		printf("test_nosyncfs: no cachestat(2): skipped\n");
 		pc_cache_destroy(c);
@@ -119,13 +115,7 @@ static void test_synced_when_descriptor_goes(int dirfd)
 	 * descriptor up, and its kernel-written end is synced first. */
 	write_closed(c, dirfd, "f2", data, sizeof(data));
 	write_closed(c, dirfd, "f3", data, sizeof(data));
-	long left = 1;
-	for (int i = 0; i < 1000 && left != 0; i++) {
-		left = kernel_unwritten(dirfd, "f1");
-		if (left != 0)
-			usleep(10000);
-	}
-	CHECK(left == 0);
+	CHECK(TU_POLL(kernel_unwritten(dirfd, "f1") == 0, 10000));
 	CHECK(pc_cache_destroy(c) == 0);
 	/* destroy fdatasynced what still had its descriptor */
 	CHECK(kernel_unwritten(dirfd, "f2") == 0);

@@ -27,11 +27,17 @@ static void test_openat(struct pc_cache *c, const char *dir)
 	CHECK(g && pc_pread(g, buf, 8, 0, 0) == 5 && memcmp(buf, "hello", 5) == 0);
 	pc_close(g);
 	/* A symlink as the last component: ELOOP with O_NOFOLLOW, nothing
-	 * created where it points. */
-	CHECK(symlinkat("/tmp/pc-openat-escape-target", dfd, "link") == 0);
+	 * created where it points (an absolute path in this test's own
+	 * directory: no name another run could share). */
+	char *real = realpath(dir, NULL);
+	REQUIRE(real);
+	char target[4200];
+	test_path(target, sizeof(target), real, "escape-target");
+	free(real);
+	CHECK(symlinkat(target, dfd, "link") == 0);
 	errno = 0;
 	CHECK(pc_openat(c, dfd, "link", O_RDWR | O_CREAT | O_NOFOLLOW, 0644) == NULL && errno == ELOOP);
-	CHECK(access("/tmp/pc-openat-escape-target", F_OK) != 0);
+	CHECK(access(target, F_OK) != 0);
 	/* Followed without it (an existing target opens). */
 	CHECK(symlinkat("a", dfd, "link2") == 0);
 	g = pc_openat(c, dfd, "link2", O_RDONLY, 0);
@@ -135,12 +141,9 @@ static void test_flush_and_info(struct pc_cache *c, const char *dir)
 	/* wait = 0 starts write-back: the data reaches the device soon. */
 	struct pc_stats s;
 	pc_cache_stats(c, &s);
-	uint64_t written0 = s.dev_write_bytes, t0 = tu_now_ms();
+	uint64_t written0 = s.dev_write_bytes;
 	CHECK(pc_flush(f, 0) == 0);
-	do {
-		pc_cache_stats(c, &s);
-	} while (s.dev_write_bytes < written0 + sizeof(buf) && tu_now_ms() - t0 < 2000);
-	CHECK(s.dev_write_bytes >= written0 + sizeof(buf));
+	CHECK(TU_POLL((pc_cache_stats(c, &s), s.dev_write_bytes >= written0 + sizeof(buf)), 2000));
 	pc_file_stats(f, &s);
 	CHECK(s.dirty_bytes == 0);
 	/* wait = 1: on the device on return, error reported once. */

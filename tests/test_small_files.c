@@ -95,15 +95,10 @@ static bool on_device(const char *path, unsigned salt)
 	return n == (ssize_t)FILE_BYTES && memcmp(got, want, FILE_BYTES) == 0;
 }
 
-/* Wait (up to 10 s) for the flusher to bring the file to the device. */
+/* Wait (10 s should do) for the flusher to bring the file to the device. */
 static bool reaches_device(const char *path, unsigned salt)
 {
-	for (int i = 0; i < 1000; i++) {
-		if (on_device(path, salt))
-			return true;
-		usleep(10000);
-	}
-	return false;
+	return TU_POLL(on_device(path, salt), 10000);
 }
 
 static unsigned open_fds(void)
@@ -138,15 +133,10 @@ static unsigned deleted_fds(void)
 	return n;
 }
 
-/* Wait up to ms for the descriptors of unlinked files to be `want`. */
+/* Wait (ms should do) for the descriptors of unlinked files to be `want`. */
 static bool deleted_fds_drop_to(unsigned want, unsigned ms)
 {
-	for (unsigned i = 0; i <= ms / 10; i++) {
-		if (deleted_fds() == want)
-			return true;
-		usleep(10000);
-	}
-	return false;
+	return TU_POLL(deleted_fds() == want, ms);
 }
 
 /* ---------------------------------------------------------------- (a) */
@@ -167,10 +157,7 @@ static void a_flusher_writes_closed_files(void)
 	struct pc_cache *other = new_cache(0, 0);
 	name_of(path, sizeof(path), "a", 7);
 	struct pc_file *f = NULL;
-	for (int i = 0; i < 500 && !f; i++)
-		if (!(f = pc_open(other, path, O_RDWR, 0)))
-			usleep(10000);
-	CHECK(f != NULL);
+	CHECK(TU_POLL((f = pc_open(other, path, O_RDWR, 0)) != NULL, 5000));
 	if (f)
 		CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(other) == 0);
@@ -582,8 +569,7 @@ static void g_flush_at_exit_error(void)
 		/* The flusher meets both failures before the exit: the error
 		 * is one nobody reported, which the exit flush's successful
 		 * retry would otherwise have taken. */
-		for (int i = 0; i < 1000 && pc_fault_count(g_cache, id) < 2; i++)
-			usleep(10000);
+		(void)TU_POLL(pc_fault_count(g_cache, id) >= 2, 10000);
 		exit(0);
 	}
 	close(fds[1]);

@@ -166,22 +166,36 @@ static inline uint64_t tu_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Poll `cond` every 10 ms for up to `ms`; true once it holds.  Background
- * work (the flusher) is waited for this way, never with bare sleeps. */
-#define TU_POLL(cond, ms)                                                     \
-	({                                                                    \
-		bool ok_ = false;                                             \
-		uint64_t until_ = tu_now_ms() + (ms);                         \
-		for (;;) {                                                    \
-			if (cond) {                                           \
-				ok_ = true;                                   \
-				break;                                        \
-			}                                                     \
-			if (tu_now_ms() > until_)                             \
-				break;                                        \
-			usleep(10000);                                        \
-		}                                                             \
-		ok_;                                                          \
+/*
+ * Poll `cond` every 10 ms; true once it holds.  Background work (the
+ * flusher) is waited for this way, never with bare sleeps.  `ms` is how
+ * long it should take; the poll goes on for TU_POLL_MIN_MS at least all
+ * the same, a bound that only catches a hang (a loaded machine, a
+ * sanitizer build, can hold background work back for seconds: a figure of
+ * time is for pcbench, not a test), and says on stderr when it took
+ * longer than `ms`.
+ */
+#define TU_POLL_MIN_MS 60000
+#define TU_POLL(cond, ms)                                                                      \
+	({                                                                                     \
+		bool ok_ = false;                                                              \
+		uint64_t t0_ = tu_now_ms(), want_ = (ms);                                      \
+		uint64_t until_ = t0_ + tu_max_u64(want_, TU_POLL_MIN_MS);                     \
+		for (;;) {                                                                     \
+			if (cond) {                                                            \
+				ok_ = true;                                                    \
+				break;                                                         \
+			}                                                                      \
+			if (tu_now_ms() > until_)                                              \
+				break;                                                         \
+			usleep(10000);                                                         \
+		}                                                                              \
+		uint64_t took_ = tu_now_ms() - t0_;                                            \
+		if (took_ > want_)                                                             \
+			fprintf(stderr, "%s:%d: %s: %s after %llu ms (expected within %llu)\n",  \
+				__FILE__, __LINE__, #cond, ok_ ? "true" : "still false",       \
+				(unsigned long long)took_, (unsigned long long)want_);         \
+		ok_;                                                                           \
 	})
 
 /* Whether the closed file at path is settled within 10 s: written, its

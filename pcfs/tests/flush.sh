@@ -30,23 +30,18 @@ same a || fail "close_to_open: the data is not in the backing file when close(2)
 echo "close_to_open: in the backing file at close"
 
 cp "$T/data" "$D/b"
-for i in $(seq 100); do
-	same b && break
-	sleep 0.1
-done
-same b || fail "default mount: the data did not reach the backing file within 10 s (no fsync)"
+wait_for 10 same b || fail "default mount: the data did not reach the backing file (no fsync)"
 echo "default: written back by the flusher, no fsync"
 
 # Its mtime is put on the backing file once settled (a stat through the
 # mount asks for it); the data stays cached: reading it again reads
 # nothing from the device.
 want=$(stat -c %y "$D/b")
-for i in $(seq 100); do
-	[ "$(stat -c %y "$B/b")" = "$want" ] && break
-	sleep 0.1
+mtime_shown() {
 	stat "$D/b" >/dev/null
-done
-[ "$(stat -c %y "$B/b")" = "$want" ] || fail "the backing file's mtime $(stat -c %y "$B/b") is not the one shown, $want"
+	[ "$(stat -c %y "$B/b")" = "$want" ]
+}
+wait_for 10 mtime_shown || fail "the backing file's mtime $(stat -c %y "$B/b") is not the one shown, $want"
 reads=$(stat_field "$D" dev_read_ios)
 cmp -s "$T/data" "$D/b" || fail "reading b back through the mount"
 [ "$(stat_field "$D" dev_read_ios)" = "$reads" ] || fail "reading b back read the device (the cached data was dropped)"

@@ -27,6 +27,21 @@ need_fuse() {
 	fi
 }
 
+# wait_for SECONDS CMD...: run CMD every 0.1 s until it succeeds; its last
+# status.  SECONDS is how long it should take; it goes on for 60 s at least
+# all the same, a bound that only catches a hang (as TU_POLL in
+# tests/testutil.h: a loaded machine can hold the daemon back for seconds).
+wait_for() {
+	# (local names of their own: CMD may be a function that reads globals)
+	local wait_for_s=$1 wait_for_i
+	shift
+	for ((wait_for_i = 0; wait_for_i < (wait_for_s > 60 ? wait_for_s : 60) * 10; wait_for_i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	"$@"
+}
+
 # need_cmd CMD...: the programs a test runs (scripts/setup.sh installs them).
 need_cmd() {
 	local c
@@ -67,12 +82,11 @@ pcfs_mount() {
 pcfs_umount() {
 	fusermount3 -u "$1" || fail "fusermount3 -u $1"
 	# The daemon writes everything back after the unmount: wait for it.
-	local i
-	for i in $(seq 100); do
-		pgrep -f "pcfs.* $1\$" >/dev/null || return 0
-		sleep 0.1
-	done
-	fail "pcfs daemon of $1 still running 10 s after unmount"
+	wait_for 10 daemon_gone "$1" || fail "pcfs daemon of $1 still running after unmount"
+}
+
+daemon_gone() {
+	! pgrep -f "pcfs.* $1\$" >/dev/null
 }
 
 # stat_field MOUNTPOINT NAME: a counter from .pcfs-stats.

@@ -76,7 +76,7 @@ rm -rf "${B:?}"/*
 "${LIMIT[@]}" "${NOHANDLES[@]}" "$PCFS" -f "$B" "$M" 2>"$T/err" &
 pid=$!
 MOUNTS+=("$M")
-for i in $(seq 100); do mountpoint -q "$M" && break; sleep 0.1; done
+wait_for 10 mountpoint -q "$M" || fail "pcfs -f did not mount"
 if cp -a "$S" "$M/copy" 2>/dev/null; then fail "no handles, limit 256: the copy of $nfiles files worked"; fi
 fusermount3 -u "$M"
 wait "$pid" || fail "pcfs -f exited $? after the shortage"

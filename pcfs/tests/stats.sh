@@ -23,11 +23,7 @@ field() { awk -v k="$1" '$1 == k { print $2 }' "$F"; }
 pid=$(pgrep -f "pcfs -o stats_file=$F $B $M\$" | head -1)
 [ -n "$pid" ] || fail "no daemon pid"
 kill -USR1 "$pid"
-for i in $(seq 50); do
-	[ -s "$F" ] && break
-	sleep 0.1
-done
-[ -s "$F" ] || fail "kill -USR1: nothing in $F after 5 s"
+wait_for 5 test -s "$F" || fail "kill -USR1: nothing in $F"
 [ "$(field fuse_write_bytes)" = 1000000 ] || fail "stats_file: fuse_write_bytes '$(field fuse_write_bytes)'"
 [ "$(field hit_bytes)" -ge 1000000 ] || fail "stats_file: hit_bytes '$(field hit_bytes)', want the read back"
 for k in dirty_bytes dev_read_ios dev_write_bytes edge_kept edge_completed rmw_reads write_errors; do

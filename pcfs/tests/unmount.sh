@@ -21,12 +21,7 @@ start_fg() {
 	env --default-signal=INT "$PCFS" -f "$@" "$B" "$M" 2>"$T/err" &
 	PID=$!
 	MOUNTS+=("$M")
-	local i
-	for i in $(seq 100); do
-		mountpoint -q "$M" && return 0
-		sleep 0.1
-	done
-	fail "pcfs -f $* did not mount"
+	wait_for 10 mountpoint -q "$M" || fail "pcfs -f $* did not mount"
 }
 
 # stop HOW: end the mount (umount, TERM, INT, TERM2: a second SIGTERM during
