@@ -12,10 +12,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 
 bash scripts/setup.sh
+. scripts/builds.sh
 
 JOBS=$(nproc 2>/dev/null || echo 2)
-cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release \
-	-DCMAKE_C_FLAGS_RELEASE="-O2 -g -DNDEBUG" -DPC_SANITIZE=
+pc_cmake_args build
+cmake -S "$ROOT" -B "$ROOT/build" "${CMAKE_ARGS[@]}"
 cmake --build "$ROOT/build" -j "$JOBS"
 
 BENCHDIR=$ROOT/build/benchdata

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# soak.sh - run the randomized, fault and crash tests in a loop with fresh
-# seeds for a while, in the Release and ASan builds.  Not run in CI.
+# soak.sh - run tests again and again, to find what fails once in many
+# runs.  Not run in CI.  Two modes:
 #
-#   bash scripts/soak.sh [DURATION]     DURATION: 90s, 30m, 2h or seconds (default 10m)
+#   bash scripts/soak.sh [DURATION]     seed loop; DURATION: 90s, 30m, 2h or seconds (default 10m)
+#   bash scripts/soak.sh --ctest [N]    repeat loop: N passes in a row wanted (default 50)
 #
+# Seed loop: the randomized, fault and crash tests in a loop with fresh seeds
+# for a while, in the Release and ASan builds.
 # Every round runs each test once per build with a new PC_SEED (the stress
 # test for PC_SOAK_STRESS_SECONDS), each under `timeout` so a hang is caught
 # and reported rather than waited for.  New runs start until the duration is
@@ -15,8 +18,21 @@
 # Logs of failed runs are kept in build/soak/; the exit status is non-zero
 # if any run failed or hung.
 #
-# Environment:
-#   PC_SOAK_BUILDS="build build-asan"   builds to use (configured and built here)
+# Repeat loop (--ctest N): `ctest --repeat until-fail:N` in build-asan and
+# build-tsan, configured as scripts/test.sh configures them (scripts/builds.sh),
+# over two groups of tests: `fork`, the tests that fork (tests/test_*.c that
+# call fork, tu_fork or tu_fork_alone) but are not concurrency tests, and
+# `concurrency`, the label (test_mt_*, the only tests build-tsan registers).
+# ctest stops repeating a test at its first failure.  Report: per build and
+# group, the passes in a row (those of its weakest test: N when every test
+# passed N times) and the time taken, then every failed test with the passes
+# it had before; ctest's logs of failed groups are kept in build/soak/.  The
+# exit status is non-zero if any test failed.  One repetition of every
+# group takes about a minute and a half on 2 cores, after the builds.
+#
+# Environment (PC_SOAK_BUILDS for both modes, the others for the seed loop):
+#   PC_SOAK_BUILDS="build build-asan"   builds to use (configured and built here;
+#                                       --ctest: "build-asan build-tsan")
 #   PC_SOAK_TESTS="..."                 tests to run (default: test_mt_stress test_errors
 #                                       test_fault test_model test_mt_model test_crash test_reliability test_small_files;
 #                                       the ones not built are skipped)
@@ -45,22 +61,44 @@ parse_duration() {
 	esac
 }
 
+REPEAT=
 case ${1:-} in
 -h | --help)
 	usage
 	exit 0
 	;;
+--ctest)
+	REPEAT=${2:-50}
+	[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || {
+		echo "soak.sh: --ctest wants a number of passes, not '$REPEAT'" >&2
+		exit 2
+	}
+	;;
+*)
+	DURATION=$(parse_duration "${1:-10m}" 2>/dev/null) || {
+		echo "soak.sh: bad duration '${1:-}' (use e.g. 90s, 30m, 2h)" >&2
+		exit 2
+	}
+	[[ $DURATION =~ ^[0-9]+$ ]] || {
+		echo "soak.sh: bad duration '${1:-}'" >&2
+		exit 2
+	}
+	;;
 esac
-DURATION=$(parse_duration "${1:-10m}" 2>/dev/null) || {
-	echo "soak.sh: bad duration '${1:-}' (use e.g. 90s, 30m, 2h)" >&2
-	exit 2
-}
-[[ $DURATION =~ ^[0-9]+$ ]] || {
-	echo "soak.sh: bad duration '${1:-}'" >&2
-	exit 2
-}
 
-BUILDS=${PC_SOAK_BUILDS:-build build-asan}
+if [ -n "$REPEAT" ]; then
+	BUILDS=${PC_SOAK_BUILDS:-build-asan build-tsan}
+else
+	BUILDS=${PC_SOAK_BUILDS:-build build-asan}
+	for b in $BUILDS; do
+		case $b in
+		build | build-asan) ;;
+		*)
+			echo "soak.sh: the seed loop runs in build and build-asan, not '$b'" >&2
+			exit 2 ;;
+		esac
+	done
+fi
 TESTS=${PC_SOAK_TESTS:-test_mt_stress test_errors test_fault test_model test_mt_model test_crash test_reliability test_small_files}
 STRESS_SECONDS=${PC_SOAK_STRESS_SECONDS:-60}
 RUN_TIMEOUT=${PC_SOAK_TIMEOUT:-900}
@@ -69,21 +107,16 @@ LOGDIR=$ROOT/build/soak/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$LOGDIR"
 
 bash scripts/setup.sh || exit 1
+. scripts/builds.sh
 
-# The same configurations as scripts/test.sh.
+# The same configurations as scripts/test.sh (scripts/builds.sh).
 configure_and_build() {
 	local b=$1
-	case $b in
-	build)
-		cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release \
-			-DCMAKE_C_FLAGS_RELEASE="-O2 -g -DNDEBUG" -DPC_SANITIZE= >/dev/null ;;
-	build-asan)
-		cmake -S "$ROOT" -B "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug \
-			-DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DPC_SANITIZE=address >/dev/null ;;
-	*)
-		echo "soak.sh: unknown build '$b' (build, build-asan)" >&2
-		return 1 ;;
-	esac || return 1
+	if [ "$b" = build-fuzz ] || ! pc_cmake_args "$b"; then
+		echo "soak.sh: unknown build '$b' (build, build-asan, build-tsan)" >&2
+		return 1
+	fi
+	cmake -S "$ROOT" -B "$ROOT/$b" "${CMAKE_ARGS[@]}" >/dev/null || return 1
 	cmake --build "$ROOT/$b" -j "$(nproc 2>/dev/null || echo 2)" >"$LOGDIR/$b-build.log" 2>&1 || {
 		echo "soak.sh: building $b failed, see $LOGDIR/$b-build.log" >&2
 		return 1
@@ -100,11 +133,101 @@ run_env() {
 	fi
 }
 
-# Sanitizers may trip over high-entropy ASLR: as scripts/test.sh, turn it off.
-SAN_PREFIX=()
-if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
-	SAN_PREFIX=(setarch "$(uname -m)" -R)
+for b in $BUILDS; do
+	echo "==== $b: configure and build ===="
+	configure_and_build "$b" || exit 1
+done
+
+# ------------------------------------------------------------ repeat loop
+
+# The passes in a row of each test in a ctest log: "NAME PASSES END", END
+# the result that ended the streak ("-" if none did, "Skipped" for a test
+# that only skipped itself).  Skips do not count.
+streaks() {
+	sed -nE 's/.*Test +#[0-9]+: ([^ ]+) \.+ *(\*\*\*)?([A-Za-z]+).*/\1 \3/p' "$1" |
+		awk '!($1 in n) { n[$1] = 0; end[$1] = "-"; order[++k] = $1 }
+		     end[$1] == "-" && $2 == "Passed" { n[$1]++ }
+		     end[$1] == "-" && $2 != "Passed" && $2 != "Skipped" { end[$1] = $2 }
+		     END { for (i = 1; i <= k; i++) {
+				t = order[i]
+				print t, n[t], (n[t] == 0 && end[t] == "-") ? "Skipped" : end[t]
+		     } }'
+}
+
+repeat_report=()
+repeat_failed=()
+
+# repeat_group BUILD GROUP CTEST_ARGS...: one `ctest --repeat until-fail`.
+repeat_group() {
+	local b=$1 group=$2 log=$LOGDIR/$1.$2.log t0=$SECONDS prefix=() fewest="" ntests=0 skipped="" name n end
+	shift 2
+	if [ "$b" != build ]; then
+		prefix=("${SAN_PREFIX[@]}")
+	fi
+	echo "==== $b, $group: ctest --repeat until-fail:$REPEAT $* (log $log) ===="
+	(cd "$ROOT/$b" && "${prefix[@]}" ctest --repeat until-fail:"$REPEAT" -j2 --output-on-failure \
+		--no-tests=ignore "$@") >"$log" 2>&1
+	local rc=$?
+	while read -r name n end; do
+		if [ "$end" = Skipped ]; then
+			skipped+=" $name"
+			continue
+		fi
+		ntests=$((ntests + 1))
+		if [ -z "$fewest" ] || [ "$n" -lt "$fewest" ]; then
+			fewest=$n
+		fi
+		if [ "$end" != - ]; then
+			repeat_failed+=("$b $group: $name passed $n times in a row, then $end")
+		fi
+	done < <(streaks "$log")
+	if [ "$ntests" -eq 0 ]; then
+		repeat_report+=("$(printf '%-10s %-12s %5s  no tests%s' "$b" "$group" - "${skipped:+ (skipped:$skipped)}")")
+	else
+		repeat_report+=("$(printf '%-10s %-12s %5d  %d of %d%s (%ds)%s' "$b" "$group" "$ntests" "$fewest" \
+			"$REPEAT" "$([ "$rc" -ne 0 ] && echo ', FAILED')" $((SECONDS - t0)) \
+			"${skipped:+; skipped:$skipped}")")
+	fi
+	echo "${repeat_report[-1]}"
+	if [ "$rc" -eq 0 ]; then
+		rm -f "$log"
+	elif [ "$ntests" -gt 0 ] && [ "$fewest" -eq "$REPEAT" ]; then
+		repeat_failed+=("$b $group: ctest failed (exit $rc), see $log")
+	fi
+}
+
+repeat_report_print() {
+	echo
+	echo "==== soak.sh --ctest $REPEAT report: $((SECONDS - start))s ===="
+	printf '%-10s %-12s %5s  %s\n' build group tests "passes in a row"
+	printf '%s\n' "${repeat_report[@]}"
+	if [ "${#repeat_failed[@]}" -eq 0 ]; then
+		echo "no failures"
+		rmdir "$LOGDIR" 2>/dev/null
+		return 0
+	fi
+	echo
+	echo "failures (ctest logs kept in $LOGDIR):"
+	printf '  %s\n' "${repeat_failed[@]}"
+	return 1
+}
+
+if [ -n "$REPEAT" ]; then
+	# The tests that fork, but for the concurrency ones (their own group).
+	fork_tests=$(grep -lE '=[[:space:]]*(tu_fork|tu_fork_alone|fork)\(' tests/test_*.c |
+		sed 's|.*/||; s|\.c$||' | paste -sd '|')
+	start=$SECONDS
+	trap 'repeat_report_print; exit 130' INT TERM
+	for b in $BUILDS; do
+		repeat_group "$b" fork -R "^($fork_tests)\$" -LE concurrency
+		repeat_group "$b" concurrency -L concurrency
+	done
+	trap - INT TERM
+	repeat_report_print
+	exit
 fi
+
+# -------------------------------------------------------------- seed loop
 
 new_seed() {
 	od -An -N6 -tu8 /dev/urandom | tr -d ' '
@@ -191,10 +314,6 @@ report() {
 
 skipped=()
 active=()
-for b in $BUILDS; do
-	echo "==== $b: configure and build ===="
-	configure_and_build "$b" || exit 1
-done
 # Each test in every build before the next test: a short soak still
 # covers both builds.
 for t in $TESTS; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - the one test command: build and run every test four ways.
+# test.sh - the one test command: build and run every test four ways
+# (their configurations: scripts/builds.sh).
 #
 #   build       Release (-O2 -g), all tests
 #   build-asan  Debug (-O1 -g) with ASan + UBSan, all tests
@@ -29,34 +30,28 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 
 bash scripts/setup.sh
+. scripts/builds.sh
 
 JOBS=$(nproc 2>/dev/null || echo 2)
 BUILDS=${PC_BUILDS:-build build-asan build-tsan build-fuzz}
 CTEST_ARGS=("$@")
-FUZZ_CC=${PC_FUZZ_CC:-clang}
-
-# Sanitizer runtimes can trip over high-entropy address-space randomisation;
-# run sanitized tests with it off when the kernel lets us.
-SAN_PREFIX=()
-if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
-	SAN_PREFIX=(setarch "$(uname -m)" -R)
-fi
 
 summary=()
 total_pass=0
 total_fail=0
 status=0
 
-# run_build NAME NO_TESTS_POLICY PREFIX_FLAG -- CMAKE_ARGS...
+# run_build NAME NO_TESTS_POLICY: configure (scripts/builds.sh), build and
+# test build NAME; the sanitized ones (all but `build`) under SAN_PREFIX.
 run_build() {
-	local name=$1 no_tests=$2 use_prefix=$3
-	shift 4
+	local name=$1 no_tests=$2
 	local dir=$ROOT/$name log rc line passed failed total failed_names skipped skipped_names
 	log=$dir/ctest.log
 
 	echo
 	echo "==== $name: configure ===="
-	if ! cmake -S "$ROOT" -B "$dir" "$@"; then
+	pc_cmake_args "$name"
+	if ! cmake -S "$ROOT" -B "$dir" "${CMAKE_ARGS[@]}"; then
 		summary+=("$(printf '%-11s CONFIGURE FAILED' "$name")")
 		total_fail=$((total_fail + 1))
 		return 1
@@ -70,7 +65,7 @@ run_build() {
 
 	echo "==== $name: ctest ===="
 	local prefix=()
-	if [ "$use_prefix" = 1 ]; then
+	if [ "$name" != build ]; then
 		prefix=("${SAN_PREFIX[@]}")
 	fi
 	set +e
@@ -116,25 +111,19 @@ run_build() {
 
 for b in $BUILDS; do
 	case $b in
-	build)
-		run_build build error 0 -- -DCMAKE_BUILD_TYPE=Release \
-			-DCMAKE_C_FLAGS_RELEASE="-O2 -g -DNDEBUG" -DPC_SANITIZE= || status=1
-		;;
-	build-asan)
-		run_build build-asan error 1 -- -DCMAKE_BUILD_TYPE=Debug \
-			-DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DPC_SANITIZE=address || status=1
+	build | build-asan)
+		run_build "$b" error || status=1
 		;;
 	build-tsan)
 		# Only concurrency tests are registered here; none yet is not an error.
-		run_build build-tsan ignore 1 -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DPC_SANITIZE=thread || status=1
+		run_build build-tsan ignore || status=1
 		;;
 	build-fuzz)
 		# No clang is a failure, never a skip: the fuzz run is part of CI.
-		if ! command -v "$FUZZ_CC" >/dev/null 2>&1; then
-			echo "test.sh: build-fuzz needs $FUZZ_CC (apt-get install clang libclang-rt-dev)" >&2
+		if ! command -v "$PC_FUZZ_CC" >/dev/null 2>&1; then
+			echo "test.sh: build-fuzz needs $PC_FUZZ_CC (apt-get install clang libclang-rt-dev)" >&2
 			summary+=("$(printf '%-11s FAILED: %s not installed (run scripts/setup.sh as root)' \
-				     build-fuzz "$FUZZ_CC")")
+				     build-fuzz "$PC_FUZZ_CC")")
 			total_fail=$((total_fail + 1))
 			status=1
 			continue
@@ -146,8 +135,7 @@ for b in $BUILDS; do
 			fuzz_no_tests=ignore
 		fi
 		rm -f "$ROOT/build-fuzz/fuzz/last-run.log" # only this run's figures below
-		run_build build-fuzz "$fuzz_no_tests" 1 -- -DCMAKE_C_COMPILER="$FUZZ_CC" -DPC_FUZZ=ON \
-			-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" || status=1
+		run_build build-fuzz "$fuzz_no_tests" || status=1
 		if [ -f "$ROOT/build-fuzz/fuzz/last-run.log" ]; then
 			echo "==== build-fuzz: libFuzzer final stats ===="
 			grep -E '^(stat::|Done )' "$ROOT/build-fuzz/fuzz/last-run.log" || true
