@@ -61,7 +61,16 @@
  *   clean data is evicted to make room, dirty data is written back first,
  *   never dropped.  pc_cache_new takes about the same time at any
  *   memory_limit (well under a millisecond here): it faults none of the
- *   memory in and touches none of the table.  A thread of the cache then
+ *   memory in and touches none of the table.  It grows the process's
+ *   descriptor table once to hold the descriptors the cache keeps for
+ *   closed files (max_closed_files, twice over; at most 16384 and the
+ *   soft RLIMIT_NOFILE: up to 128 KiB of kernel memory), by duplicating a
+ *   descriptor to that number and closing it: in a process that has
+ *   threads, the first such growth waits for an RCU grace period
+ *   (milliseconds on a virtual machine) where each later one, as files are
+ *   kept open, would have waited in a pc_open; a program that dup2()s onto
+ *   high descriptor numbers in another thread meanwhile could lose that
+ *   descriptor.  A thread of the cache then
  *   faults the memory in behind the program's back, 2 MiB at a time, in the
  *   order in which folios are handed out, so that writes and reads find
  *   memory that is ready and do not pay the page faults and the kernel's
@@ -71,17 +80,23 @@
  *   grows with what the cache holds, not to memory_limit at once, and a
  *   cache whose working set stays small (uncached writes use the dirty
  *   limit and their edges) never spends a CPU faulting in the rest.  It
- *   ends once all of memory_limit is in, and pc_cache_destroy stops it
- *   first (it waits for at most one 2 MiB step).
+ *   sleeps meanwhile, and ends once all of memory_limit is in (so it lives
+ *   as long as a cache that never fills), and pc_cache_destroy stops it
+ *   first (it waits for at most one 2 MiB step).  It asks for transparent
+ *   huge pages as it goes; where the system gives them only on advice
+ *   ("madvise"), a writer that outruns it faults small pages (which the
+ *   kernel may merge into huge ones later).
  *   Writes into new memory faster than the machine can fault memory in
  *   (400 to 600 MiB/s on the virtual machine of tools/pcbench's figures,
  *   whose host backs guest memory on first touch) catch up with it and
  *   fault their folios in themselves.  Each 2 MiB step holds the process's
- *   mmap_lock for reading: mmap, munmap, fork and malloc growing its heap in
+ *   mmap_lock for reading (and the huge-page advice before a run of steps,
+ *   briefly, for writing): mmap, munmap, fork and malloc growing its heap in
  *   other threads may wait for one step meanwhile (a fraction of a
  *   millisecond where the kernel zeroes memory at memory speed, up to 30 ms
- *   on that virtual machine).  While it runs it takes a CPU (seconds for a
- *   few hundred MiB on that machine when the host backs the memory first):
+ *   on that virtual machine).  While it faults memory in it takes a CPU
+ *   (seconds for a few hundred MiB on that machine when the host backs the
+ *   memory first; with PC_CFG_EAGER_MEMORY that is all of memory_limit):
  *   pc_stats.prefault_pending_bytes tells how much of its lead is left, so
  *   a program (or a benchmark) can wait for it before timing-sensitive
  *   work.
@@ -243,8 +258,9 @@ struct pc_config {
 	 * does not show it yet; a PC_CFG_LAZY_MEMORY cache counts all of its
 	 * memory it has not handed out).  Swap does not count.  It is a check
 	 * at pc_cache_new: memory that other processes take later can still
-	 * run the machine short (the background fault-in, see "Memory", makes
-	 * the cache take its memory soon).  A figure that cannot be read (no
+	 * run the machine short, as the cache fills (only with
+	 * PC_CFG_EAGER_MEMORY does it take all of its memory soon, see
+	 * "Memory").  A figure that cannot be read (no
 	 * /proc, no cgroup files) limits nothing.  The
 	 * kernel's own limits fail the mapping, also with ENOMEM: RLIMIT_AS,
 	 * RLIMIT_DATA (the arena is private writable memory) and, with

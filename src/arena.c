@@ -36,7 +36,8 @@
  * the whole arena, which it does when all of the arena has been handed out
  * (with PC_CFG_EAGER_MEMORY its lead is the whole arena: it faults all of
  * it in at once).  Why 2 MiB: it is one
- * transparent huge page; and a step holds mmap_lock for reading, so what
+ * transparent huge page; and a step holds mmap_lock for reading (the
+ * huge-page advice before a run of steps takes it for writing, briefly), so what
  * changes the address space in other threads (mmap, munmap, malloc's brk,
  * fork) waits for at most one step, as does pc_cache_destroy to stop the
  * thread: under a millisecond where the kernel zeroes memory at memory
@@ -185,49 +186,62 @@ static bool populate_stopping(struct pc_cache *c)
 }
 
 /* Sleep until the allocator hands out fresh memory that moves the goal
- * past `done`, or the thread is told to stop.  (The timeout only bounds
- * the cost of a lost race; progress.h loses none.) */
+ * past `done`, or the thread is told to stop.  (The timeout is only a
+ * backstop: progress.h loses no wakeup.) */
 static void populate_wait_for_demand(struct pc_cache *c, size_t done)
 {
 	uint64_t seen = progress_begin(&c->frontier_progress);
 	if (populate_goal(c) <= done && !populate_stopping(c))
-		progress_wait(&c->frontier_progress, seen, 1000);
+		progress_wait(&c->frontier_progress, seen, 10000);
 	progress_end(&c->frontier_progress);
 }
 
 /*
- * Fault in [done, done + len) of the arena as huge pages.  Only the thread
- * asks for huge pages (arena_init does not, but with PC_CFG_LAZY_MEMORY):
- * a huge page takes a free 2 MiB block of the machine's, and those are the
- * blocks a hypervisor with free page reporting has taken back, so the
- * first touch of one costs milliseconds on such a virtual machine.  That is
- * the thread's time.  A writer that outruns the thread faults small pages
+ * Huge pages for [from, to) of the arena (to rounded up to a step).  Only
+ * the thread asks for them as it goes (arena_init does not, but with
+ * PC_CFG_LAZY_MEMORY or without a thread): a huge page takes a free 2 MiB
+ * block of the machine's, and those are the blocks a hypervisor with free
+ * page reporting has taken back, so the first touch of one costs
+ * milliseconds on such a virtual machine.  That is the thread's time.
+ * Where transparent huge pages are only given on advice (the usual
+ * "madvise" setting), a writer that outruns the thread faults small pages
  * instead, which come from memory the kernel freed recently (the blocks it
  * does not report) and cost what they cost the kernel's page cache.  The
- * advice on each step joins the range to the huge-page part before it (one
- * mapping of the two, not one per step).
+ * advice takes mmap_lock for writing (it changes the mapping; the new part
+ * joins the huge-page part before it), so it is given once a wake, up to
+ * the goal, not once a step.
  */
-static int populate_step(struct pc_cache *c, size_t done, size_t len)
+static void advise_huge(struct pc_cache *c, size_t from, size_t to)
 {
-	madvise(c->arena + done, len, MADV_HUGEPAGE);
-	return madvise(c->arena + done, len, MADV_POPULATE_WRITE);
+	uintptr_t end = pc_round_up((uintptr_t)c->arena + to, POPULATE_STEP);
+	size_t upto = (size_t)pc_min_u64(end - (uintptr_t)c->arena, c->arena_bytes);
+	if (upto > from)
+		madvise(c->arena + from, upto - from, MADV_HUGEPAGE);
 }
 
 static void *populate_main(void *arg)
 {
 	struct pc_cache *c = arg;
-	size_t done = 0, table_done = 0;
+	size_t done = 0, table_done = 0, advised = 0;
 	while (done < c->arena_bytes && !populate_stopping(c)) {
-		if (done >= populate_goal(c)) {
+		size_t goal = populate_goal(c);
+		if (done >= goal) {
 			populate_wait_for_demand(c, done);
 			continue;
 		}
+		if (advised < goal) {
+			advise_huge(c, advised, goal);
+			advised = goal;
+		}
+		populate_table(c, &table_done, (goal + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT);
 		size_t len = populate_step_len(c->arena, c->arena_bytes, done);
-		populate_table(c, &table_done, (done + len + PC_PAGE_SIZE - 1) >> PC_PAGE_SHIFT);
 		/* An error (EINVAL before Linux 5.14, ENOMEM, EINTR for a
-		 * dying process) ends it: the rest is faulted in by first use. */
-		if (populate_step(c, done, len) != 0)
+		 * dying process) ends it: the rest is faulted in by first use,
+		 * in huge pages as without a thread. */
+		if (madvise(c->arena + done, len, MADV_POPULATE_WRITE) != 0) {
+			advise_huge(c, advised, c->arena_bytes);
 			break;
+		}
 		done += len;
 		atomic_store_explicit(&c->populated_bytes, done, memory_order_relaxed);
 		budget_note_taken(c, done);
@@ -251,8 +265,10 @@ void arena_populate_start(struct pc_cache *c)
 	 * delivered to it. */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	c->populate_running = pthread_create(&c->populate_thread, NULL, populate_main, c) == 0;
-	if (!c->populate_running)
+	if (!c->populate_running) {
+		advise_huge(c, 0, c->arena_bytes);
 		atomic_store(&c->populate_ended, true);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -407,9 +423,6 @@ static bool carve_fresh_block(struct pc_cache *c)
 	uint32_t end = pfn + (1u << order);
 	atomic_store_explicit(&c->fresh_pfn, end, memory_order_relaxed);
 	budget_note_taken(c, (size_t)end << PC_PAGE_SHIFT);
-	/* The background thread may be waiting for the goal to move: one
-	 * load when it is not. */
-	progress_signal(&c->frontier_progress);
 	return true;
 }
 
@@ -424,10 +437,13 @@ static unsigned lowest_free_order(const struct pc_cache *c, unsigned order)
 
 uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 {
+	bool carved = false;
 	pthread_mutex_lock(&c->arena_lock);
 	unsigned o = lowest_free_order(c, order);
-	while (o > c->max_order && carve_fresh_block(c))
+	while (o > c->max_order && carve_fresh_block(c)) {
+		carved = true;
 		o = lowest_free_order(c, order);
+	}
 	if (o > c->max_order) {
 		pthread_mutex_unlock(&c->arena_lock);
 		return PC_NONE;
@@ -440,6 +456,11 @@ uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 		free_list_push(c, pfn + (1u << o), o);
 	}
 	pthread_mutex_unlock(&c->arena_lock);
+	/* Fresh memory moves the background thread's goal; it may be waiting
+	 * for that (one load when it is not).  After the unlock: a wakeup
+	 * under arena_lock would hold up every other allocation. */
+	if (carved)
+		progress_signal(&c->frontier_progress);
 	return pfn;
 }
 

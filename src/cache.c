@@ -154,14 +154,14 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	int err = config_validate(&c->cfg);
 	if (err)
 		goto fail;
-	/* Before the cache has threads of its own (fdtable.c): room for the
-	 * descriptors of the closed files it keeps, twice over (those with
-	 * data to write may hold as many more), and some open ones. */
-	fdtable_reserve(2 * c->cfg.max_closed_files + 64);
 	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
 	err = arena_init(c);
 	if (err)
 		goto fail;
+	/* Before the cache has threads of its own (fdtable.c): room for the
+	 * descriptors of the closed files it keeps, twice over (those with
+	 * data to write may hold as many more), and some open ones. */
+	fdtable_reserve(2 * c->cfg.max_closed_files + 64);
 	c->file_hash_size = 256;
 	c->file_hash = calloc(c->file_hash_size, sizeof(*c->file_hash));
 	if (!c->file_hash) {

@@ -48,6 +48,10 @@ void progress_signal(struct pc_progress *p)
 uint64_t progress_begin(struct pc_progress *p)
 {
 	atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
+	/* The waiter's check of the state, after this, may be a relaxed load:
+	 * the fence orders it after the registration, as the signaller's
+	 * fence orders its state change before its look at the waiters. */
+	atomic_thread_fence(memory_order_seq_cst);
 	return atomic_load_explicit(&p->count, memory_order_seq_cst);
 }
 

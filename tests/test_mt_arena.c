@@ -18,10 +18,11 @@
  *       all of the arena is used, the descriptor table with it;
  *       PC_CFG_EAGER_MEMORY faults all of it in unused;
  *       PC_CFG_LAZY_MEMORY starts no thread.
- * The large caches here take min(1 GiB, a quarter of the available
- * memory), so that faulting them in takes long enough to meet the calls
- * above on any machine; no figure of time is asserted (a watchdog fails a
- * hang).
+ * The large caches of (a) to (c) take min(1 GiB, a quarter of the
+ * available memory) with PC_CFG_EAGER_MEMORY (the thread faults all of it
+ * in, not only a lead), so that faulting them in takes long enough to meet
+ * the calls above on any machine; no figure of time is asserted (a
+ * watchdog fails a hang).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -69,7 +70,7 @@ static bool populating(struct pc_cache *c)
 /* A new cache of `bytes` (its fault-in starting) and a new file in it. */
 static struct pc_file *new_cache_and_file(uint64_t bytes, const char *path, struct pc_cache **c)
 {
-	*c = cache_of(bytes, 0);
+	*c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
 	REQUIRE(*c);
 	struct pc_file *f = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
@@ -83,7 +84,7 @@ static void destroy_while_populating(uint64_t bytes)
 	unsigned midway = 0;
 	double slowest = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		struct pc_cache *c = cache_of(bytes, 0);
+		struct pc_cache *c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
 		REQUIRE(c);
 		CHECK(c->populate_running);
 		/* Even rounds: at once (the thread may not have run yet); odd
@@ -249,7 +250,7 @@ static void fork_while_populating(uint64_t bytes)
 	/* The first child comes right after pc_cache_new, before pc_open
 	 * (which takes long under TSan): faulting in goes at up to 20 GiB/s
 	 * where the machine has the memory at hand. */
-	struct pc_cache *c = cache_of(bytes, 0);
+	struct pc_cache *c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
 	REQUIRE(c);
 	unsigned midway = fork_child(c, NULL, path, 0), nchildren = 4;
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);

@@ -11,8 +11,12 @@
  * Needs root, mount(8)'s loop support and mkfs.<type>; scratchfs_make says
  * why it cannot and the suite runs on --dir instead.  The mount namespace
  * (unshare(CLONE_NEWNS), made private) means a pcbench killed halfway
- * leaves no mount behind, and `mount -o loop` sets up the loop device to
- * detach itself when its file system is unmounted.
+ * leaves no mount behind, `mount -o loop` sets up the loop device to
+ * detach itself when its file system is unmounted, and the image is
+ * removed as soon as it is mounted.  unshare moves only the calling thread
+ * (and the threads it starts later) into the namespace, and gives it a
+ * working directory and umask of its own; the suite's work runs there, and
+ * nothing else of pcbench depends on either.
  */
 #include "bench.h"
 
@@ -52,10 +56,14 @@ static bool private_mounts(char *why, size_t len)
 {
 	static int done; /* 1: done, -1: failed */
 
-	if (!done)
+	static int err;
+
+	if (!done) {
 		done = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 1 : -1;
+		err = errno;
+	}
 	if (done < 0)
-		snprintf(why, len, "no mount namespace of its own: %s", strerror(errno));
+		snprintf(why, len, "no mount namespace of its own: %s", strerror(err));
 	return done > 0;
 }
 
@@ -103,6 +111,9 @@ bool scratchfs_make(struct scratchfs *s, const char *type, char *why, size_t len
 		return false;
 	}
 	s->mounted = true;
+	/* The loop device holds the image open: removed now, it goes with
+	 * the mount even if pcbench dies before scratchfs_remove. */
+	unlink(s->image);
 	return true;
 }
 
@@ -110,9 +121,8 @@ void scratchfs_remove(struct scratchfs *s)
 {
 	if (!s->mounted)
 		return;
-	if (umount(s->mnt) != 0)
+	if (umount(s->mnt) != 0 && umount2(s->mnt, MNT_DETACH) != 0)
 		bu_warn("pcbench: umount %s:", s->mnt);
 	rmdir(s->mnt);
-	unlink(s->image);
 	s->mounted = false;
 }
