@@ -76,7 +76,9 @@
  *   memory that is ready and do not pay the page faults and the kernel's
  *   zeroing on their own time.  It keeps a lead of a sixteenth of
  *   memory_limit (2 to 32 MiB) ahead of the memory the cache has used and
- *   then waits for the cache to use more: the process's resident memory
+ *   then waits for the cache to use more (it fills the lead once the
+ *   cache has taken no new memory for 20 ms, so that it takes no CPU from
+ *   a burst of first writes): the process's resident memory
  *   grows with what the cache holds, not to memory_limit at once, and a
  *   cache whose working set stays small (uncached writes use the dirty
  *   limit and their edges) never spends a CPU faulting in the rest.  It

@@ -22,7 +22,8 @@
  * memory the thread has faulted in already and the page faults, and the
  * kernel's zeroing, stay off the callers' time.  It keeps a lead (a
  * sixteenth of the arena, 2 to 32 MiB) ahead of the memory handed out and
- * then sleeps until the allocator hands out more: a cache whose working
+ * then sleeps until the allocator hands out more (and while it is handing
+ * out fresh memory, see POPULATE_QUIET_MS): a cache whose working
  * set stays small (an uncached writer's is the dirty limit and its edges)
  * takes only that much memory, and the thread does not spend a CPU its
  * first writers want (seconds a GiB on a virtual machine whose host backs
@@ -68,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* One step of the background fault-in: one transparent huge page. */
 #define POPULATE_STEP ((size_t)2 << 20)
@@ -219,14 +221,41 @@ static void advise_huge(struct pc_cache *c, size_t from, size_t to)
 		madvise(c->arena + from, upto - from, MADV_HUGEPAGE);
 }
 
+/*
+ * While callers are handing out fresh memory, the thread stays off the
+ * CPU: they fault their own small pages, cheaply (see advise_huge), and a
+ * thread faulting huge pages from reported memory beside them would take
+ * a CPU they want (on 2 CPUs, the first writes into a new cache ran at
+ * half their later speed).  It fills its lead once the allocator has
+ * handed out nothing fresh for POPULATE_QUIET_MS.  Not with
+ * PC_CFG_EAGER_MEMORY, whose program wants all memory ready soonest.
+ */
+#define POPULATE_QUIET_MS 20
+
+static void populate_wait_for_quiet(struct pc_cache *c)
+{
+	uint32_t seen;
+	do {
+		seen = arena_used_pages(c);
+		usleep(POPULATE_QUIET_MS * 1000);
+	} while (!populate_stopping(c) && arena_used_pages(c) != seen);
+}
+
 static void *populate_main(void *arg)
 {
 	struct pc_cache *c = arg;
 	size_t done = 0, table_done = 0, advised = 0;
+	bool eager = c->cfg.flags & PC_CFG_EAGER_MEMORY;
+	uint32_t frontier = 0; /* arena_used_pages at the last step */
 	while (done < c->arena_bytes && !populate_stopping(c)) {
 		size_t goal = populate_goal(c);
 		if (done >= goal) {
 			populate_wait_for_demand(c, done);
+			continue;
+		}
+		if (!eager && arena_used_pages(c) != frontier) {
+			populate_wait_for_quiet(c);
+			frontier = arena_used_pages(c);
 			continue;
 		}
 		if (advised < goal) {
