@@ -225,8 +225,7 @@ static void advise_huge(struct pc_cache *c, size_t from, size_t to)
  * While callers are handing out fresh memory, the thread stays off the
  * CPU: they fault their own small pages, cheaply (see advise_huge), and a
  * thread faulting huge pages from reported memory beside them would take
- * a CPU they want (on 2 CPUs, the first writes into a new cache ran at
- * half their later speed).  It fills its lead once the allocator has
+ * a CPU they want.  It fills its lead once the allocator has
  * handed out nothing fresh for POPULATE_QUIET_MS.  Not with
  * PC_CFG_EAGER_MEMORY, whose program wants all memory ready soonest.
  */
@@ -371,8 +370,8 @@ int arena_init(struct pc_cache *c)
 		budget_release(c);
 		return -ENOMEM;
 	}
-	/* Huge pages: asked for step by step by the thread that faults the
-	 * arena in (populate_step), or here for all of it when there is no
+	/* Huge pages: asked for as it goes by the thread that faults the
+	 * arena in (advise_huge), or here for all of it when there is no
 	 * such thread. */
 	if (c->cfg.flags & PC_CFG_LAZY_MEMORY)
 		madvise(p, c->arena_bytes, MADV_HUGEPAGE);

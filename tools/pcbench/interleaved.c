@@ -628,6 +628,14 @@ static double first_median(const struct first_round *r, int num, int den)
 	return bu_median(q, first_rounds);
 }
 
+/* The larger of two counts; unknown (NAN) if either is: a count not
+ * measured in some round leaves the figure unknown, not that of the
+ * rounds that measured it (fmax would drop the NAN). */
+static double max_or_unknown(double a, double b)
+{
+	return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+}
+
 /* A result of table 3: the median MiB/s, or the first failed run's error. */
 static struct bres *first_result(const char *workload, const char *path, const struct first_round *r, int which)
 {
@@ -648,10 +656,8 @@ static struct bres *first_result(const char *workload, const char *path, const s
 
 		double reads = which == FW_KERNEL ? a->proc_reads : a->lib_reads;
 
-		/* A count not measured in any round leaves the figure unknown
-		 * (NAN), not 0: fmax would drop it. */
-		b->device_reads_4k = isnan(reads) ? NAN : fmax(b->device_reads_4k, reads);
-		b->proc_read_bytes = isnan(a->proc_read_bytes) ? NAN : fmax(b->proc_read_bytes, a->proc_read_bytes);
+		b->device_reads_4k = max_or_unknown(b->device_reads_4k, reads);
+		b->proc_read_bytes = max_or_unknown(b->proc_read_bytes, a->proc_read_bytes);
 		b->writes = (double)a->writes;
 	}
 	b->reads_per_write = b->device_reads_4k / b->writes;
