@@ -1421,13 +1421,14 @@ out:
  *     makes 32 random 4 KiB reads of its first 64 MiB, all through one
  *     descriptor (kernel) or one handle (pagecache), and through two
  *     handles (scan, hot) as the base pagecache must match;
- *   quarters: 4 threads each scan their own quarter through one shared
- *     descriptor / handle;
+ *   quarters: 4 threads each scan their own quarter in 1 MiB reads
+ *     through one shared descriptor / handle;
  *   uncached: a PC_DONTCACHE sequential 1 MiB read of the file against the
  *     kernel's buffered cold read; nothing may stay cached;
  *   cold miss: single random 4 KiB reads of the cold file, one at a time.
  */
 #define STREAM_CHUNK (128 * 1024)
+#define QUARTER_CHUNK BU_MiB
 #define STREAM_HOT_READS 32
 #define STREAM_HOT_BYTES (64 * BU_MiB)
 #define STREAM_MISSES 2000
@@ -1567,10 +1568,10 @@ struct quarter_arg {
 static void *quarter_thread(void *p)
 {
 	struct quarter_arg *a = p;
-	char *buf = bu_alloc_aligned(STREAM_CHUNK, 4096);
+	char *buf = bu_alloc_aligned(QUARTER_CHUNK, 4096);
 
-	for (uint64_t off = a->from; off < a->to && !a->failed; off += STREAM_CHUNK)
-		a->failed = stream_read(&a->s, false, buf, STREAM_CHUNK, off) <= 0;
+	for (uint64_t off = a->from; off < a->to && !a->failed; off += QUARTER_CHUNK)
+		a->failed = stream_read(&a->s, false, buf, QUARTER_CHUNK, off) != QUARTER_CHUNK;
 	free(buf);
 	return NULL;
 }
@@ -1580,7 +1581,7 @@ static double stream_quarters(const struct stream_io *s, uint64_t size)
 {
 	struct quarter_arg a[4];
 	pthread_t t[4];
-	uint64_t q = size / 4 / STREAM_CHUNK * STREAM_CHUNK, t0 = bu_now_ns();
+	uint64_t q = size / 4 / QUARTER_CHUNK * QUARTER_CHUNK, t0 = bu_now_ns();
 	bool failed = false;
 
 	for (int i = 0; i < 4; i++) {
@@ -1595,12 +1596,21 @@ static double stream_quarters(const struct stream_io *s, uint64_t size)
 	return failed ? NAN : (double)(4 * q) / BU_MiB / bu_secs(bu_now_ns() - t0);
 }
 
+/* "rounds (pagecache / kernel): 1.02x 0.97x 1.10x" into b. */
+static void round_ratios(char *b, size_t len, const double *k, const double *p)
+{
+	size_t l = (size_t)snprintf(b, len, "rounds (pagecache / kernel):");
+	for (int i = 0; i < STREAM_ROUNDS && l < len; i++)
+		l += (size_t)snprintf(b + l, len - l, " %.2fx", p[i] / k[i]);
+}
+
 /* One workload of r, kernel and pagecache interleaved over STREAM_ROUNDS
- * cold rounds (pagecache with `flags` on every read); medians into r.
+ * cold rounds (pagecache with `flags` on every read); medians into r, and
+ * each round's ratio into `rounds` (round_ratios) unless it is NULL.
  * Returns the most that any pagecache round left cached. */
 typedef double (*stream_fn)(const struct stream_io *s, uint64_t size, char *buf);
 static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, char *buf, stream_fn fn, int flags,
-			      const char *what)
+			      const char *what, char *rounds, size_t rounds_len)
 {
 	double k[STREAM_ROUNDS], p[STREAM_ROUNDS];
 	uint64_t cached = 0;
@@ -1634,6 +1644,8 @@ static uint64_t stream_rounds(struct row *r, const char *path, uint64_t size, ch
 	}
 	r->kernel = bu_median(k, STREAM_ROUNDS);
 	r->pc = bu_median(p, STREAM_ROUNDS);
+	if (rounds)
+		round_ratios(rounds, rounds_len, k, p);
 	return cached;
 }
 
@@ -1647,9 +1659,12 @@ static void bench_stream_quarters(const char *path, uint64_t size, char *buf)
 {
 	struct row *r = add_row("r. 4 threads, a quarter each, one handle", "MiB/s", ">= 1.0x");
 
+	char rounds[96];
+
 	r->min_ratio = 1.0;
-	stream_rounds(r, path, size, buf, stream_quarters_fn, 0, "pc_pread (quarters)");
-	snprintf(r->note, sizeof(r->note), "cold, medians of %d rounds, file %s", STREAM_ROUNDS, bu_human(size));
+	stream_rounds(r, path, size, buf, stream_quarters_fn, 0, "pc_pread (quarters)", rounds, sizeof(rounds));
+	snprintf(r->note, sizeof(r->note), "1 MiB reads, cold, medians of %d rounds, file %s; %s", STREAM_ROUNDS,
+		 bu_human(size), rounds);
 }
 
 /* A whole sequential read in 1 MiB pieces; MiB/s, NAN on a failure. */
@@ -1669,7 +1684,8 @@ static void bench_stream_uncached(const char *path, uint64_t size, char *buf)
 
 	r->min_ratio = 0.9;
 	r->pc_path = "pagecache-dontcache";
-	uint64_t cached = stream_rounds(r, path, size, buf, stream_seq_read, PC_DONTCACHE, "pc_pread (PC_DONTCACHE)");
+	uint64_t cached = stream_rounds(r, path, size, buf, stream_seq_read, PC_DONTCACHE, "pc_pread (PC_DONTCACHE)",
+					NULL, 0);
 	r->has_cached = true;
 	r->cached_after = (double)cached;
 	if (cached)
@@ -1696,7 +1712,7 @@ static void bench_stream_cold_misses(const char *path, uint64_t size, char *buf)
 	struct row *r = add_row("r. cold random 4 KiB miss", "reads/s", ">= 1.0x");
 
 	r->min_ratio = 1.0;
-	stream_rounds(r, path, size, buf, stream_cold_misses, 0, "pc_pread (cold miss)");
+	stream_rounds(r, path, size, buf, stream_cold_misses, 0, "pc_pread (cold miss)", NULL, 0);
 	snprintf(r->note, sizeof(r->note), "%d reads one at a time, medians of %d rounds: kernel %.1f us, "
 		 "pagecache %.1f us per read", STREAM_MISSES, STREAM_ROUNDS, 1e6 / r->kernel, 1e6 / r->pc);
 }
