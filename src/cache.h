@@ -126,9 +126,6 @@ struct pc_cache {
 	 * (busy_ns: up to busy_since, when the current busy spell began) */
 	_Atomic int64_t wb_ios;
 	_Atomic uint64_t wb_busy_ns, wb_busy_since;
-	/* pace.c: the bytes of the first write-back request to end and the
-	 * busy time when it did (first_done is set last, once) */
-	_Atomic uint64_t wb_first_done, wb_first_busy;
 	pthread_mutex_t pace_lock;
 	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
 	/* Bandwidth samples taken (pace_sample_due): changed under pace_lock,

@@ -15,7 +15,7 @@
  *     rate = ratelimit * pos
  *
  * where pos falls linearly from 2 at freerun through 1 at the setpoint
- * (half way from freerun to the limit) to 3/4 five eighths of the way,
+ * (half way from freerun to the limit) to 1/2 three quarters of the way,
  * and stays there up to the limit (0 at the limit and past it, where the
  * throttle waits instead), and ratelimit
  * is each writer's share of the write-back bandwidth: it is corrected
@@ -85,11 +85,10 @@ uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit)
 	if (used >= limit || limit <= freerun)
 		return 0;
 	uint64_t pos = 2 * PACE_ONE * (limit - used) / (limit - freerun);
-	/* Never slower than three quarters of the share: a write's pause
-	 * stays within 4/3 of the usual one (the tail latency: at half the
-	 * share, the writes after a short device stall took 1.7 to 2 times
-	 * the others, and set a sequential writer's p99.9; at a quarter, four
-	 * times), and the limit itself stops the rest. */
+	/* Never slower than half the share just under the limit: a write's
+	 * pause stays within twice the usual one (the tail latency: a quarter
+	 * made the writes that met a device's stall take four times as long
+	 * as the others), and the limit itself stops the rest. */
 	return pos > PACE_MIN_POS ? pos : PACE_MIN_POS;
 }
 
@@ -148,33 +147,6 @@ static uint64_t dirty_used(struct pc_cache *c)
 	return used > 0 ? (uint64_t)used : 0;
 }
 
-/* The device's busy time up to now, the current spell included. */
-static uint64_t busy_time(struct pc_cache *c, uint64_t now)
-{
-	uint64_t busy = atomic_load_explicit(&c->wb_busy_ns, memory_order_acquire);
-	if (atomic_load_explicit(&c->wb_ios, memory_order_acquire) > 0) {
-		uint64_t since = atomic_load_explicit(&c->wb_busy_since, memory_order_acquire);
-		if (now > since)
-			busy += now - since;
-	}
-	return busy;
-}
-
-/*
- * The first request to end shows where the device's rate can first be
- * seen: before it the device was busy filling its queue (a whole request's
- * latency, milliseconds) and had ended nothing, and a figure over a window
- * that holds that time counts it as if the device were slow (the first
- * figures were three quarters of the device's, and the writes paced by
- * them took 1.7 times the usual).  learn_from_first_completion starts
- * learning there.  Only the cache's first completion comes here.
- */
-static void note_first_completion(struct pc_cache *c, size_t bytes, uint64_t now)
-{
-	atomic_store_explicit(&c->wb_first_busy, busy_time(c, now), memory_order_relaxed);
-	atomic_store_explicit(&c->wb_first_done, bytes, memory_order_release);
-}
-
 /*
  * The bandwidth is the bytes written back over the time the device was
  * busy with them (some request in flight), not over the window: in a
@@ -192,15 +164,27 @@ void pace_io_begin(struct pc_cache *c)
 
 void pace_io_end(struct pc_cache *c, size_t bytes)
 {
-	uint64_t before = atomic_fetch_add_explicit(&c->wb_done_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->wb_done_bytes, bytes, memory_order_relaxed);
 	/* Read before the count drops: a request submitted right after it
 	 * reached 0 starts a new spell, not a part of this one. */
 	uint64_t since = atomic_load_explicit(&c->wb_busy_since, memory_order_acquire);
-	uint64_t now = now_ns();
-	if (atomic_fetch_sub_explicit(&c->wb_ios, 1, memory_order_acq_rel) == 1 && now > since)
-		atomic_fetch_add_explicit(&c->wb_busy_ns, now - since, memory_order_relaxed);
-	if (before == 0)
-		note_first_completion(c, bytes, now);
+	if (atomic_fetch_sub_explicit(&c->wb_ios, 1, memory_order_acq_rel) == 1) {
+		uint64_t now = now_ns();
+		if (now > since)
+			atomic_fetch_add_explicit(&c->wb_busy_ns, now - since, memory_order_relaxed);
+	}
+}
+
+/* The device's busy time up to now, the current spell included. */
+static uint64_t busy_time(struct pc_cache *c, uint64_t now)
+{
+	uint64_t busy = atomic_load_explicit(&c->wb_busy_ns, memory_order_acquire);
+	if (atomic_load_explicit(&c->wb_ios, memory_order_acquire) > 0) {
+		uint64_t since = atomic_load_explicit(&c->wb_busy_since, memory_order_acquire);
+		if (now > since)
+			busy += now - since;
+	}
+	return busy;
 }
 
 /* A new window of measurement from now (under pace_lock). */
@@ -265,17 +249,6 @@ static bool learnt_enough(const struct pc_cache *c, uint64_t done)
 	return done - c->pace_learn_done >= c->cfg.dirty_limit_bytes / 8;
 }
 
-/* A learning base taken before any request had ended moves to the first
- * one's end (note_first_completion).  Under pace_lock. */
-static void learn_from_first_completion(struct pc_cache *c)
-{
-	uint64_t first = atomic_load_explicit(&c->wb_first_done, memory_order_acquire);
-	if (c->pace_learn_done == 0 && first) {
-		c->pace_learn_done = first;
-		c->pace_learn_busy = atomic_load_explicit(&c->wb_first_busy, memory_order_relaxed);
-	}
-}
-
 /*
  * Every PACE_SAMPLE_MS (one thread at a time, the others go on with the
  * last figures): the write-back bandwidth and the paced writers' dirtying
@@ -293,8 +266,6 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 	uint64_t dt = now - c->pace_stamp_ns;
 	unsigned samples = atomic_load_explicit(&c->pace_samples, memory_order_relaxed);
 	bool learning = samples < PACE_LEARN_SAMPLES;
-	if (learning)
-		learn_from_first_completion(c);
 	if (!c->pace_stamp_ns || dt > 20 * PACE_SAMPLE_MS * 1000000ull) {
 		/* First sample, or the last is stale (idle since): restart. */
 		atomic_store_explicit(&c->pace_freerun_seen, false, memory_order_relaxed);

@@ -15,14 +15,14 @@ struct pc_cache;
 #define PACE_ONE 1024
 /* Samples taken while the bandwidth is being learnt (pace.c). */
 #define PACE_LEARN_SAMPLES 8
-#define PACE_MIN_POS (PACE_ONE * 3 / 4)
+#define PACE_MIN_POS (PACE_ONE / 2)
 /* While the bandwidth is learnt, pos as pace_writer takes it: at least 1
  * (pace.c explains). */
 HIDDEN uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos);
 /* pos (PACE_ONE = 1): 2 at or below freerun (the background threshold),
  * 1 at the setpoint (half way to the limit), falling to PACE_MIN_POS
- * (3/4) five eighths of the way and staying there up to the limit, 0 at
- * the limit and past. */
+ * three quarters of the way and staying there up to the limit, 0 at the
+ * limit and past. */
 HIDDEN uint64_t pace_position(uint64_t used, uint64_t background, uint64_t limit);
 /* The time `bytes` take at ratelimit * pos bytes per second (at most the
  * longest pause). */
