@@ -11,8 +11,8 @@
  *   c  the ratelimit: from any start, N writers dirtying at ratelimit * pos
  *      bring it to bandwidth / N (each writer its share), and one writer
  *      to the whole bandwidth
- *   e  sampling: every 50 ms; the first, before any bandwidth is known,
- *      after 5 ms once write-back completed something (a writer at memory
+ *   e  sampling: every 50 ms; the first 8, while the bandwidth is learnt,
+ *      every 2 ms once write-back completed something (a writer at memory
  *      speed reaches the limit in a few milliseconds)
  *   d  a writer faster than its device (write-back slowed by a fault
  *      rule) is paced: it sleeps below the limit, peak dirty stays within

@@ -5,8 +5,7 @@
  *
  *   sequential   one writer, 1 MiB writes of --seq-total to a new file,
  *                then fsync (in the timing); per-write latency p50 / p99 /
- *                p99.9, peak dirty; every path but +dsync; each figure the
- *                median of 3 rounds of every path (sequential_rounds)
+ *                p99.9, peak dirty; every path but +dsync
  *   random 4K    4 KiB writes at random aligned offsets of an existing
  *                file of --seq-total / 2 for --seconds, then fsync
  *   4 writers    4 threads, each 1 MiB writes of --seq-total / 4 to a new
@@ -378,16 +377,15 @@ static void write_plots(int which, const char *what, const char *prefix)
 /* ------------------------------------------------------------ workloads */
 
 /* The result of a run of n writers on one path. */
-/* The figures of run r into b (a result of res_add, or a round's);
- * returns the bytes written. */
-static uint64_t wrun_fill(struct bres *b, struct wrun *r, int plot)
+static struct bres *wrun_result(const char *workload, const struct bpath *p, struct wrun *r, int plot)
 {
+	struct bres *b = res_add("dontcache", workload, p->name);
 	uint64_t bytes = 0, writes = 0;
 	size_t nl;
 
 	if (r->err[0]) {
 		snprintf(b->error, sizeof(b->error), "%s", r->err);
-		return 0;
+		return b;
 	}
 	for (int i = 0; i < r->n; i++) {
 		bytes += r->w[i].bytes;
@@ -403,25 +401,18 @@ static uint64_t wrun_fill(struct bres *b, struct wrun *r, int plot)
 	uint64_t *lat = wrun_latencies(r, &nl);
 	res_latency(b, lat, nl);
 	if (plot >= 0)
-		keep_plot(plot, b->path, r, lat, nl);
+		keep_plot(plot, p->name, r, lat, nl);
 	free(lat);
 	res_note(b, "%s written in %.2f s (writes %.2f s, then fsync)%s", bu_human(bytes), r->secs, r->write_secs,
 		 r->smp.c ? "" : "; peak dirty is /proc/meminfo's above its value before the run");
-	return bytes;
-}
-
-/* Uncached and direct pagecache rows leave at most 1 % of the bytes
- * written cached. */
-static void target_cached(struct bres *b, const struct bpath *p, uint64_t bytes)
-{
-	if (p->pc && p->flags & (PC_DONTCACHE | PC_DIRECT) && !b->error[0])
+	if (p->pc && p->flags & (PC_DONTCACHE | PC_DIRECT))
 		res_target(b, b->cached_after_bytes <= (double)bytes / 100, "cached <= 1%%");
+	return b;
 }
 
-/* n writers, one new file each (or, random, one existing file), on p;
- * the figures into `into`, or into a new result when it is NULL. */
+/* n writers, one new file each (or, random, one existing file), on p. */
 static void writers_on_path(const char *workload, const struct bpath *p, enum wmode mode, int n, size_t wsize,
-			    uint64_t total, int plot, struct bres *into)
+			    uint64_t total, int plot)
 {
 	struct wrun *r = calloc(1, sizeof(*r));
 	char name[64];
@@ -440,10 +431,7 @@ static void writers_on_path(const char *workload, const struct bpath *p, enum wm
 	}
 	if (ok)
 		wrun_go(r, workload, p->name, total);
-	struct bres *b = into ? into : res_add("dontcache", workload, p->name);
-	uint64_t bytes = wrun_fill(b, r, plot);
-	if (!into)
-		target_cached(b, p, bytes);
+	wrun_result(workload, p, r, plot);
 	wrun_close(r, mode == W_RANDOM);
 	free(r);
 }
@@ -456,77 +444,7 @@ static void writers_workload(const char *workload, enum wmode mode, int n, size_
 {
 	for (int i = 0; i < NWRITE_PATHS; i++)
 		if (path_selected(&bpaths[write_paths[i]]))
-			writers_on_path(workload, &bpaths[write_paths[i]], mode, n, wsize, total, plot, NULL);
-}
-
-/*
- * The sequential writer runs SEQ_ROUNDS rounds of every path, the order
- * reversed each round (the first path of one round is the last of the
- * next), and each figure is the median of its rounds (peak dirty and bytes
- * left cached: the most of any round, since the promise is for every
- * run).  The device's speed drifts by a fifth between back-to-back runs of
- * one path here (a virtual disk shared with other machines), more than the
- * differences measured, so one run of each path compared what the device
- * did at two moments more than what the paths do.
- */
-#define SEQ_ROUNDS 3
-
-static double median3(double a, double b, double c)
-{
-	return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
-}
-
-/* The medians of a path's rounds into b (a new result). */
-static void merge_rounds(struct bres *b, const struct bres *rd)
-{
-	_Static_assert(SEQ_ROUNDS == 3, "median3 takes three rounds");
-	for (int i = 0; i < SEQ_ROUNDS; i++)
-		if (rd[i].error[0]) {
-			snprintf(b->error, sizeof(b->error), "round %d: %.280s", i + 1, rd[i].error);
-			return;
-		}
-#define MEDIAN(field) b->field = median3(rd[0].field, rd[1].field, rd[2].field)
-	MEDIAN(mib_s);
-	MEDIAN(ops_s);
-	MEDIAN(p50_us);
-	MEDIAN(p99_us);
-	MEDIAN(p999_us);
-	MEDIAN(writes);
-#undef MEDIAN
-	b->peak_dirty_bytes = fmax(rd[0].peak_dirty_bytes, fmax(rd[1].peak_dirty_bytes, rd[2].peak_dirty_bytes));
-	b->cached_after_bytes =
-		fmax(rd[0].cached_after_bytes, fmax(rd[1].cached_after_bytes, rd[2].cached_after_bytes));
-	b->value = b->mib_s;
-	snprintf(b->unit, sizeof(b->unit), "MiB/s");
-	res_note(b, "medians of %d rounds, the paths in turn (MiB/s %.0f, %.0f, %.0f; p99.9 %.0f, %.0f, %.0f us); "
-		 "round 1: %s", SEQ_ROUNDS, rd[0].mib_s, rd[1].mib_s, rd[2].mib_s, rd[0].p999_us, rd[1].p999_us,
-		 rd[2].p999_us, rd[0].note);
-}
-
-static void sequential_rounds(const char *workload, uint64_t total)
-{
-	int paths[NWRITE_PATHS], np = 0;
-	struct bres(*rd)[SEQ_ROUNDS] = calloc(NWRITE_PATHS, sizeof(*rd));
-
-	if (!rd)
-		bu_die("out of memory");
-	for (int i = 0; i < NWRITE_PATHS; i++)
-		if (path_selected(&bpaths[write_paths[i]]))
-			paths[np++] = write_paths[i];
-	for (int round = 0; round < SEQ_ROUNDS; round++)
-		for (int j = 0; j < np; j++) {
-			int i = round % 2 ? np - 1 - j : j;
-
-			writers_on_path(workload, &bpaths[paths[i]], W_SEQ, 1, BU_MiB, total, round == 0 ? 0 : -1,
-					&rd[i][round]);
-		}
-	for (int i = 0; i < np; i++) {
-		struct bres *b = res_add("dontcache", workload, bpaths[paths[i]].name);
-
-		merge_rounds(b, rd[i]);
-		target_cached(b, &bpaths[paths[i]], total);
-	}
-	free(rd);
+			writers_on_path(workload, &bpaths[write_paths[i]], mode, n, wsize, total, plot);
 }
 
 /* The 32-file target: uncached pagecache as fast as the kernel's buffered
@@ -543,8 +461,9 @@ static void target_32files(const char *workload)
 		return;
 	}
 	res_target(p, p->mib_s >= k->mib_s, ">= kernel-buffered MiB/s (%.1f)", k->mib_s);
-	res_target(p, p->peak_dirty_bytes <= k->peak_dirty_bytes / 8, "peak dirty <= 1/8 kernel-buffered's (%s)",
-		   bu_human((uint64_t)k->peak_dirty_bytes));
+	res_target(p, p->peak_dirty_bytes <= k->peak_dirty_bytes / 8,
+		   "peak dirty <= 1/8 kernel-buffered's (%s, an eighth of %s)",
+		   bu_human((uint64_t)(k->peak_dirty_bytes / 8)), bu_human((uint64_t)k->peak_dirty_bytes));
 }
 
 /*
@@ -709,7 +628,7 @@ void suite_dontcache(void)
 	char seq[96], rnd[96], four[96], many[96], comp[4][96];
 
 	snprintf(seq, sizeof(seq), "sequential writer, 1 MiB writes, %s new file + fsync", bu_human(bo.seq_total));
-	sequential_rounds(seq, bo.seq_total);
+	writers_workload(seq, W_SEQ, 1, BU_MiB, bo.seq_total, 0);
 	target_ratio(seq, "pagecache-buffered", 1.0);
 	target_sequential_tail(seq);
 	report_workload("dontcache", seq);

@@ -1690,8 +1690,8 @@ static void bench_stream_uncached(const char *path, uint64_t size, char *buf)
 	r->cached_after = (double)cached;
 	if (cached)
 		r->pc = NAN; /* the promise is that nothing stays */
-	snprintf(r->note, sizeof(r->note), "cold, medians of %d rounds, file %s (4x memory_limit); left cached "
-		 "after the read: %s", STREAM_ROUNDS, bu_human(size), bu_human(cached));
+	snprintf(r->note, sizeof(r->note), "cold, medians of %d rounds, file %s (%.2gx memory_limit); left cached "
+		 "after the read: %s", STREAM_ROUNDS, bu_human(size), (double)size / (double)bo.mem, bu_human(cached));
 }
 
 /* STREAM_MISSES single random 4 KiB reads of a cold file; reads/s. */

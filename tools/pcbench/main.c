@@ -32,7 +32,7 @@ struct suite {
 /* In the order they run; --help says what each measures. */
 static const struct suite suites[] = {
 	{ "interleaved", "", suite_interleaved, true, { 10, 80, 670 } },
-	{ "dontcache", "c", suite_dontcache, true, { 6, 40, 70 } },
+	{ "dontcache", "c", suite_dontcache, true, { 5, 30, 50 } },
 	{ "fstime", "b", suite_fstime, true, { 2, 15, 20 } },
 	{ "read", "adh", suite_read, true, { 4, 36, 55 } },
 	{ "readahead", "r", suite_readahead, true, { 5, 15, 30 } },
@@ -60,10 +60,9 @@ static void usage(FILE *fp)
 		"               write, bytes cached after fsync (seed dontcache-edge-pages;\n"
 		"               was edgebench); every path, +dsync too (buffered+dsync is\n"
 		"               the seed's base for dontcache+dsync)\n"
-		"  dontcache    [c] one sequential writer (p50/p99/p99.9 latency, peak dirty;\n"
-		"               medians of 3 rounds, the paths in turn), random 4 KiB writes,\n"
-		"               4 writers one file each, 32 files written at once (peak\n"
-		"               dirty kernel-buffered vs uncached), competing\n"
+		"  dontcache    [c] one sequential writer (p50/p99/p99.9 latency, peak dirty),\n"
+		"               random 4 KiB writes, 4 writers one file each, 32 files written\n"
+		"               at once (peak dirty kernel-buffered vs uncached), competing\n"
 		"               writers (buffered vs uncached, and buffered vs buffered, each\n"
 		"               pair over one window of --seconds, 0.5 s at least) with each\n"
 		"               one's share (seed dontcache-writeback-kick); buffered,\n"
