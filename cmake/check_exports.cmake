@@ -51,7 +51,7 @@ endforeach()
 if(bad)
 	string(REPLACE ";" "\n  " badtext "${bad}")
 	message(FATAL_ERROR "check_exports: ${LIB} exports symbols without the pc_ prefix:\n  ${badtext}\n"
-			    "Mark internal functions HIDDEN or static (HIDDEN: src/util.h).")
+			    "Mark internal functions HIDDEN or static (HIDDEN: src/lib/util.h).")
 endif()
 if(good EQUAL 0)
 	message(FATAL_ERROR "check_exports: ${LIB} exports no pc_ symbol at all")

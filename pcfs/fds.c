@@ -351,3 +351,8 @@ void stats_fds(struct pcfs *fs, FILE *f)
 		fs->mount_fd >= 0, open_fds, fs->fd_limit, (unsigned long long)atomic_load(&fs->fd_evictions),
 		(unsigned long long)atomic_load(&fs->fd_reopens));
 }
+
+void proc_name(int fd, char buf[32])
+{
+	snprintf(buf, 32, "%d", fd);
+}

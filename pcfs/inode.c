@@ -190,11 +190,6 @@ void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta)
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
-void proc_name(int fd, char buf[32])
-{
-	snprintf(buf, 32, "%d", fd);
-}
-
 /* Snapshot of the inodes that owe an mtime and nobody holds (all: every
  * one that owes an mtime), each held (nopen) until put back. */
 static size_t collect_pending(struct pcfs *fs, bool all, struct pcfs_inode ***out)

@@ -30,7 +30,6 @@
 
 #include "options.h"
 
-struct pcfs *pcfs_fs;
 
 static void config_from_options(const struct pcfs_options *o, struct pc_config *cfg)
 {
@@ -191,21 +190,6 @@ static void daemon_ready(int fd)
 	close(fd);
 }
 
-void pcfs_log(int prio, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsyslog(prio, fmt, ap);
-	va_end(ap);
-	if (pcfs_fs && pcfs_fs->opt.foreground) {
-		va_start(ap, fmt);
-		fputs("pcfs: ", stderr);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-		va_end(ap);
-	}
-}
-
 /* ------------------------------------------------- the housekeeping thread */
 
 static atomic_bool housekeeping_stop;
@@ -308,8 +292,8 @@ int main(int argc, char **argv)
 	parse_cmdline(&cl, argc, argv);
 	raise_fd_limit();
 	static struct pcfs fs;
-	pcfs_fs = &fs;
 	fs.opt = cl.opt;
+	pcfs_log_to_stderr(fs.opt.foreground);
 	fs.owner = getuid();
 	int backing_fd = check_paths(&fs.opt);
 	check_cache_config(&fs.opt);

@@ -26,41 +26,6 @@ static struct pcfs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* A name from the kernel that must not leave the directory. */
-static bool bad_name(const char *name)
-{
-	return !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..");
-}
-
-int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e)
-{
-	if (bad_name(name))
-		return -ENOENT;
-	int dirfd = fd_hold(fs, parent);
-	if (dirfd < 0)
-		return dirfd;
-	int fd = fds_openat(fs, dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	int err = fd < 0 ? -errno : 0;
-	fd_put(fs, parent);
-	if (err)
-		return err;
-	struct stat st;
-	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	struct pcfs_inode *in = inode_get(fs, fd, &st);
-	if (!in)
-		return -ENOMEM;
-	err = attr_of(fs, in, &st);
-	if (err) {
-		inode_forget(fs, in, 1);
-		return err;
-	}
-	fill_entry(in, &st, e);
-	return 0;
-}
 
 static void reply_entry_or_err(fuse_req_t req, int err, const struct fuse_entry_param *e)
 {
@@ -212,28 +177,6 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
-/*
- * A node the daemon just made in dirfd, for the program that asked: with
- * allow_other, a daemon running as root would otherwise leave every file
- * another user creates owned by root, which that user could then not
- * write.  Owned by the caller's uid, and by its gid unless the directory
- * is set-group-ID (the backing file system gave it the directory's group,
- * as it would have).  A daemon that is not root cannot give files away
- * (the usual FUSE rule): they stay its own, as documented in the README.
- * 0 or an errno; AT_SYMLINK_NOFOLLOW: a symlink itself, not its target.
- */
-int node_give_to_caller(fuse_req_t req, int dirfd, const char *name)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	if (geteuid() != 0 || (ctx->uid == geteuid() && ctx->gid == getegid()))
-		return 0;
-	struct stat dir;
-	if (fstatat(dirfd, "", &dir, AT_EMPTY_PATH) != 0)
-		return errno;
-	gid_t gid = (dir.st_mode & S_ISGID) ? (gid_t)-1 : ctx->gid;
-	return fchownat(dirfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) ? errno : 0;
-}
-
 /* Make a node (mknod, mkdir, symlink) in the directory dirfd. */
 static int make_node_at(int dirfd, const char *name, mode_t mode, dev_t rdev, const char *link)
 {
@@ -250,8 +193,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *dir = inode_of(req, parent);
-	if (bad_name(name) || pcfs_is_stats_name(parent, name)) {
-		fuse_reply_err(req, bad_name(name) ? EINVAL : EEXIST);
+	if (entry_bad_name(name) || pcfs_is_stats_name(parent, name)) {
+		fuse_reply_err(req, entry_bad_name(name) ? EINVAL : EEXIST);
 		return;
 	}
 	int dirfd = fd_hold_or_reply(req, dir);
@@ -304,8 +247,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *in = inode_of(req, ino), *dir = inode_of(req, newparent);
-	if (bad_name(newname) || ino == PCFS_STATS_INO || pcfs_is_stats_name(newparent, newname)) {
-		fuse_reply_err(req, bad_name(newname) ? EINVAL : EPERM);
+	if (entry_bad_name(newname) || ino == PCFS_STATS_INO || pcfs_is_stats_name(newparent, newname)) {
+		fuse_reply_err(req, entry_bad_name(newname) ? EINVAL : EPERM);
 		return;
 	}
 	int fd = fd_hold_or_reply(req, in);
@@ -329,8 +272,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct pcfs_inode *dir = inode_of(req, parent);
-	if (bad_name(name) || pcfs_is_stats_name(parent, name)) {
-		fuse_reply_err(req, bad_name(name) ? EINVAL : EPERM);
+	if (entry_bad_name(name) || pcfs_is_stats_name(parent, name)) {
+		fuse_reply_err(req, entry_bad_name(name) ? EINVAL : EPERM);
 		return;
 	}
 	int dirfd = fd_hold_or_reply(req, dir);
@@ -358,7 +301,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *a = inode_of(req, parent), *b = inode_of(req, newparent);
-	if (bad_name(name) || bad_name(newname)) {
+	if (entry_bad_name(name) || entry_bad_name(newname)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

@@ -115,8 +115,6 @@ struct pcfs {
 	_Atomic uint64_t reads, writes, read_bytes, write_bytes, flush_errors;
 };
 
-extern struct pcfs *pcfs_fs;
-
 /* The node id of the .pcfs-stats file in the mount's root. */
 #define PCFS_STATS_INO ((fuse_ino_t)2)
 #define PCFS_STATS_NAME ".pcfs-stats"
@@ -137,15 +135,15 @@ struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st);
 /* The kernel forgot n lookups of in. */
 void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n);
 void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta);
-/* "/proc/self/fd"-relative name of a descriptor, for calls that refuse
- * O_PATH descriptors. */
-void proc_name(int fd, char buf[32]);
 /* Put pending write times on backing files whose data is all written;
  * free inodes nobody needs any more.  `all`: the cache is gone, every
  * file is written. */
 void inode_settle_times(struct pcfs *fs, bool all);
 void inode_table_free(struct pcfs *fs);
 
+/* fds.c: "/proc/self/fd"-relative name of a descriptor, for calls that
+ * refuse O_PATH descriptors. */
+void proc_name(int fd, char buf[32]);
 /* fds.c: inodes' O_PATH descriptors.  At most fd_limit of those that can
  * be reopened by file handle are open at once (least recently used closed
  * first), so a tree of more files than RLIMIT_NOFILE can be used; without
@@ -197,8 +195,11 @@ int attr_of(struct pcfs *fs, struct pcfs_inode *in, struct stat *st);
  * nothing is pending any more. */
 bool times_try_settle(struct pcfs *fs, struct pcfs_inode *in, bool all_written);
 
-/* ops_meta.c: look name up in parent: the entry (with a lookup counted),
- * or -errno. */
+/* entry.c: a name from the kernel that must not leave the directory ("",
+ * ".", "..", or one with a '/'). */
+bool entry_bad_name(const char *name);
+/* entry.c: look name up in parent: the entry (with a lookup counted), or
+ * -errno. */
 int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e);
 /* A node just made in dirfd by this request becomes its caller's (a
  * daemon running as root, with allow_other): 0 or an errno. */
@@ -226,9 +227,10 @@ int stats_file_write(const char *path, const char *text, size_t len);
  * and unmount_error <error> if error is not empty. */
 void stats_final(struct pcfs *fs, char *text, size_t len, const char *error);
 
-/* main.c: one line to syslog, and to stderr with -f (a daemon's stderr is
- * /dev/null). */
+/* log.c: one line to syslog, and to stderr with -f (a daemon's stderr is
+ * /dev/null), which main.c turns on with pcfs_log_to_stderr. */
 __attribute__((format(printf, 2, 3))) void pcfs_log(int prio, const char *fmt, ...);
+void pcfs_log_to_stderr(bool on);
 
 /* reply.c: replies libfuse 3.14 cannot build */
 int reply_open_direct(fuse_req_t req, uint64_t fh);

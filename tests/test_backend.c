@@ -1,5 +1,5 @@
 /*
- * test_backend.c - device I/O (src/backend.c): the I/O queue with io_uring
+ * test_backend.c - device I/O (src/io/backend.c): the I/O queue with io_uring
  * and in synchronous mode, synchronous vector I/O, fault injection (the
  * internal hook, and the public pc_fault_* rules at the backend: every
  * action, filter and counter, short transfers really continued, failed
@@ -12,7 +12,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <limits.h>
 #include <linux/fs.h>

@@ -3,7 +3,7 @@
  * ../shared/seeds/iomap-subfolio-block-state.txt, one test per rule, each
  * written so that it fails on the bug the rule guards against.
  *
- * Most tests drive the internal block-state calls of src/block_state.c on
+ * Most tests drive the internal block-state calls of src/mem/block_state.c on
  * a real folio: a small cache (4 MiB), a file opened through pc_open, and
  * folios taken with mapping_get_folio(GF_CREATE | GF_LOCK), so that the
  * folio lock is held as the block-state calls require.  Such folios are
@@ -35,7 +35,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <linux/falloc.h>
 #include <pthread.h>

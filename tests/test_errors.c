@@ -27,7 +27,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <limits.h>
 #include <linux/falloc.h>

@@ -34,7 +34,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <stdatomic.h>
 #include <sys/resource.h>

@@ -28,7 +28,7 @@
  */
 #define _GNU_SOURCE
 #include "testutil.h"
-#include "internal.h"
+#include "api/internal.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -30,7 +30,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -39,7 +39,7 @@
  * and the writer had let go).
  */
 #include "testutil.h"
-#include "internal.h"
+#include "api/internal.h"
 
 #include <pthread.h>
 #include <sched.h>

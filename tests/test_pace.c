@@ -1,6 +1,6 @@
 /*
  * test_pace.c - writers paced below the dirty limit by the write-back
- * bandwidth (src/pace.c), the mechanism, not its timings:
+ * bandwidth (src/wb/pace.c), the mechanism, not its timings:
  *
  *   a  the position: 2 up to freerun (the background threshold), 1 at
  *      the setpoint (half way to the limit), at least a half
@@ -37,7 +37,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #define MiB (1024ull * 1024ull)
 

@@ -1,5 +1,5 @@
 /*
- * test_radix.c - the page index radix tree (src/radix.c).
+ * test_radix.c - the page index radix tree (src/lib/radix.c).
  *
  * Unit cases for insert/lookup/remove of single- and multi-slot items,
  * -EEXIST and -ENOMEM leaving the tree unchanged, large indices, tags and
@@ -8,7 +8,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <time.h>
 

@@ -1,6 +1,6 @@
 /*
  * test_readahead.c - read-ahead follows streams through the cache, not
- * through handles (src/readahead.c).  The read-ahead counters of
+ * through handles (src/rw/readahead.c).  The read-ahead counters of
  * pc_file_stats show the mechanism; every read's bytes are checked too.
  *
  *   mark        a stream's first read issues a window and marks it; a read
@@ -34,7 +34,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>

@@ -30,7 +30,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <linux/falloc.h>
 #include <pthread.h>

@@ -22,7 +22,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <linux/falloc.h>
 #include <stdbool.h>

@@ -29,7 +29,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <dirent.h>
 #include <pthread.h>

@@ -31,7 +31,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <limits.h>
 #include <linux/falloc.h>

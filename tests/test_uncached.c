@@ -46,7 +46,7 @@
  */
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 #include <linux/falloc.h>
 #include <pthread.h>

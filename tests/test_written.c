@@ -1,6 +1,6 @@
 /*
  * test_written.c - what the cache knows of the backing file's holes
- * (src/written.c) and how far it allocates ahead (backing_extend).
+ * (src/lib/written.c) and how far it allocates ahead (backing_extend).
  *
  * Part 1, the range set, against a bitmap model: merging of touching and
  * overlapping ranges, the base below which nothing is known, truncation,
@@ -24,7 +24,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "internal.h"
+#include "api/internal.h"
 
 extern _Atomic long backend_test_hole_queries;
 

@@ -1,0 +1,332 @@
+/*
+ * cache.c - the cache instance: configuration, creation and destruction,
+ * and the counters reported by pc_cache_stats / pc_file_stats.
+ */
+#include "api/cache.h"
+
+#include "mem/arena.h"
+#include "io/backend.h"
+#include "lib/counter.h"
+#include "wb/edges.h"
+#include "api/fault_rules.h"
+#include "io/fault.h"
+#include "api/fdtable.h"
+#include "api/closed.h"
+#include "api/file.h"
+#include "wb/flusher.h"
+#include "mem/folio.h"
+#include "api/handle.h"
+#include "mem/mapping.h"
+#include "pagecache.h"
+#include "api/process.h"
+#include "lib/progress.h"
+#include "lib/radix.h"
+#include "lib/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define MIB (1024u * 1024u)
+
+void pc_config_init(struct pc_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->memory_limit = 256 * (size_t)MIB;
+	cfg->max_folio_size = 256 * 1024;
+	cfg->block_size = 0;
+	/* 0: 10 % and 20 % of whatever memory_limit the caller sets. */
+	cfg->dirty_background_bytes = 0;
+	cfg->dirty_limit_bytes = 0;
+	cfg->dirty_expire_ms = 3000;
+	cfg->writeback_threads = 1;
+	cfg->queue_depth = 64;
+	cfg->max_io_bytes = MIB;
+	cfg->readahead_max_bytes = 8 * MIB;
+	cfg->uncached_kick_bytes = 8 * MIB;
+	cfg->edge_expire_ms = 5000;
+	cfg->max_closed_files = 0; /* from RLIMIT_NOFILE at pc_cache_new */
+	cfg->flags = 0;
+}
+
+static bool is_pow2(size_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+/* A quarter of the process's descriptor limit (the soft RLIMIT_NOFILE),
+ * at most 65536: the kernel keeps every closed file's inode cached, so a
+ * reopen should find as many as it can without open(2); closed files
+ * with data still to write hold up to as many more (closed.c). */
+static unsigned default_max_closed_files(void)
+{
+	struct rlimit rl;
+	uint64_t n = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < n)
+		n = rl.rlim_cur / 4;
+	return n ? (unsigned)n : 1;
+}
+
+/* Check a user config and fill zero fields with defaults. */
+static int config_validate(struct pc_config *cfg)
+{
+	const unsigned known = PC_CFG_ALLOW_BUFFERED_BACKEND | PC_CFG_NO_IO_URING | PC_CFG_NO_DEFERRED_RMW |
+			       PC_CFG_NO_EDGE_KEEP | PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN | PC_CFG_FLUSH_AT_EXIT |
+			       PC_CFG_EAGER_MEMORY;
+	if (cfg->flags & ~known)
+		return -EINVAL;
+	if ((cfg->flags & PC_CFG_LAZY_MEMORY) && (cfg->flags & PC_CFG_EAGER_MEMORY))
+		return -EINVAL; /* no thread, or a thread that faults in all of it */
+	if (!cfg->max_folio_size)
+		cfg->max_folio_size = 256 * 1024;
+	if (!is_pow2(cfg->max_folio_size) || cfg->max_folio_size < PC_PAGE_SIZE ||
+	    cfg->max_folio_size > ((size_t)PC_PAGE_SIZE << PC_MAX_ORDER))
+		return -EINVAL;
+	if (!cfg->memory_limit)
+		cfg->memory_limit = 256 * (size_t)MIB;
+	cfg->memory_limit = pc_round_down(cfg->memory_limit, PC_PAGE_SIZE);
+	if (cfg->memory_limit < MIB || cfg->memory_limit < 16 * cfg->max_folio_size ||
+	    (cfg->memory_limit >> PC_PAGE_SHIFT) >= PC_NONE)
+		return -EINVAL;
+	if (cfg->block_size && (!is_pow2(cfg->block_size) || cfg->block_size < 512 || cfg->block_size > 65536 ||
+				cfg->block_size > cfg->max_folio_size))
+		return -EINVAL;
+	if (!cfg->dirty_limit_bytes)
+		cfg->dirty_limit_bytes = cfg->memory_limit / 5;
+	if (!cfg->dirty_background_bytes)
+		cfg->dirty_background_bytes = cfg->dirty_limit_bytes / 2;
+	if (cfg->dirty_limit_bytes > cfg->memory_limit / 2 || cfg->dirty_background_bytes > cfg->dirty_limit_bytes)
+		return -EINVAL;
+	if (!cfg->dirty_expire_ms)
+		cfg->dirty_expire_ms = 3000;
+	if (!cfg->writeback_threads)
+		cfg->writeback_threads = 1;
+	if (cfg->writeback_threads > 64)
+		return -EINVAL;
+	if (!cfg->queue_depth)
+		cfg->queue_depth = 64;
+	if (cfg->queue_depth > 4096)
+		return -EINVAL;
+	if (!cfg->max_io_bytes)
+		cfg->max_io_bytes = MIB;
+	if (cfg->max_io_bytes < PC_PAGE_SIZE || cfg->max_io_bytes > 64 * (size_t)MIB ||
+	    cfg->max_io_bytes % PC_PAGE_SIZE)
+		return -EINVAL;
+	if (cfg->readahead_max_bytes > cfg->memory_limit / 4)
+		cfg->readahead_max_bytes = cfg->memory_limit / 4;
+	if (!cfg->uncached_kick_bytes)
+		cfg->uncached_kick_bytes = 8 * MIB;
+	/* A small cache must not let uncached data pile up to the dirty limit. */
+	if (cfg->uncached_kick_bytes > cfg->dirty_background_bytes / 2)
+		cfg->uncached_kick_bytes = cfg->dirty_background_bytes / 2;
+	if (!cfg->edge_expire_ms)
+		cfg->edge_expire_ms = 5000;
+	/* A quarter: 32 PC_DSYNC writers of 6000 B records drifting some 800
+	 * records apart on a loaded machine (pcbench interleaved, 1 GiB) kept
+	 * more than the eighth that was the default, whose oldest edges their
+	 * laggards then read back (0.006 to 0.013 reads per write); edges are
+	 * clean and reclaim takes them like any clean folio when memory is
+	 * short, so the budget only bounds how much of the cache they may
+	 * hold while it is not. */
+	if (!cfg->edge_budget_bytes)
+		cfg->edge_budget_bytes = cfg->memory_limit / 4;
+	if (cfg->edge_budget_bytes > cfg->memory_limit / 2)
+		return -EINVAL;
+	if (!cfg->max_closed_files)
+		cfg->max_closed_files = default_max_closed_files();
+	if (cfg->max_closed_files > (1u << 20))
+		return -EINVAL;
+	return 0;
+}
+
+struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
+{
+	struct pc_cache *c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (user_cfg)
+		c->cfg = *user_cfg;
+	else
+		pc_config_init(&c->cfg);
+	int err = config_validate(&c->cfg);
+	if (err)
+		goto fail;
+	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
+	err = arena_init(c);
+	if (err)
+		goto fail;
+	/* Before the cache has threads of its own (fdtable.c): room for the
+	 * descriptors of the closed files it keeps, twice over (those with
+	 * data to write may hold as many more), and some open ones. */
+	fdtable_reserve(2 * c->cfg.max_closed_files + 64);
+	flusher_layer_init(c);
+	file_layer_init(c);
+	closed_layer_init(c);
+	c->file_hash_size = 256;
+	c->file_hash = calloc(c->file_hash_size, sizeof(*c->file_hash));
+	if (!c->file_hash) {
+		arena_destroy(c);
+		err = -ENOMEM;
+		goto fail;
+	}
+	pthread_mutex_init(&c->arena_lock, NULL);
+	pthread_mutex_init(&c->lru_lock, NULL);
+	progress_init(&c->mem_progress);
+	progress_init(&c->frontier_progress);
+	progress_init(&c->wb_progress);
+	pthread_mutex_init(&c->throttle_lock, NULL);
+	pthread_mutex_init(&c->pace_lock, NULL);
+	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
+	pthread_mutex_init(&c->files_lock, NULL);
+	edges_init(c);
+	rt_pool_init(&c->node_pool);
+	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
+#ifdef PC_NO_URING
+	c->use_uring = false;
+#else
+	c->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
+#endif
+	c->start_ms = pc_now_ms();
+	process_claim(c);
+	if ((c->cfg.flags & PC_CFG_FLUSH_AT_EXIT) && (err = process_flush_at_exit(c)) != 0) {
+		pc_cache_destroy(c);
+		errno = -err;
+		return NULL;
+	}
+	/* Last: a step of it holds mmap_lock, which the allocations above may
+	 * need (malloc's brk or mmap would wait for the step). */
+	arena_populate_start(c);
+	return c;
+fail:
+	free(c);
+	errno = -err;
+	return NULL;
+}
+
+int pc_cache_destroy(struct pc_cache *c)
+{
+	if (!c) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (cache_inherited(c)) {
+		cache_free_inherited(c);
+		return 0;
+	}
+	if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)
+		process_forget_at_exit(c);
+	/* Faulting in memory nobody will use again only slows the final
+	 * write-back down. */
+	arena_populate_stop(c);
+	domains_stop(c);
+	int err = files_writeback_all(c);
+	domains_drain(c);
+	/* No I/O from here on; the rules' file references go before the files. */
+	fault_destroy(c);
+	handles_free_all(c);
+	files_free_all(c);
+	domains_destroy(c);
+	free(c->file_hash);
+	arena_destroy(c);
+	pthread_mutex_destroy(&c->arena_lock);
+	pthread_mutex_destroy(&c->lru_lock);
+	progress_destroy(&c->mem_progress);
+	progress_destroy(&c->frontier_progress);
+	progress_destroy(&c->wb_progress);
+	pthread_mutex_destroy(&c->throttle_lock);
+	pthread_mutex_destroy(&c->pace_lock);
+	pthread_mutex_destroy(&c->files_lock);
+	edges_destroy(c);
+	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
+	free(c);
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t ld(_Atomic uint64_t *x)
+{
+	return atomic_load_explicit(x, memory_order_relaxed);
+}
+
+static uint64_t ld_pos(_Atomic int64_t *x)
+{
+	int64_t v = atomic_load_explicit(x, memory_order_relaxed);
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
+{
+	if (!s)
+		return;
+	memset(s, 0, sizeof(*s));
+	if (!c || cache_inherited(c))
+		return;
+	s->dev_read_ios = ld(&c->st_read_ios);
+	s->dev_read_bytes = ld(&c->st_read_bytes);
+	s->dev_write_ios = ld(&c->st_write_ios);
+	s->dev_write_bytes = ld(&c->st_write_bytes);
+	s->cached_bytes = ld(&c->st_cached);
+	s->dirty_bytes = ld_pos(&c->dirty);
+	s->dirty_uncached_bytes = ld_pos(&c->uncached);
+	s->peak_dirty_bytes = ld_pos(&c->peak_dirty);
+	s->writeback_bytes = ld_pos(&c->writeback);
+	s->folios = ld(&c->st_folios);
+	s->evictions = ld(&c->st_evictions);
+	s->dropbehind_drops = ld(&c->st_drops);
+	s->edge_kept = ld(&c->st_edge_kept);
+	s->edge_completed = ld(&c->st_edge_completed);
+	s->edge_expired = ld(&c->st_edge_expired);
+	s->edge_evicted_budget = ld(&c->st_edge_evicted);
+	s->edge_waits = ld(&c->st_edge_waits);
+	s->deferred_rmw = ld(&c->st_deferred);
+	s->rmw_reads = ld(&c->st_rmw_reads);
+	s->hit_bytes = counter_sum(&c->hits);
+	s->miss_bytes = ld(&c->st_miss);
+	s->throttle_waits = ld(&c->st_throttle_waits);
+	s->reserve_inline = ld(&c->st_reserve_inline);
+	s->throttle_pauses = ld(&c->st_throttle_pauses);
+	s->flusher_kicks = ld(&c->st_kicks);
+	s->write_errors = ld(&c->st_write_errors);
+	s->ra_sync_windows = ld(&c->st_ra_sync);
+	s->ra_async_windows = ld(&c->st_ra_async);
+	s->ra_window_bytes = ld(&c->st_ra_bytes);
+	s->ra_random_reads = ld(&c->st_ra_random);
+	s->prefault_pending_bytes = arena_prefault_pending(c);
+	s->io_uring = c->use_uring;
+}
+
+void pc_file_stats(struct pc_file *h, struct pc_stats *s)
+{
+	if (!s)
+		return;
+	memset(s, 0, sizeof(*s));
+	if (!h || h->magic != PC_FILE_MAGIC || cache_inherited(h->c))
+		return;
+	struct pc_mapping *m = h->m;
+	s->dev_read_ios = ld(&m->st_read_ios);
+	s->dev_read_bytes = ld(&m->st_read_bytes);
+	s->dev_write_ios = ld(&m->st_write_ios);
+	s->dev_write_bytes = ld(&m->st_write_bytes);
+	s->cached_bytes = ld_pos(&m->st_cached);
+	s->dirty_bytes = ld_pos(&m->nr_dirty);
+	s->dirty_uncached_bytes = ld_pos(&m->nr_uncached);
+	s->hit_bytes = counter_sum(&m->hits);
+	s->miss_bytes = ld(&m->st_miss);
+	s->deferred_rmw = ld(&m->st_deferred);
+	s->rmw_reads = ld(&m->st_rmw_reads);
+	s->ra_sync_windows = ld(&m->st_ra_sync);
+	s->ra_async_windows = ld(&m->st_ra_async);
+	s->ra_window_bytes = ld(&m->st_ra_bytes);
+	s->ra_random_reads = ld(&m->st_ra_random);
+	s->io_uring = ioq_is_uring(m->dom->ioq);
+	s->block_size = m->block_size;
+	s->peak_dirty_bytes = ld_pos(&m->c->peak_dirty);
+}

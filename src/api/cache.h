@@ -1,0 +1,171 @@
+/*
+ * cache.h - the cache instance (struct pc_cache): its configuration and
+ * the state of every layer that is per cache rather than per file (arena,
+ * reclaim queues, throttle, files, closed files, handles, counters).
+ * cache.c creates and destroys it; it has no internal calls of its own.
+ *
+ * Fields come in groups by the layer that owns them, most with a comment
+ * naming its file.  Their order stays as it is: it decides which fields
+ * share a cache line, which the hot paths' speed depends on.
+ */
+#ifndef PC_CACHE_H
+#define PC_CACHE_H
+
+#include "lib/counter.h"
+#include "lib/forkgen.h"
+#include "mem/folio.h"
+#include "lib/progress.h"
+#include "lib/radix.h"
+#include "lib/util.h"
+
+#include "pagecache.h"
+
+struct fault_set;       /* fault.c */
+struct pc_domain;       /* flusher.h */
+struct pc_edge_ref;     /* edges.h */
+struct pc_file;         /* handle.h */
+struct pc_mapping;      /* mapping.h */
+struct throttle_waiter; /* throttle.c */
+
+struct pc_cache {
+	struct pc_config cfg;
+	/* arena */
+	uint8_t *arena;
+	size_t arena_bytes;
+	uint32_t npages;
+	struct pc_folio *folios;
+	pthread_mutex_t arena_lock;
+	uint32_t free_head[PC_MAX_ORDER + 1];
+	unsigned max_order;
+	/* Pages from here on were never handed out: in no free list, their
+	 * descriptors still calloc's zeros (arena.c).  Changed under
+	 * arena_lock; atomic for the readers that take no lock. */
+	_Atomic uint32_t fresh_pfn;
+	/* Background fault-in of the arena (arena.c). */
+	pthread_t populate_thread;
+	bool populate_running;         /* started and not yet joined */
+	_Atomic bool populate_stop;
+	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
+	_Atomic bool populate_ended;   /* the thread is done (or never ran) */
+	size_t populate_lead;          /* how far ahead of fresh_pfn it keeps */
+	/* fresh_pfn moved (or the thread is told to stop): what the thread
+	 * waits for once it is populate_lead ahead. */
+	struct pc_progress frontier_progress;
+	/* Bytes from the arena's start that are handed out or faulted in:
+	 * the rest is what this cache has yet to take from the machine. */
+	_Atomic size_t taken_bytes;
+	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
+	pthread_mutex_t lru_lock;
+	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */
+	uint32_t small_head, small_tail, main_head, main_tail;
+	uint64_t small_pages, main_pages;
+	/* Memory freed, or made freeable (writeback ended): what allocations
+	 * waiting for memory wait for (reclaim.c). */
+	struct pc_progress mem_progress;
+	/* Device writes ended (dirty room): what the throttle waits for. */
+	struct pc_progress wb_progress;
+	/* dirty throttle (throttle.c) */
+	pthread_mutex_t throttle_lock;
+	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
+	uint64_t throttle_vclock;  /* virtual time of the last let through */
+	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
+	_Atomic int64_t dirty, writeback, uncached;
+	_Atomic int nr_failing;     /* mappings whose writeback keeps failing */
+	_Atomic int last_wb_error;  /* negative errno of the latest failed write */
+	/* A write error of a file freed before any handle reported it: what
+	 * pc_cache_destroy reports (negative errno, 0: none). */
+	_Atomic int orphan_error;
+	/* files */
+	pthread_mutex_t files_lock;
+	struct pc_mapping **file_hash;
+	unsigned file_hash_size;
+	unsigned nr_mappings;
+	/* closed files (closed.c): dirty ones waiting for write-back, and
+	 * clean ones keeping their descriptor, oldest first */
+	struct pc_mapping *closed_dirty_head, *closed_dirty_tail;
+	unsigned nr_closed_dirty; /* changed under files_lock, read with __atomic loads */
+	struct pc_mapping *closed_files_head, *closed_files_tail;
+	unsigned nr_closed_fds;
+	uint64_t last_sweep_ms;
+	/* writeback domains, one per device (flusher.c) */
+	struct pc_domain *domains;
+	/* handles (api.c): the open ones, and the quarantine of closed ones */
+	struct pc_file *open_head;
+	struct pc_file *closed_head, *closed_tail;
+	unsigned nr_closed;
+	bool use_uring;
+	uint64_t start_ms;
+	unsigned owner_generation; /* process.c: the process that owns it */
+	/* counters */
+	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
+	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
+	_Atomic uint64_t st_edge_kept, st_edge_completed, st_edge_expired, st_edge_evicted, st_edge_waits;
+	/* edges.c: the kept edges' bytes, and their FIFO, oldest first */
+	_Atomic int64_t edge_bytes;
+	_Atomic bool edge_trimming;
+	pthread_mutex_t edge_lock;
+	struct pc_edge_ref *edge_fifo;
+	uint32_t edge_cap, edge_head, edge_count;
+	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
+	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
+	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
+	/* Folios freed so far (folio_put), with 56 bytes on either side so
+	 * that no other field shares its cache line (the structure comes
+	 * from calloc, 16-byte aligned): only frees write it, and every
+	 * cache hit reads it twice, to tell that too few frees happened
+	 * during its copy for a folio's 15-bit generation to have come round
+	 * again (read_hit.h). */
+	char folio_frees_pad_before[56];
+	_Atomic uint64_t folio_frees;
+	char folio_frees_pad_after[56];
+	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
+	_Atomic uint64_t st_reserve_inline;
+	/* pace.c: write-back completed and bytes dirtied (all writers), the
+	 * last sample of both, and the estimates made from them (bytes/s) */
+	_Atomic uint64_t wb_done_bytes, dirtied_bytes;
+	/* pace.c: write-back requests in flight, the time the device had some
+	 * (busy_ns: up to busy_since, when the current busy spell began) */
+	_Atomic int64_t wb_ios;
+	_Atomic uint64_t wb_busy_ns, wb_busy_since;
+	pthread_mutex_t pace_lock;
+	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
+	/* Bandwidth samples taken (pace_sample_due): changed under pace_lock,
+	 * read without it by every paced write (pace_learning_position). */
+	_Atomic unsigned pace_samples;
+	uint64_t pace_learn_done, pace_learn_busy; /* at the first window (learn_bandwidth) */
+	_Atomic uint64_t pace_bw, pace_ratelimit;
+	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
+	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */
+	_Atomic int64_t peak_dirty;
+	/* tests: fail device I/O; returns 0 or a negative errno */
+	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
+	/* mapping_put's last reference: the file layer's part of the
+	 * teardown (file_layer_init), so that the memory layer does not
+	 * call up into it */
+	void (*mapping_teardown)(struct pc_mapping *m);
+	/* The flusher's work for closed files (closed.c, installed by
+	 * closed_layer_init), so that write-back does not call up into the
+	 * layer that keeps them: do closed files still to be written hold
+	 * many descriptors (they go first then), and after each round,
+	 * settle those written and sweep the dead ones. */
+	bool (*closed_fd_pressure)(const struct pc_cache *c);
+	void (*closed_after_round)(struct pc_cache *c);
+	/* Memory is short: reclaim asks write-back to clean what it can
+	 * (flusher_layer_init installs it). */
+	void (*want_free)(struct pc_cache *c);
+	void *fault_arg;
+	/* pc_fault_inject rules (fault.c): created on first use; the count
+	 * is the fast path's only load when there are none */
+	struct fault_set *_Atomic faults;
+	_Atomic unsigned fault_nrules;
+};
+
+/* Is c a copy inherited through fork() (this process does not own it)?
+ * Inline: every cache hit asks (api.c, pc_pread); every entry point of the
+ * library asks, whichever layer it is in (forkgen.h). */
+static inline bool cache_inherited(const struct pc_cache *c)
+{
+	return c->owner_generation != forkgen_now();
+}
+
+#endif

@@ -1,0 +1,705 @@
+/*
+ * file.c - backing files: opening them with O_DIRECT, one shared mapping
+ * per file in a cache (a hash by device and inode), the OFD lock that keeps
+ * other processes out, and what happens when the last handle goes.
+ *
+ * A mapping outlives its handles while it holds cached data, so reopening a
+ * file finds its clean data.  What happens to it after the last close is
+ * closed.c's: its dirty data is written by the flusher (pc_close does not
+ * wait), and its descriptor is kept for a while so that a reopen needs no
+ * open(2).  The OFD lock is kept while data is unwritten and released once
+ * the file is clean: another process may then use the file, so a reopen
+ * compares size, mtime and ctime with what they were then and drops the
+ * cached data if they changed.
+ */
+#include "api/file.h"
+
+#include "io/backend.h"
+#include "wb/backing.h"
+#include "mem/block_state.h"
+#include "api/cache.h"
+#include "api/closed.h"
+#include "wb/dirty.h"
+#include "lib/errseq.h"
+#include "wb/flusher.h"
+#include "mem/folio.h"
+#include "io/fs_sync.h"
+#include "io/io_fd.h"
+#include "mem/mapping.h"
+#include "pagecache.h"
+#include "lib/radix.h"
+#include "mem/reclaim.h"
+#include "lib/util.h"
+#include "wb/writeback.h"
+#include "lib/written.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static unsigned hash_of(struct pc_cache *c, dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)ino * 0xC2B2AE3D27D4EB4Full);
+	return (unsigned)(h >> 32) % c->file_hash_size;
+}
+
+struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
+{
+	for (struct pc_mapping *m = c->file_hash[hash_of(c, dev, ino)]; m; m = m->hash_next)
+		if (m->dev == dev && m->ino == ino)
+			return m;
+	return NULL;
+}
+
+void files_hash_remove(struct pc_cache *c, struct pc_mapping *m)
+{
+	struct pc_mapping **pp = &c->file_hash[hash_of(c, m->dev, m->ino)];
+	while (*pp && *pp != m)
+		pp = &(*pp)->hash_next;
+	if (*pp) {
+		*pp = m->hash_next;
+		c->nr_mappings--;
+	}
+	m->hash_next = NULL;
+}
+
+/* Twice as many files as buckets: four times the buckets (chains stay
+ * short with a hundred thousand files). */
+static void hash_grow(struct pc_cache *c)
+{
+	unsigned size = c->file_hash_size * 4;
+	struct pc_mapping **nh = calloc(size, sizeof(*nh));
+	if (!nh)
+		return; /* longer chains, still right */
+	struct pc_mapping **old = c->file_hash;
+	unsigned old_size = c->file_hash_size;
+	c->file_hash = nh;
+	c->file_hash_size = size;
+	for (unsigned i = 0; i < old_size; i++)
+		while (old[i]) {
+			struct pc_mapping *m = old[i];
+			old[i] = m->hash_next;
+			unsigned h = hash_of(c, m->dev, m->ino);
+			m->hash_next = nh[h];
+			nh[h] = m;
+		}
+	free(old);
+}
+
+static void hash_insert(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (c->nr_mappings >= 2 * c->file_hash_size)
+		hash_grow(c);
+	unsigned h = hash_of(c, m->dev, m->ino);
+	m->hash_next = c->file_hash[h];
+	c->file_hash[h] = m;
+	c->nr_mappings++;
+}
+
+int ofd_lock(int fd, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return (errno == EAGAIN || errno == EACCES) ? -EBUSY : -errno;
+}
+
+/* Open the backing descriptor: O_DIRECT, or buffered if allowed.  An
+ * O_WRONLY handle still needs a readable descriptor: a write of part of a
+ * block reads the rest (read-modify-write), so ask for O_RDWR and fall
+ * back to O_WRONLY only when the file's permissions refuse reading.  An
+ * exclusive create opens without O_DIRECT and sets *lazy: the descriptor
+ * gets it later (mapping.h, fd_mode; direct_unless_known says when). */
+static int open_backing(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, bool *direct,
+			bool *lazy)
+{
+	/* The cache reads what it writes in part (the rest of a partly
+	 * written block, data for later readers): a write-only handle still
+	 * needs a descriptor that reads. */
+	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
+	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME | O_NOFOLLOW)) | O_CLOEXEC;
+	*lazy = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	int odirect = *lazy ? 0 : O_DIRECT;
+	int fd = openat(dirfd, path, oflags | odirect, mode);
+	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_WRONLY) {
+		oflags = (oflags & ~O_ACCMODE) | O_WRONLY;
+		fd = openat(dirfd, path, oflags | odirect, mode);
+	}
+	*direct = true;
+	struct stat st;
+	if (fd < 0 && errno == EINVAL && fstatat(dirfd, path, &st, 0) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR; /* some file systems refuse O_DIRECT on directories first */
+	if (fd < 0 && errno == EINVAL && (c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND)) {
+		/* O_CREAT may have created it already: don't insist on O_EXCL. */
+		fd = openat(dirfd, path, oflags & ~O_EXCL, mode);
+		*direct = false;
+		*lazy = false;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/* A descriptor opened without O_DIRECT (open_backing's *lazy) may stay so
+ * until its first I/O only on a file system known to do direct I/O (d:
+ * its domain, probed; NULL: not known here).  Elsewhere it gets O_DIRECT
+ * now, and where that is refused the open fails as an O_DIRECT open(2)
+ * would, unless a buffered backend is allowed. */
+static int direct_unless_known(struct pc_cache *c, const struct pc_domain *d, int fd, bool *direct, bool *lazy)
+{
+	if (!*lazy || (d && d->dio_off_align))
+		return 0;
+	*lazy = false;
+	if (io_fd_set_direct(fd) == 0)
+		return 0;
+	if (!(c->cfg.flags & PC_CFG_ALLOW_BUFFERED_BACKEND))
+		return -EINVAL;
+	*direct = false;
+	return 0;
+}
+
+static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const struct stat *st)
+{
+	unsigned off_align = 0, mem_align = 0;
+	if (m->direct) {
+		off_align = m->dom->dio_off_align;
+		mem_align = m->dom->dio_mem_align;
+	}
+	m->mem_align = off_align ? (mem_align ? mem_align : off_align) : 1;
+	/*
+	 * Default: the file system's block size when direct I/O allows it.
+	 * The direct-I/O alignment (often 512) is only the minimum: a direct
+	 * write of part of a file system block makes ext4 and XFS zero or read
+	 * the rest of that block themselves and makes XFS serialise all direct
+	 * writers of the file, so smaller blocks cost device reads and
+	 * concurrency that per-block state would otherwise save.
+	 */
+	size_t bs = c->cfg.block_size;
+	size_t fsb = st->st_blksize;
+	if (!bs) {
+		bool fsb_ok = fsb >= 512 && fsb <= 65536 && !(fsb & (fsb - 1)) && fsb <= c->cfg.max_folio_size &&
+			      (!off_align || fsb % off_align == 0);
+		bs = fsb_ok ? fsb : (off_align ? off_align : 4096);
+	}
+	if (bs < 512 || bs > 65536 || (bs & (bs - 1)) || (off_align && bs % off_align) ||
+	    bs > c->cfg.max_folio_size)
+		return -EINVAL;
+	m->block_size = (unsigned)bs;
+	m->block_shift = (unsigned)__builtin_ctz((unsigned)bs);
+	m->min_order = bs > PC_PAGE_SIZE ? (unsigned)__builtin_ctz((unsigned)(bs >> PC_PAGE_SHIFT)) : 0;
+	/* A smaller block shares the kernel page (or the file system block)
+	 * of a buffered tail write with direct writes of its neighbours: the
+	 * kernel would read the page, keep it dirty over blocks we write
+	 * directly, fail to invalidate it after those writes (it records
+	 * EIO for the next fsync and warns of "possible data corruption"),
+	 * and could write its stale copy back over them. */
+	long page = sysconf(_SC_PAGESIZE);
+	m->tail_via_kernel = bs >= (size_t)(page > 0 ? page : 4096) && bs >= fsb;
+	return 0;
+}
+
+/*
+ * The largest file size the backing file system allows (its s_maxbytes):
+ * lseek past it fails with EINVAL, so a binary search of SEEK_SET finds it
+ * in at most 63 calls.  Writes and truncates beyond it fail with EFBIG at
+ * the call, not later in writeback where the data could never be written.
+ */
+static int64_t probe_max_bytes(int fd)
+{
+	int64_t lo = 0, hi = INT64_MAX;
+	if (lseek(fd, hi, SEEK_SET) >= 0)
+		return hi;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2 + 1;
+		if (lseek(fd, mid, SEEK_SET) >= 0)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return lo;
+}
+
+/*
+ * What every file of a device shares is asked once, of its first file: the
+ * largest file size (up to 63 lseeks) and the direct-I/O alignment.  (On
+ * the file systems O_DIRECT is used with, both are per file system.)
+ */
+static void domain_probe(struct pc_domain *d, int fd, bool direct)
+{
+	if (d->probed || !direct)
+		return;
+	d->max_bytes = probe_max_bytes(fd);
+	if (backend_dio_align(fd, &d->dio_off_align, &d->dio_mem_align) != 0)
+		d->dio_off_align = d->dio_mem_align = 0;
+	d->probed = true;
+}
+
+/* Under files_lock. */
+static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool lazy, bool writable,
+				      const struct stat *st, int *err)
+{
+	struct pc_mapping *m = calloc(1, sizeof(*m));
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	m->c = c;
+	m->fd = fd;
+	m->old_fd = -1;
+	m->direct = direct;
+	m->writable = writable;
+	m->dev = st->st_dev;
+	m->ino = st->st_ino;
+	atomic_store(&m->i_size, st->st_size);
+	atomic_store(&m->disk_size, st->st_size);
+	atomic_store(&m->data_end, st->st_size);
+	written_init(&m->written, (uint64_t)st->st_size);
+	atomic_store(&m->alloc_end, st->st_size);
+	m->alloc_base = (uint64_t)st->st_size;
+	*err = domain_get(c, st->st_dev, &m->dom);
+	if (!*err) {
+		domain_probe(m->dom, fd, direct);
+		*err = direct_unless_known(c, m->dom, fd, &direct, &lazy);
+	}
+	if (!*err) {
+		m->direct = direct;
+		atomic_store(&m->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
+		*err = choose_block_size(c, m, st);
+	}
+	if (*err) {
+		written_destroy(&m->written);
+		free(m);
+		return NULL;
+	}
+	/* Device writes are whole blocks: the last block must fit too. */
+	int64_t max = m->dom->probed && direct ? m->dom->max_bytes : probe_max_bytes(fd);
+	m->max_bytes = (int64_t)pc_round_down((uint64_t)max, m->block_size);
+	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
+	pthread_mutex_init(&m->size_lock, NULL);
+	pthread_rwlock_init(&m->inval_lock, NULL);
+	pthread_rwlock_init(&m->tree_lock, NULL);
+	pthread_mutex_init(&m->advice_lock, NULL);
+	rt_init(&m->tree, &c->node_pool);
+	atomic_store(&m->refs, 1); /* the hash table's */
+	return m;
+}
+
+void mapping_discard_all(struct pc_mapping *m)
+{
+	uint64_t idx = 0;
+	struct pc_folio *batch[32];
+	unsigned n;
+	while ((n = mapping_gather(m, &idx, UINT64_MAX, -1, batch, 32))) {
+		for (unsigned i = 0; i < n; i++) {
+			struct pc_folio *f = batch[i];
+			folio_lock(f);
+			folio_wait_clear(f, PF_WRITEBACK);
+			if (folio_test(f, PF_INDEXED)) {
+				size_t d = folio_invalidate_blocks(m, f, 0, folio_size(f), false);
+				account_dirty(m, f, -(int64_t)d);
+				mapping_remove_folio(m, f);
+			}
+			folio_unlock(f);
+			folio_release(m->c, f);
+		}
+		idx = 0;
+	}
+}
+
+/* A write-back error of m that no handle reported goes to the cache, for
+ * pc_cache_destroy to report (m's own errseq then has nothing unseen). */
+static void hand_unseen_error_to_cache(struct pc_mapping *m)
+{
+	uint64_t none = 0;
+	if (errseq_unseen(&m->wb_err))
+		atomic_store(&m->c->orphan_error, errseq_check_and_advance(&m->wb_err, &none));
+}
+
+/*
+ * The part of a mapping's teardown above the memory layer (mapping_put,
+ * in mapping.c, calls it through the cache's hook, installed by
+ * file_layer_init): its folios discarded, dirty data and all (nothing
+ * holds the file any more), and a write error no handle reported handed
+ * to the cache for pc_cache_destroy to report.
+ */
+static void file_mapping_teardown(struct pc_mapping *m)
+{
+	mapping_discard_all(m);
+	mapping_clear_failing(m);
+	hand_unseen_error_to_cache(m); /* pc_cache_destroy reports it */
+}
+
+void file_layer_init(struct pc_cache *c)
+{
+	c->mapping_teardown = file_mapping_teardown;
+}
+
+static bool same_time(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st)
+{
+	return st->st_size == m->saved_size && same_time(st->st_mtim, m->saved_mtime) &&
+	       same_time(st->st_ctim, m->saved_ctime);
+}
+
+/* Reopened after it was left alone: drop the cache if the file changed. */
+static void revalidate(struct pc_mapping *m, const struct stat *st)
+{
+	if (mapping_attrs_unchanged(m, st))
+		return;
+	/* Someone else wrote: no block is known to be a hole any more. */
+	written_reset(&m->written, UINT64_MAX);
+	atomic_raise_i64(&m->data_end, st->st_size);
+	if (atomic_load(&m->nr_dirty) <= 0) {
+		/* (Else our unwritten data wins: it is written over the change.) */
+		mapping_discard_all(m);
+		atomic_store(&m->i_size, st->st_size);
+		atomic_store(&m->disk_size, st->st_size);
+		atomic_store(&m->data_end, st->st_size);
+		written_reset(&m->written, (uint64_t)st->st_size);
+		atomic_store(&m->alloc_end, st->st_size);
+		atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
+		m->alloc_base = (uint64_t)st->st_size;
+	}
+	mapping_save_attrs(m, st); /* what this cache now holds */
+}
+
+void mapping_save_attrs(struct pc_mapping *m, const struct stat *st)
+{
+	m->saved_size = st->st_size;
+	m->saved_mtime = st->st_mtim;
+	m->saved_ctime = st->st_ctim;
+	atomic_store(&m->changed, false);
+}
+
+/* Give a read-only mapping the writable descriptor fd and a write lock. */
+static int upgrade_to_writable(struct pc_mapping *m, int fd)
+{
+	ofd_lock(m->fd, F_UNLCK);
+	int err = ofd_lock(fd, F_WRLCK);
+	if (err) {
+		/* Put back the read lock its handles hold; a closed, settled
+		 * mapping held none. */
+		if (m->nhandles > 0)
+			ofd_lock(m->fd, F_RDLCK);
+		return err;
+	}
+	if (m->old_fd >= 0)
+		close(m->old_fd);
+	m->old_fd = m->fd; /* I/O may still be in flight on it */
+	m->fd = fd;
+	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	m->writable = true;
+	m->wrlocked = true;
+	return 0;
+}
+
+/* Remember the mode and owner open(2) checked access against. */
+static void note_open_attrs(struct pc_mapping *m, const struct stat *st)
+{
+	m->open_mode = st->st_mode;
+	m->open_uid = st->st_uid;
+	m->open_gid = st->st_gid;
+}
+
+/*
+ * Can a handle reuse the descriptor the mapping holds, with no open(2)?
+ * It must do what the handle needs, and the file's mode and owner must be
+ * what open(2) last checked access against (a chmod or chown since then:
+ * open again, and let the kernel say).  The caller's own credentials are
+ * taken as unchanged.
+ */
+static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct stat *st)
+{
+	return m->fd >= 0 && (m->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
+	       st->st_gid == m->open_gid;
+}
+
+/* Reopened after it was left alone, the lock taken: did another program
+ * change the file meanwhile?  Asked now, under the lock (a stat before it
+ * could miss a change made just before the lock). */
+static void revalidate_locked(struct pc_mapping *m)
+{
+	struct stat st;
+	if (fstat(m->fd, &st) == 0)
+		revalidate(m, &st);
+	else
+		mapping_discard_all(m); /* cannot tell: keep nothing */
+}
+
+/* A handle of m is opened (files_lock held): lock the file as much as it
+ * needs, and take it off the closed lists. */
+static int attach_handle(struct pc_mapping *m, bool want_write)
+{
+	int err = 0;
+	if (m->nhandles == 0 && !m->closed_dirty) {
+		/* Reopened after a clean close: the lock was released. */
+		m->wrlocked = want_write && m->writable;
+		err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
+		if (err)
+			return err;
+		revalidate_locked(m);
+	} else if (want_write && !m->wrlocked) {
+		/* Converts this description's read lock in place. */
+		err = ofd_lock(m->fd, F_WRLCK);
+		if (err)
+			return err;
+		m->wrlocked = true;
+	}
+	closed_reopened(m->c, m);
+	m->nhandles++;
+	atomic_fetch_add(&m->refs, 1);
+	return 0;
+}
+
+/* Reopen a file whose mapping holds its descriptor: no open(2).  Returns
+ * the mapping, or NULL when open(2) is needed. */
+static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, const struct stat *st, int *err)
+{
+	*err = 0;
+	pthread_mutex_lock(&c->files_lock);
+	struct pc_mapping *m = files_hash_find(c, st->st_dev, st->st_ino);
+	if (m && can_reuse_fd(m, want_write, st))
+		*err = attach_handle(m, want_write);
+	else
+		m = NULL;
+	pthread_mutex_unlock(&c->files_lock);
+	return *err ? NULL : m;
+}
+
+/* A mapping whose descriptor was released gets the new one. */
+static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
+{
+	m->fd = fd;
+	m->direct = direct;
+	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	m->writable = writable;
+	m->wrlocked = false;
+}
+
+
+/* Open with open(2): a new mapping, or the descriptor for an old one. */
+static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
+			     struct pc_mapping **out)
+{
+	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
+	bool direct, lazy;
+	int fd = open_backing(c, dirfd, path, flags, mode, &direct, &lazy);
+	if (fd == -EMFILE || fd == -ENFILE) {
+		/* Out of descriptors: the closed files' go first. */
+		closed_release_fds(c);
+		fd = open_backing(c, dirfd, path, flags, mode, &direct, &lazy);
+	}
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	int err = 0;
+	pthread_mutex_lock(&c->files_lock);
+	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
+	/* Created by this open (O_EXCL), yet the cache knows its inode
+	 * number, without a descriptor: that file was deleted and its number
+	 * reused.  Its data is dropped by the revalidation that follows (the
+	 * times differ); a write error of it nobody heard is the cache's to
+	 * report at pc_cache_destroy, not the new file's. */
+	if (m && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+		hand_unseen_error_to_cache(m);
+	/* A known file's descriptor is not replaced lazily. */
+	if (m)
+		err = direct_unless_known(c, NULL, fd, &direct, &lazy);
+	if (m && !err) {
+		bool adopted = m->fd < 0;
+		if (adopted) {
+			adopt_fd(m, fd, direct, want_write);
+			fd = -1;
+		} else if (want_write && !m->writable) {
+			err = upgrade_to_writable(m, fd);
+			if (!err)
+				fd = -1;
+		}
+		if (fd < 0)
+			m->noatime = flags & O_NOATIME; /* the descriptor is this open's */
+		if (!err) {
+			note_open_attrs(m, &st);
+			err = attach_handle(m, want_write);
+		}
+		if (err && adopted) {
+			fd = m->fd; /* closed below: the mapping stays without one */
+			m->fd = -1;
+		}
+	} else if (!m) {
+		m = mapping_new(c, fd, direct, lazy, want_write, &st, &err);
+		if (m) {
+			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
+			m->wrlocked = want_write;
+			if (err) {
+				m->fd = -1;
+				mapping_put(m);
+				m = NULL;
+			} else {
+				fd = -1;
+				m->noatime = flags & O_NOATIME;
+				note_open_attrs(m, &st);
+				mapping_save_attrs(m, &st);
+				hash_insert(c, m);
+				m->nhandles = 1;
+				atomic_fetch_add(&m->refs, 1);
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->files_lock);
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		return err;
+	*out = m;
+	return 0;
+}
+
+int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, struct pc_mapping **out)
+{
+	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
+	bool excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	struct stat st;
+	/* stat first: a FIFO's open(2) would wait for a peer (O_DIRECT is
+	 * refused only after that), and a file whose mapping holds its
+	 * descriptor is reopened without open(2).  O_NOFOLLOW: a symlink is
+	 * refused as open(2) refuses it. */
+	int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+	if (!excl && (flags & O_CREAT)) {
+		/* A create is tried exclusively first: a new file cannot be a
+		 * FIFO or cached, so it needs no stat (a directory lookup that
+		 * costs a create as much as its open(2) does, e.g. tar x or a
+		 * compiler writing objects).  Any answer but "exists" is the
+		 * one O_CREAT alone would have given. */
+		int err = open_backing_file(c, dirfd, path, flags | O_EXCL, mode, out);
+		if (err != -EEXIST)
+			return err;
+	}
+	if (!excl && fstatat(dirfd, path, &st, at) == 0) {
+		if (S_ISLNK(st.st_mode))
+			return -ELOOP;
+		if (!S_ISREG(st.st_mode))
+			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		int err;
+		struct pc_mapping *m = reopen_cached(c, want_write, &st, &err);
+		if (err)
+			return err;
+		if (m) {
+			*out = m;
+			return 0;
+		}
+	}
+	return open_backing_file(c, dirfd, path, flags, mode, out);
+}
+
+void file_release(struct pc_mapping *m)
+{
+	struct pc_cache *c = m->c;
+	bool settle = false;
+	pthread_mutex_lock(&c->files_lock);
+	/* The last handle went: closed.c keeps the file (and drops it if it
+	 * was unlinked, when it settles it or sweeps). */
+	if (--m->nhandles == 0)
+		settle = closed_add(c, m);
+	pthread_mutex_unlock(&c->files_lock);
+	/* Clean already: settled here, so that another process can open the
+	 * file once pc_close returns (settling releases the lock), when that
+	 * is cheap: the backing file has its size.  Cutting it to size waits
+	 * for the device (ftruncate of a block written whole, e.g. by
+	 * pc_flush without wait, and sync_file_range): the flusher does that,
+	 * as for any closed file, and the close does not wait, unless it
+	 * waits anyway (close-to-open; closed files holding too many
+	 * descriptors, when the closer gives its own back). */
+	bool sized = atomic_load(&m->disk_size) == atomic_load(&m->i_size);
+	if (settle && (sized || closed_must_wait(c) || closed_fd_pressure(c)))
+		closed_settle(m);
+	else if (settle)
+		flusher_kick(m->dom);
+	mapping_put(m); /* the handle's reference */
+}
+
+/* Snapshot every mapping of the cache with a reference. */
+static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
+{
+	unsigned n = 0, cap = 0;
+	struct pc_mapping **v = NULL;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size; i++)
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
+				if (!nv)
+					break;
+				v = nv;
+			}
+			atomic_fetch_add(&m->refs, 1);
+			v[n++] = m;
+		}
+	pthread_mutex_unlock(&c->files_lock);
+	*out = v;
+	return n;
+}
+
+int files_writeback_all(struct pc_cache *c)
+{
+	struct pc_mapping **v;
+	unsigned n = all_mappings(c, &v);
+	int first_err = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int err = mapping_flush(v[i]);
+		/* A flusher write that failed while we waited for it left its
+		 * blocks dirty again without this call having tried them. */
+		if (err && atomic_load(&v[i]->nr_dirty) > 0)
+			(void)mapping_flush(v[i]);
+		/* An error of write-back that no handle reported (the file was
+		 * closed): destroy is the last one who can. */
+		uint64_t none = 0;
+		if (!err && errseq_unseen(&v[i]->wb_err))
+			err = errseq_check_and_advance(&v[i]->wb_err, &none);
+		if (!err)
+			err = fs_sync_mapping(v[i]); /* its end through the kernel */
+		if (err && !first_err)
+			first_err = err;
+		backing_release_reserve(v[i]);
+		mapping_put(v[i]);
+	}
+	free(v);
+	/* What went through the kernel's page cache reaches the device now,
+	 * and the kernel's error writing it is heard. */
+	int fs_err = fs_sync_domains(c);
+	if (fs_err && !first_err)
+		first_err = fs_err;
+	int orphan = atomic_exchange(&c->orphan_error, 0);
+	return first_err ? first_err : orphan;
+}
+
+void files_free_all(struct pc_cache *c)
+{
+	for (unsigned i = 0; i < c->file_hash_size; i++) {
+		while (c->file_hash[i]) {
+			struct pc_mapping *m = c->file_hash[i];
+			c->file_hash[i] = m->hash_next;
+			if (m->fd >= 0)
+				ofd_lock(m->fd, F_UNLCK);
+			/* No I/O is in flight (the queues are gone): whatever
+			 * references handles still hold die with the cache. */
+			atomic_store(&m->refs, 1);
+			mapping_put(m);
+		}
+	}
+}

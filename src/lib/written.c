@@ -1,0 +1,152 @@
+/*
+ * written.c - which parts of the backing file past its size at open our
+ * own writes may have put data in.
+ *
+ * A write that covers a block only partly must know whether the rest of
+ * the block holds data on the device (then it is read or merged later) or
+ * is a hole (then it is zeros and nothing is read).  Past the end of the
+ * written data (data_end) the answer is free.  Below it the file system
+ * knows (lseek SEEK_DATA), but asking costs a system call that takes the
+ * inode lock, which ext4 and XFS also hold exclusively across direct
+ * writes that allocate: with many writers filling a new file out of order
+ * (interleaved records), every partial block below data_end queued behind
+ * the device, while holding its folio lock, and the writers drifted far
+ * apart.
+ *
+ * We know the answer ourselves for everything past the size the file had
+ * when we opened it: a writable mapping holds the file's write lock, so the
+ * only data there is what we sent to the device.  So we keep the byte
+ * ranges we sent (a sorted array of disjoint ranges, merged as they touch;
+ * interleaved writers leave gaps only as wide as their drift).  Before the
+ * base, and when too many ranges would be needed, we ask the file system:
+ * being unsure only costs that call, never correctness.
+ */
+#include "lib/written.h"
+
+#include "lib/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Past this many disjoint ranges, stop tracking (see written_add). */
+#define WRITTEN_MAX_RANGES 65536u
+
+void written_init(struct pc_written *w, uint64_t base_end)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->lock, NULL);
+	w->base_end = base_end;
+}
+
+void written_destroy(struct pc_written *w)
+{
+	free(w->r);
+	pthread_mutex_destroy(&w->lock);
+}
+
+/* Forget all ranges: [0, base_end) is unknown again (the file changed). */
+void written_reset(struct pc_written *w, uint64_t base_end)
+{
+	pthread_mutex_lock(&w->lock);
+	w->n = 0;
+	w->base_end = base_end;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Index of the first range ending after pos (w->n if none). */
+static size_t first_ending_after(const struct pc_written *w, uint64_t pos)
+{
+	size_t lo = 0, hi = w->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (w->r[mid].end <= pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Too many ranges: everything up to the last one becomes "ask the file
+ * system", which is always correct. */
+static void give_up_tracking(struct pc_written *w)
+{
+	if (w->n)
+		w->base_end = pc_max_u64(w->base_end, w->r[w->n - 1].end);
+	w->n = 0;
+}
+
+static bool grow(struct pc_written *w)
+{
+	if (w->n < w->cap)
+		return true;
+	if (w->cap >= WRITTEN_MAX_RANGES)
+		return false;
+	size_t cap = w->cap ? w->cap * 2 : 64;
+	void *r = realloc(w->r, cap * sizeof(*w->r));
+	if (!r)
+		return false;
+	w->r = r;
+	w->cap = cap;
+	return true;
+}
+
+/*
+ * Data is about to be sent to [start, end): called before the device write
+ * is issued, so that no one who looks later takes it for a hole.
+ */
+void written_add(struct pc_written *w, uint64_t start, uint64_t end)
+{
+	pthread_mutex_lock(&w->lock);
+	start = pc_max_u64(start, w->base_end);
+	if (start >= end) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	/* Ranges that overlap or touch [start, end) merge with it. */
+	size_t i = first_ending_after(w, start == 0 ? 0 : start - 1);
+	size_t j = i;
+	while (j < w->n && w->r[j].start <= end)
+		j++;
+	if (j > i) {
+		start = pc_min_u64(start, w->r[i].start);
+		end = pc_max_u64(end, w->r[j - 1].end);
+		w->r[i] = (struct pc_range){ start, end };
+		memmove(&w->r[i + 1], &w->r[j], (w->n - j) * sizeof(*w->r));
+		w->n -= j - i - 1;
+	} else if (grow(w)) {
+		memmove(&w->r[i + 1], &w->r[i], (w->n - i) * sizeof(*w->r));
+		w->r[i] = (struct pc_range){ start, end };
+		w->n++;
+	} else {
+		give_up_tracking(w);
+		w->base_end = pc_max_u64(w->base_end, end);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* The backing file was cut to size: nothing of ours lies past it. */
+void written_truncate(struct pc_written *w, uint64_t size)
+{
+	pthread_mutex_lock(&w->lock);
+	w->base_end = pc_min_u64(w->base_end, size);
+	size_t i = first_ending_after(w, size);
+	if (i < w->n && w->r[i].start < size)
+		w->r[i++].end = size;
+	w->n = i;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Is [start, end) known to hold no data of ours and lie past the base? */
+bool written_known_hole(struct pc_written *w, uint64_t start, uint64_t end)
+{
+	pthread_mutex_lock(&w->lock);
+	bool hole = start >= w->base_end;
+	if (hole) {
+		size_t i = first_ending_after(w, start);
+		hole = i == w->n || w->r[i].start >= end;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return hole;
+}

@@ -1,0 +1,187 @@
+/*
+ * mapping.h - a file as the cache holds it (struct pc_mapping: shared by
+ * every handle of the file, outliving them while it holds cached data) and
+ * the calls of mapping.c: the file's folio index (find, create, remove
+ * folios, tags), built on radix.h.
+ *
+ * Lock order (outer first):
+ *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
+ *                        truncate/punch/direct invalidation: exclusive)
+ *   folio lock (PF_LOCKED bit, sleeps on a futex)
+ *   mapping->tree_lock (rwlock; index and tags, never held across I/O)
+ *   folio block-state spinlock
+ *   cache->lru_lock, cache->arena_lock, domain->lock, cache->files_lock
+ * Nothing waits for I/O, memory or the throttle while holding tree_lock or
+ * any lock after it.  Completion callbacks only trylock folios.
+ */
+#ifndef PC_MAPPING_H
+#define PC_MAPPING_H
+
+#include "lib/counter.h"
+#include "lib/radix.h"
+#include "lib/util.h"
+#include "lib/written.h"
+
+struct pc_cache;
+struct pc_domain;
+struct pc_folio;
+
+/* errseq: a counter of errors and the last errno (errseq.h has its calls;
+ * the type is here because every mapping holds one). */
+typedef _Atomic uint64_t pc_errseq_t;
+
+/* pc_mapping.fd_mode */
+enum { FD_AS_OPENED, FD_DIRECT_LATER, FD_DIRECT_SWITCHING, FD_DIRECT_REFUSED };
+
+struct pc_mapping {
+	struct pc_cache *c;
+	struct pc_domain *dom;
+	struct pc_mapping *hash_next;
+	dev_t dev;
+	ino_t ino;
+	int fd;            /* backing descriptor, O_DIRECT unless !direct */
+	int old_fd;        /* read-only descriptor replaced by a writable one */
+	_Atomic bool kernel_written; /* data went through the kernel's page cache */
+	bool writable;
+	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
+	bool direct;       /* backing descriptor is O_DIRECT */
+	/* A file this cache created gets its descriptor without O_DIRECT,
+	 * which it is given (F_SETFL) before the first I/O the cache issues
+	 * on it (io_fd): a small file created, written and closed is
+	 * then written whole through the kernel's page cache on that
+	 * descriptor (backing_write_tail), with no second open.  FD_AS_OPENED:
+	 * nothing pending (O_DIRECT, or a buffered backend). */
+	_Atomic int fd_mode;
+	bool noatime;      /* backing descriptor is O_NOATIME */
+	unsigned block_size, block_shift;
+	unsigned min_order;    /* smallest folio: max(page, block) */
+	unsigned mem_align;    /* direct-I/O memory alignment */
+	/* A closed file's last partial block may go through the kernel's
+	 * page cache (backing_write_tail): only when a block covers whole
+	 * kernel pages and file-system blocks, so that no direct write of
+	 * ours ever shares a kernel page (or a block the kernel reads and
+	 * writes back whole) with that buffered write. */
+	bool tail_via_kernel;
+	int nhandles;          /* under cache->files_lock */
+	/* After the last close (closed.c, under files_lock): closed_dirty while
+	 * dirty data holds the descriptor and lock until written (on the
+	 * cache's closed_dirty list); else on the closed list with the
+	 * descriptor kept for a reopen, until too many are (fd then -1). */
+	_Atomic bool closed_dirty;
+	bool on_closed_list;
+	struct pc_mapping *closed_prev, *closed_next;
+	/* Written (or truncated) since the attributes were saved. */
+	_Atomic bool changed;
+	_Atomic int wb_inflight;    /* write-back requests being built or in flight */
+	_Atomic int refs;      /* handles + users (flusher, etc.) */
+	_Atomic int64_t i_size;     /* logical size */
+	_Atomic int64_t disk_size;  /* backing file size as last set/seen */
+	/* Where data written to the device ends: past it the backing file holds
+	 * only holes (we never wrote there), so nothing needs reading. */
+	_Atomic int64_t data_end;
+	/* Below data_end: which blocks past the size at open we wrote. */
+	struct pc_written written;
+	/* Allocated ahead of writeback (backing_extend) up to alloc_end, from
+	 * alloc_base (the size at open); dirtied_total bytes justify it. */
+	_Atomic int64_t alloc_end;
+	uint64_t alloc_base;
+	/* Space up to here is allocated or reserved (backing_reserve). */
+	_Atomic int64_t reserve_end;
+	_Atomic bool no_reserve;    /* the file system has no fallocate */
+	/* A write ended here and wants the flusher to reserve ahead of it
+	 * (0: nothing asked); the flusher's last attempt failed (ENOSPC:
+	 * writers reserve inline, and report it, until one succeeds). */
+	_Atomic int64_t reserve_want;
+	_Atomic bool reserve_bg_failed;
+	_Atomic uint64_t dirtied_total;
+	int64_t max_bytes;          /* largest size the file system allows */
+	pthread_mutex_t size_lock;  /* serialises backing size changes */
+	pthread_rwlock_t inval_lock;
+	pthread_rwlock_t tree_lock;
+	struct rt_root tree;
+	pc_errseq_t wb_err;
+	/* Writeback of this file keeps failing (negative errno, 0: not):
+	 * new writes fail up front until it succeeds again, or the caller
+	 * truncates, punches or retries fsync (see mapping_set_failing). */
+	_Atomic int wb_failing;
+	/* on the writeback domain's list of dirty files (dirty.c), under
+	 * dom->lock */
+	struct pc_mapping *dirty_prev, *dirty_next;
+	_Atomic bool on_dirty_list;
+	_Atomic uint64_t dirtied_when_ms; /* oldest dirty data, 0: clean */
+	_Atomic int64_t nr_dirty, nr_uncached, nr_edges;
+	/* edges of this file completed, and pc_now_ms of the latest (edges.c) */
+	_Atomic uint64_t edges_completed, edge_completed_ms;
+	_Atomic uint64_t last_error_ms; /* back off retries after errors */
+	/* POSIX_FADV_NOREUSE range; len 0 with set: to EOF */
+	pthread_mutex_t advice_lock;
+	bool noreuse;
+	int64_t noreuse_off, noreuse_len;
+	/* counters (pc_stats subset) */
+	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
+	_Atomic uint64_t st_miss, st_deferred, st_rmw_reads;
+	_Atomic uint64_t st_ra_sync, st_ra_async, st_ra_bytes, st_ra_random; /* readahead.c */
+	struct pc_counter hits; /* bytes read without waiting (count_hit_bytes) */
+	_Atomic int64_t st_cached; /* bytes of folio memory */
+	/* the backing file when it was last left alone (last close, or its
+	 * write-back after it), to detect changes by others at reopen */
+	off_t saved_size;
+	struct timespec saved_mtime, saved_ctime;
+	/* mode and owner at the last open(2) (a reopen without one checks
+	 * them: a chmod or chown since then means open(2) again) */
+	mode_t open_mode;
+	uid_t open_uid;
+	gid_t open_gid;
+};
+
+/* Find the folio holding byte `pos`, with a reference, or NULL. */
+HIDDEN struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos);
+/* Up to `max` folios at or after page `index` (tag: RT_TAG_* or -1), with
+ * references, in index order.  Returns the count and the next index. */
+HIDDEN unsigned mapping_gather(struct pc_mapping *m, uint64_t *index, uint64_t end_index, int tag,
+			       struct pc_folio **out, unsigned max);
+/* Get-folio flags, as the kernel's FGP_*. */
+enum {
+	GF_CREATE = 1 << 0,   /* create when missing */
+	GF_LOCK = 1 << 1,     /* return it locked */
+	GF_NOWAIT = 1 << 2,   /* -EAGAIN rather than sleep */
+	GF_STABLE = 1 << 3,   /* wait until not under writeback */
+	GF_NEW_LOCKED = 1 << 4, /* only lock it if this call created it */
+};
+/*
+ * Find or create the folio holding byte `pos`.  A created folio gets the
+ * largest order up to `order` that is naturally aligned at its page and
+ * does not overlap cached folios, falling back to smaller orders when
+ * memory is fragmented.  *created tells which.  Returns a referenced folio
+ * or an ERR (use IS_ERR_FOLIO).
+ */
+HIDDEN struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned order,
+					  unsigned gf, bool *created);
+/* Tests only (test_mt_release.c): called with a folio just allocated for
+ * the index, before it is inserted (a lookup that walked a stale tree may
+ * take a reference on it then). */
+HIDDEN extern void (*mapping_test_after_alloc)(struct pc_folio *f);
+#define ERR_FOLIO(e) ((struct pc_folio *)(intptr_t)(e))
+#define IS_ERR_FOLIO(p) ((uintptr_t)(p) >= (uintptr_t)-4095)
+#define FOLIO_ERR(p) ((int)(intptr_t)(p))
+/* Remove a locked folio from the index (truncate, drop-behind, eviction);
+ * the index's reference is dropped.  Accounting of dirty data is the
+ * caller's. */
+HIDDEN void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f);
+/* Drop a reference to m (a handle's, a list's, a user's, an I/O's); the
+ * last one discards its folios and frees it, a write error no handle
+ * reported going to the cache for pc_cache_destroy to report (the file
+ * layer's part, through c->mapping_teardown). */
+HIDDEN void mapping_put(struct pc_mapping *m);
+/* Remove f only if it is clean, not under writeback and holds exactly
+ * `refs` references (the index's included); the caller holds one of them
+ * and, usually, the folio lock.  Never sleeps. */
+HIDDEN bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs);
+/* Choose the folio order for `len` bytes at `pos`. */
+HIDDEN unsigned mapping_order_for(struct pc_mapping *m, uint64_t pos, uint64_t len);
+HIDDEN void mapping_tag_dirty(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f);
+
+#endif

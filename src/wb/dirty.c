@@ -1,0 +1,154 @@
+/*
+ * dirty.c - dirty accounting: a file's and its domain's dirty and
+ * drop-behind (PC_DONTCACHE) byte counts, the cache's peak, and the list of
+ * a domain's files that have dirty data (what the flusher looks at).
+ *
+ * A writeback domain is one backing device.  It counts dirty bytes, and
+ * among them the bytes of drop-behind folios, so that uncached writers kick
+ * its flusher as soon as a little uncached data is dirty and the flusher
+ * cleans exactly that data first (flusher.c).
+ */
+#include "wb/dirty.h"
+
+#include "api/cache.h"
+#include "lib/errseq.h"
+#include "wb/flusher.h"
+#include "mem/folio.h"
+#include "mem/mapping.h"
+#include "lib/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* --------------------------------------------------------- accounting */
+
+void cache_update_peak_dirty(struct pc_cache *c)
+{
+	int64_t d = atomic_load_explicit(&c->dirty, memory_order_relaxed);
+	int64_t p = atomic_load_explicit(&c->peak_dirty, memory_order_relaxed);
+	while (d > p && !atomic_compare_exchange_weak(&c->peak_dirty, &p, d))
+		;
+}
+
+void account_uncached(struct pc_mapping *m, int64_t bytes)
+{
+	if (!bytes)
+		return;
+	atomic_fetch_add_explicit(&m->dom->uncached, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->uncached, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->nr_uncached, bytes, memory_order_relaxed);
+}
+
+void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
+{
+	if (!bytes)
+		return;
+	atomic_fetch_add_explicit(&m->dom->dirty, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->c->dirty, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&m->nr_dirty, bytes, memory_order_relaxed);
+	if (folio_test(f, PF_DROPBEHIND))
+		account_uncached(m, bytes);
+	if (bytes > 0) {
+		atomic_fetch_add_explicit(&m->dirtied_total, (uint64_t)bytes, memory_order_relaxed);
+		cache_update_peak_dirty(m->c);
+	}
+}
+
+/* ------------------------------------------------- the domain's files */
+
+/*
+ * The flusher looks only at files on its domain's dirty list, not at every
+ * file of the cache (a hundred thousand closed, clean ones cost nothing).
+ * A file goes on it when it gets dirty data (mapping_dirtied) and off it
+ * when a flusher round finds nothing left to do for it.  Taking it off
+ * races with a writer dirtying it again: the flusher clears the flag first
+ * and looks again, the writer counts its data first and looks at the flag
+ * after, so one of them puts it back.
+ */
+static void dirty_list_add(struct pc_mapping *m)
+{
+	struct pc_domain *d = m->dom;
+	pthread_mutex_lock(&d->lock);
+	if (!atomic_load(&m->on_dirty_list)) {
+		atomic_fetch_add(&m->refs, 1);
+		m->dirty_next = NULL;
+		m->dirty_prev = d->dirty_tail;
+		if (d->dirty_tail)
+			d->dirty_tail->dirty_next = m;
+		else
+			d->dirty_head = m;
+		d->dirty_tail = m;
+		atomic_store(&m->on_dirty_list, true);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
+{
+	if (m->dirty_prev)
+		m->dirty_prev->dirty_next = m->dirty_next;
+	else
+		d->dirty_head = m->dirty_next;
+	if (m->dirty_next)
+		m->dirty_next->dirty_prev = m->dirty_prev;
+	else
+		d->dirty_tail = m->dirty_prev;
+	m->dirty_prev = m->dirty_next = NULL;
+}
+
+void mapping_forget_dirty(struct pc_mapping *m)
+{
+	struct pc_domain *d = m->dom;
+	bool was = false;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_load(&m->on_dirty_list)) {
+		dirty_list_unlink(d, m);
+		atomic_store(&m->on_dirty_list, false);
+		was = true;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (was)
+		mapping_put(m); /* the list's reference */
+}
+
+bool flusher_has_work_in(struct pc_mapping *m)
+{
+	return atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->nr_uncached) > 0 || atomic_load(&m->nr_edges) > 0 ||
+	       atomic_load(&m->closed_dirty);
+}
+
+void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
+{
+	/* The bytes were counted (relaxed) before: order that before looking
+	 * at the flag, which the flusher clears before looking at them. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load(&m->on_dirty_list))
+		dirty_list_add(m);
+	if (!atomic_load_explicit(&m->changed, memory_order_relaxed))
+		atomic_store_explicit(&m->changed, true, memory_order_relaxed);
+	f->stamp = cache_clock_ms(m->c); /* how long its data waited: see short_run */
+	mapping_tag_dirty(m, f);
+	uint64_t zero = 0;
+	if (!atomic_load_explicit(&m->dirtied_when_ms, memory_order_relaxed))
+		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, pc_now_ms());
+}
+
+/* The dirty bytes of files whose write-back keeps failing, which the
+ * throttle leaves out of the limit (throttle.c says why).  Walks the
+ * cache's file table under files_lock: failing files are rare, and this
+ * runs only while some are (c->nr_failing). */
+int64_t files_failing_dirty(struct pc_cache *c)
+{
+	int64_t sum = 0;
+	pthread_mutex_lock(&c->files_lock);
+	for (unsigned i = 0; i < c->file_hash_size; i++)
+		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
+			if (mapping_failing(m))
+				sum += pc_max_i64(0, atomic_load(&m->nr_dirty));
+	pthread_mutex_unlock(&c->files_lock);
+	return sum;
+}

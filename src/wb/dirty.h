@@ -1,0 +1,37 @@
+/*
+ * dirty.h - dirty accounting (dirty.c): a file's, its domain's and the
+ * cache's dirty and drop-behind (PC_DONTCACHE) byte counts, the cache's
+ * peak, and each domain's list of files with dirty data, which is what
+ * the flusher looks at.  Writers and writeback both count here; neither
+ * calls the other for it.
+ */
+#ifndef PC_DIRTY_H
+#define PC_DIRTY_H
+
+#include "lib/util.h"
+
+struct pc_cache;
+struct pc_domain;
+struct pc_folio;
+struct pc_mapping;
+
+/* Account `bytes` newly dirty (negative: cleaned) in folio f. */
+HIDDEN void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes);
+/* A folio's uncached (drop-behind) dirty share changed by `bytes`. */
+HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
+/* Take a gone file (unlinked) off its domain's dirty list now, so that
+ * its last reference, and descriptor, can go at once. */
+HIDDEN void mapping_forget_dirty(struct pc_mapping *m);
+/* Called after a folio went clean->dirty: tag it, queue the mapping. */
+HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
+/* Whether m has anything for the flusher (dirty or uncached data, edges). */
+HIDDEN bool flusher_has_work_in(struct pc_mapping *m);
+/* Take m off domain d's dirty list (d->lock held). */
+HIDDEN void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m);
+/* Raise the cache's peak_dirty (pc_stats) to its dirty count now. */
+HIDDEN void cache_update_peak_dirty(struct pc_cache *c);
+
+/* Dirty bytes of files whose writeback keeps failing (0 when none). */
+HIDDEN int64_t files_failing_dirty(struct pc_cache *c);
+
+#endif

@@ -1,0 +1,352 @@
+/*
+ * flusher.c - writeback domains and their flusher threads: when to write
+ * what (oldest dirty data first, uncached data as soon as a little of it
+ * is dirty, buffered data past the background threshold or its age), and
+ * the kick that writers and closes give the flusher.  Writers are only
+ * throttled (made to sleep) past the dirty limit (throttle.c): they never
+ * write back inline.
+ */
+#include "wb/flusher.h"
+
+#include "io/backend.h"
+#include "wb/backing.h"
+#include "api/cache.h"
+#include "wb/dirty.h"
+#include "io/fs_sync.h"
+#include "mem/mapping.h"
+#include "wb/throttle.h"
+#include "lib/util.h"
+#include "wb/writeback.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLUSHER_TICK_MS 100
+
+/* --------------------------------------------------------------- kicks */
+
+/* Already kicked: the flusher has not started the round that answers it
+ * (it clears the flag as a round starts), so nothing more is needed.
+ * Closing thousands of small files kicks once a round, not once a file. */
+void flusher_kick(struct pc_domain *d)
+{
+	if (atomic_load(&d->kicked))
+		return;
+	pthread_mutex_lock(&d->lock);
+	atomic_store(&d->kicked, true);
+	pthread_cond_signal(&d->kick_cv);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Memory is short (reclaim.c, through c->want_free): every domain's
+ * flusher writes what it can, the patient passes skipped. */
+static void flushers_want_free(struct pc_cache *c)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		atomic_store(&d->want_free, true);
+		flusher_kick(d);
+	}
+}
+
+void flusher_layer_init(struct pc_cache *c)
+{
+	c->want_free = flushers_want_free;
+}
+
+/* How soon after pc_flush without wait the flusher writes what it left:
+ * a tick or so, long enough for the close that usually follows (a FUSE
+ * FLUSH comes just before its RELEASE), so that a closed file is written
+ * as closed files are (its end exactly, a small one in one write). */
+#define FLUSH_SOON_MS 100u
+
+/* The dirtied_when_ms that makes a file's data expire `ms` from now
+ * (never 0, which means clean). */
+static uint64_t dirtied_to_expire_in(const struct pc_cache *c, uint64_t now, uint64_t ms)
+{
+	uint64_t expire = c->cfg.dirty_expire_ms;
+	return now + ms > expire ? now + ms - expire : 1;
+}
+
+void flusher_write_soon(struct pc_mapping *m)
+{
+	if (atomic_load(&m->nr_dirty) <= 0)
+		return;
+	uint64_t when = dirtied_to_expire_in(m->c, pc_now_ms(), FLUSH_SOON_MS);
+	uint64_t cur = atomic_load(&m->dirtied_when_ms);
+	while ((cur == 0 || cur > when) && !atomic_compare_exchange_weak(&m->dirtied_when_ms, &cur, when))
+		;
+}
+
+/* ------------------------------------------------------------- flusher */
+
+static int by_dirty_age(const void *a, const void *b)
+{
+	const struct pc_mapping *x = *(struct pc_mapping *const *)a, *y = *(struct pc_mapping *const *)b;
+	uint64_t wx = x->dirtied_when_ms ? x->dirtied_when_ms : UINT64_MAX;
+	uint64_t wy = y->dirtied_when_ms ? y->dirtied_when_ms : UINT64_MAX;
+	return wx < wy ? -1 : wx > wy;
+}
+
+/*
+ * The files on the domain's dirty list, with references, oldest dirty
+ * first; those with nothing left to do are taken off it (their list
+ * references go with the caller's, in flush_round).
+ */
+static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
+{
+	unsigned n = 0, cap = 0;
+	struct pc_mapping **v = NULL;
+	pthread_mutex_lock(&d->lock);
+	for (struct pc_mapping *m = d->dirty_head, *next; m; m = next) {
+		next = m->dirty_next;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
+				break;
+			v = nv;
+		}
+		if (!flusher_has_work_in(m)) {
+			atomic_store(&m->on_dirty_list, false);
+			if (!flusher_has_work_in(m)) {
+				dirty_list_unlink(d, m);
+				v[n++] = m; /* the list's reference, dropped by the caller */
+				continue;
+			}
+			atomic_store(&m->on_dirty_list, true);
+		}
+		atomic_fetch_add(&m->refs, 1);
+		v[n++] = m;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_dirty_age);
+	*out = v;
+	return n;
+}
+
+static bool mapping_backing_off(struct pc_mapping *m, uint64_t now)
+{
+	uint64_t e = atomic_load(&m->last_error_ms);
+	return e && now - e < 1000;
+}
+
+/* One pass over the domain's files; returns the bytes submitted. */
+static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n, bool kicked, bool want_free,
+			  int patience)
+{
+	struct pc_cache *c = d->c;
+	uint64_t now = pc_now_ms();
+	int64_t submitted = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct pc_mapping *m = v[i];
+		if (mapping_backing_off(m, now))
+			continue;
+		/* Uncached dirty data first: its memory is meant to go now.
+		 * While uncached writers are active (they kicked), the newest
+		 * half-threshold of it is left for the next round: in file order
+		 * that is where neighbouring writes are still filling gaps, and
+		 * waiting a moment turns many small device writes into few large
+		 * ones.  With no kick (a tick), everything goes. */
+		int64_t unc = atomic_load(&m->nr_uncached);
+		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes : 0;
+		if (unc > keep)
+			submitted += pc_max_i64(0, writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience,
+								 NULL, keep ? unc - keep : 0));
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct pc_mapping *m = v[i];
+		if (mapping_backing_off(m, now) || atomic_load(&m->nr_dirty) <= 0) {
+			if (atomic_load(&m->nr_dirty) <= 0)
+				m->dirtied_when_ms = 0;
+			continue;
+		}
+		uint64_t zero = 0; /* dirtied while we cleared it: start its clock */
+		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, now);
+		bool expired = now - m->dirtied_when_ms >= c->cfg.dirty_expire_ms;
+		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
+		/* Closed files hold descriptors until written: when many do,
+		 * they go first, all of their data (nothing will join it). */
+		bool closed = atomic_load(&m->closed_dirty) && c->closed_fd_pressure(c);
+		if (expired || background || want_free || closed) {
+			m->dirtied_when_ms = now;
+			int mode = WB_NOWAIT_LOCK | (closed ? 0 : patience);
+			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX, mode, NULL));
+			/* Expired data held back as a short young run (just
+			 * written after the rest) comes back once it is old
+			 * enough, not a whole expiry later. */
+			if (expired && (mode & WB_HOLD_SHORT_RUNS) && atomic_load(&m->nr_dirty) > 0)
+				m->dirtied_when_ms = dirtied_to_expire_in(c, now, SHORT_RUN_PATIENCE_MS);
+		}
+	}
+	return submitted;
+}
+
+/*
+ * One round of the flusher.  Short runs of young data wait for the data
+ * around them, and deferred partial blocks and dirty edges for their
+ * neighbours (a read or a second write saved), unless memory is short.  Over the
+ * dirty limit with nothing else to write, first the short runs go, then
+ * the rest.
+ */
+static int64_t flush_round(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	struct pc_mapping **v;
+	unsigned n = domain_mappings(d, &v);
+	bool kicked = atomic_exchange(&d->kicked, false);
+	bool want_free = atomic_exchange(&d->want_free, false);
+	static const int patience[] = { WB_LET_PARTIAL_WAIT | WB_HOLD_SHORT_RUNS, WB_LET_PARTIAL_WAIT, 0 };
+	int64_t submitted = 0;
+	/* Space reserved ahead of writers extending their files, so that
+	 * they do not stall on the fallocate (backing_reserve_soon). */
+	for (unsigned i = 0; i < n; i++)
+		backing_reserve_background(v[i]);
+	for (unsigned t = want_free ? 2 : 0; t < 3 && !submitted; t++) {
+		/* Less patient passes only for writers that wait (for room
+		 * under the limit for their next write: the limit may not be
+		 * reached yet). */
+		if (t && !want_free && !dirty_over_limit(c) && !throttle_has_waiters(c))
+			break;
+		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
+	}
+	/* Edges are never dropped for their age, and the budget is kept by
+	 * the writers that add edges (edges.c), not here. */
+	for (unsigned i = 0; i < n; i++)
+		mapping_put(v[i]);
+	free(v);
+	c->closed_after_round(c);
+	return submitted;
+}
+
+static bool flusher_has_work(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	return atomic_load(&d->kicked) || atomic_load(&d->want_free) ||
+	       atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct pc_domain *d = arg;
+	pthread_mutex_lock(&d->lock);
+	bool idle = true;
+	while (!d->stop) {
+		/* A round that found nothing it may write waits for a kick or
+		 * the tick, even above the background threshold; but not when
+		 * a kick came during that round (kicks that find the flag set
+		 * do not signal, so it would wait out the tick). */
+		if ((idle && !atomic_load(&d->kicked)) || !flusher_has_work(d))
+			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
+		if (d->stop)
+			break;
+		pthread_mutex_unlock(&d->lock);
+		idle = flush_round(d) == 0;
+		pthread_mutex_lock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* -------------------------------------------------------------- domains */
+
+int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next)
+		if (d->dev == dev) {
+			*out = d;
+			return 0;
+		}
+	struct pc_domain *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->dev = dev;
+	d->fs_fd = fs_sync_open(dev);
+	pthread_mutex_init(&d->lock, NULL);
+	cond_init_monotonic(&d->kick_cv);
+	pthread_cond_init(&d->io_cv, NULL);
+	/* A dirty limit's worth of latency is too much: an eighth of it, but
+	 * room for a few of the largest writes. */
+	d->inflight_cap = (int64_t)pc_max_u64(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
+	int err = ioq_create(c, c->cfg.queue_depth, c->use_uring, &d->ioq);
+	if (err)
+		goto fail;
+	d->nthreads = c->cfg.writeback_threads;
+	d->threads = calloc(d->nthreads, sizeof(pthread_t));
+	if (!d->threads) {
+		err = -ENOMEM;
+		goto fail_ioq;
+	}
+	for (unsigned i = 0; i < d->nthreads; i++) {
+		err = -pthread_create(&d->threads[i], NULL, flusher_main, d);
+		if (err) {
+			d->nthreads = i;
+			pthread_mutex_lock(&d->lock);
+			d->stop = true;
+			pthread_cond_broadcast(&d->kick_cv);
+			pthread_mutex_unlock(&d->lock);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(d->threads[j], NULL);
+			free(d->threads);
+			goto fail_ioq;
+		}
+	}
+	d->next = c->domains;
+	c->domains = d;
+	*out = d;
+	return 0;
+fail_ioq:
+	ioq_destroy(d->ioq);
+fail:
+	if (d->fs_fd >= 0)
+		close(d->fs_fd);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->kick_cv);
+	pthread_cond_destroy(&d->io_cv);
+	free(d);
+	return err;
+}
+
+void domains_stop(struct pc_cache *c)
+{
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		pthread_mutex_lock(&d->lock);
+		d->stop = true;
+		pthread_cond_broadcast(&d->kick_cv);
+		pthread_mutex_unlock(&d->lock);
+		for (unsigned i = 0; i < d->nthreads; i++)
+			pthread_join(d->threads[i], NULL);
+		d->nthreads = 0;
+	}
+}
+
+void domains_drain(struct pc_cache *c)
+{
+	domains_stop(c);
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		if (d->ioq)
+			ioq_destroy(d->ioq); /* waits for completions */
+		d->ioq = NULL;
+	}
+}
+
+void domains_destroy(struct pc_cache *c)
+{
+	domains_drain(c);
+	while (c->domains) {
+		struct pc_domain *d = c->domains;
+		c->domains = d->next;
+		if (d->fs_fd >= 0)
+			close(d->fs_fd);
+		free(d->threads);
+		pthread_mutex_destroy(&d->lock);
+		pthread_cond_destroy(&d->kick_cv);
+		pthread_cond_destroy(&d->io_cv);
+		free(d);
+	}
+}
