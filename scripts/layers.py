@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """layers.py - check that calls only go down a program's layers.
 
-    python3 scripts/layers.py DIR OBJECTS...   check the sources of DIR
+    python3 scripts/layers.py [--max-allowed=N] DIR OBJECTS...
+                                                check the sources of DIR
     python3 scripts/layers.py --self-test      show that the check catches
                                                 an upward call
 
@@ -16,8 +17,9 @@ DIR/layers.allow names it:
 
     PATH SYMBOL   why it stays, for now      (PATH: FOLDER/FILE.c or FILE.c)
 
-An entry that no longer matches an upward use fails the check too, so the
-list can only shrink.  Sources must not include api/internal.h, the
+An entry that no longer matches an upward use fails the check too, and so
+does a list longer than --max-allowed (the build gives the number it has
+now): the list can only shrink.  Sources must not include api/internal.h, the
 library tests' umbrella header, either.  Exit status: 0 clean, 1
 violations, 2 bad usage or input.
 """
@@ -28,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 
-DEFINED = set("TDBRVWG")  # text, data, bss, read-only, weak, small data
+DEFINED = set("TDBRVWGC")  # text, data, bss, read-only, weak, small data, common
+USED = set("Uwv")  # undefined, weak undefined
 
 
 def fail_usage(msg):
@@ -109,21 +112,27 @@ def member_symbols(paths):
             out = subprocess.run(["nm", "-A", path], capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError) as e:
             fail_usage("nm %s: %s" % (path, e))
+        # nm -A prefixes each line with the path (which may hold spaces)
+        # and, in an archive, the member: "PATH:name.c.o:ADDR T sym",
+        # "PATH:name.c.o:    U sym"; "PATH:ADDR T sym" for an object.
+        prefix = path + ":"
         for line in out.splitlines():
-            # "lib.a:name.c.o:ADDR T sym", "lib.a:name.c.o:    U sym",
-            # "name.c.o:ADDR T sym" (nm -A): the object is the last but
-            # one field of the first token, the type and the symbol the
-            # last two tokens.
-            tokens = line.split()
-            if len(tokens) < 3 or ":" not in tokens[0]:
+            if not line.startswith(prefix):
                 continue
-            member = os.path.basename(tokens[0].split(":")[-2])
+            rest = line[len(prefix):]
+            m = re.match(r"^([^:\s]+\.o):(.*)$", rest)
+            member, rest = (m.group(1), m.group(2)) if m else (os.path.basename(path), rest)
+            tokens = rest.split()
+            if len(tokens) < 2:
+                continue
             kind, sym = tokens[-2], tokens[-1]
             cur = members.setdefault(member, (set(), set()))
-            if kind == "U":
+            if kind in USED:
                 cur[1].add(sym)
             elif kind in DEFINED:
                 cur[0].add(sym)
+    if not members or not any(d for d, _ in members.values()):
+        fail_usage("no symbols read from " + " ".join(paths) + ": nothing would be checked")
     return members
 
 
@@ -152,12 +161,12 @@ def includes_internal(src, where):
     bad = []
     for _, rel in sorted(where.values()):
         with open(os.path.join(src, rel)) as f:
-            if re.search(r'^\s*#\s*include\s+"api/internal\.h"', f.read(), re.M):
+            if re.search(r'^\s*#\s*include\s*"(api/)?internal\.h"', f.read(), re.M):
                 bad.append(rel)
     return bad
 
 
-def check(src, objects, out=sys.stdout):
+def check(src, objects, out=sys.stdout, max_allowed=None):
     layers = read_layers(src)
     rank = {l: i for i, l in enumerate(layers)}
     where = source_folders(src, layers)
@@ -180,6 +189,10 @@ def check(src, objects, out=sys.stdout):
     for f in includes_internal(src, where):
         print("include: %s/%s includes api/internal.h (the tests' header)" % (src, f), file=out)
         errors += 1
+    if max_allowed is not None and len(allow) > max_allowed:
+        print("grown: %s/layers.allow has %d entries, more than the %d the build allows: the list "
+              "may only shrink (move the call down instead)" % (src, len(allow), max_allowed), file=out)
+        errors += 1
     allowed = sum(1 for u in ups if (u[0], u[1]) in allow)
     print("layers of %s: %s; %d upward uses, %d allowed, %d errors" %
           (src, " < ".join(layers), len(ups), allowed, errors), file=out)
@@ -198,7 +211,7 @@ def self_test():
     """An upward call fails the check; allowed, it passes; the allowance
     left behind once the call is gone fails again (stale)."""
     cc = os.environ.get("CC", "cc")
-    tmp = tempfile.mkdtemp(prefix="layers-selftest.")
+    tmp = tempfile.mkdtemp(prefix="layers self-test.")  # a space: nm -A paths
     try:
         for rel, text in SELF_TEST_FILES.items():
             p = os.path.join(tmp, rel)
@@ -230,13 +243,16 @@ def self_test():
         if check(src, [lib], null) != 0:
             print("self-test: an allowed upward call failed the check")
             ok = False
+        if check(src, [lib], null, max_allowed=0) != 1:
+            print("self-test: an allowance past --max-allowed was not caught")
+            ok = False
         with open(os.path.join(tmp, "src/low/a.c"), "w") as f:
             f.write("int low_thing(void) { return 1; }\n")
         lib = build()
         if check(src, [lib], null) != 1:
             print("self-test: a stale allowance was not caught")
             ok = False
-        print("self-test: %s" % ("upward call, allowance and stale allowance all behave" if ok else "FAILED"))
+        print("self-test: %s" % ("upward call, allowance, grown list and stale allowance all behave" if ok else "FAILED"))
         return 0 if ok else 1
     except (OSError, subprocess.CalledProcessError) as e:
         print("self-test: could not build its objects: %s" % e)
@@ -248,9 +264,16 @@ def self_test():
 def main(argv):
     if len(argv) == 2 and argv[1] == "--self-test":
         return self_test()
+    max_allowed = None
+    if len(argv) > 1 and argv[1].startswith("--max-allowed="):
+        try:
+            max_allowed = int(argv[1].split("=", 1)[1])
+        except ValueError:
+            fail_usage("--max-allowed=N takes a number")
+        argv = argv[:1] + argv[2:]
     if len(argv) < 3:
-        fail_usage("usage: layers.py DIR OBJECTS... | --self-test")
-    return check(argv[1], argv[2:])
+        fail_usage("usage: layers.py [--max-allowed=N] DIR OBJECTS... | --self-test")
+    return check(argv[1], argv[2:], max_allowed=max_allowed)
 
 
 if __name__ == "__main__":

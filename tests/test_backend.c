@@ -360,7 +360,7 @@ static void test_faults(struct pc_ioq *q)
 	free(r);
 }
 
-/* ------------------------------------------- public fault rules (fault.c) */
+/* ------------------------------------------- public fault rules (api/fault_rules.c) */
 
 extern _Atomic long backend_test_continued;
 

@@ -16,6 +16,7 @@
 #include "rw/direct.h"
 #include "wb/edges.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "api/file.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"

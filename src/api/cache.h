@@ -20,7 +20,7 @@
 
 #include "pagecache.h"
 
-struct fault_set;       /* fault.c */
+struct fault_set;       /* io/fault_set.h */
 struct pc_domain;       /* flusher.h */
 struct pc_edge_ref;     /* edges.h */
 struct pc_file;         /* handle.h */
@@ -154,7 +154,7 @@ struct pc_cache {
 	 * (flusher_layer_init installs it). */
 	void (*want_free)(struct pc_cache *c);
 	void *fault_arg;
-	/* pc_fault_inject rules (fault.c): created on first use; the count
+	/* pc_fault_inject rules (api/fault_rules.c): created on first use; the count
 	 * is the fast path's only load when there are none */
 	struct fault_set *_Atomic faults;
 	_Atomic unsigned fault_nrules;

@@ -38,6 +38,7 @@
 #include "api/cache.h"
 #include "wb/dirty.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "api/file.h"
 #include "wb/flusher.h"
 #include "io/fs_sync.h"

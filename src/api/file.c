@@ -21,6 +21,7 @@
 #include "api/closed.h"
 #include "wb/dirty.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
 #include "io/fs_sync.h"

@@ -40,6 +40,7 @@
 #include "wb/dirty.h"
 #include "wb/edges.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "mem/fill.h"
 #include "io/fs_sync.h"
 #include "wb/pace.h"

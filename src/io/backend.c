@@ -57,10 +57,10 @@
  * Accounting and fault injection
  *   Every device I/O (read, write, fsync; not NOP) first calls the cache's
  *   internal fault hook when one is set, then the public fault rules
- *   (fault.c, pc_fault_inject).  A failure fails the I/O with that errno
- *   without doing it; in io_uring mode that result still travels through
- *   the ring (a NOP), so done() runs on the completion thread like a real
- *   device error would.  A PC_FAULT_SHORT rule makes the device move only
+ *   (pc_fault_inject's, matched by io/fault.c).  A failure fails the I/O
+ *   with that errno without doing it; in io_uring mode that result still
+ *   travels through the ring (a NOP), so done() runs on the completion
+ *   thread like a real device error would.  A PC_FAULT_SHORT rule makes the device move only
  *   the first part of the I/O (backend_short_len: about half, aligned for
  *   O_DIRECT): io_uring gets an SQE for that part (its shortened iovec kept
  *   in a struct ioq_cut until completion) and ioq_finish continues the

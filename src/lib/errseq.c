@@ -1,12 +1,10 @@
 /*
- * errseq.c - the error state of a file's writeback: errseq counters (what
- * each handle has seen, as the kernel's errseq_t) and "failing" files,
- * whose new writes are refused while their writeback keeps failing.
+ * errseq.c - errseq counters of write errors: what each handle has seen,
+ * as the kernel's errseq_t.  (Failing files, whose new writes are refused
+ * while their write-back keeps failing: wb/failing.c.)
  */
 #include "lib/errseq.h"
 
-#include "api/cache.h"
-#include "mem/mapping.h"
 #include "lib/util.h"
 
 #include <errno.h>
@@ -63,60 +61,4 @@ int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since)
 		atomic_compare_exchange_strong(e, &cur, cur | ERRSEQ_SEEN);
 	*since = cur | ERRSEQ_SEEN;
 	return -(int)(cur & ERRSEQ_ERRNO);
-}
-
-/* ------------------------------------------------------ failing files */
-
-/*
- * A file whose writeback fails (ENOSPC, EDQUOT, EIO, EFBIG...) keeps its
- * data dirty: nothing acknowledged is dropped.  But while it fails, more
- * data for it would only pile up where it cannot go, and writers throttled
- * on it would wait for ever for dirty bytes that never fall.  So from the
- * first failure new writes to the file fail up front with that error, as a
- * full file system refuses them, throttled writers of it get the error,
- * and its dirty bytes do not count against other files' room (see
- * dirty_over_limit).  It ends when its writeback succeeds with nothing
- * left dirty (the flusher retries every second), or when the caller
- * retries fsync, truncates or punches: space may be back.
- */
-/* A full device (or quota) is the device's, not the file's: every file of
- * it would meet it, each with its own pile of data it cannot write.  So
- * ENOSPC and EDQUOT refuse new writes to every file of the domain. */
-static bool device_wide(int err)
-{
-	return err == -ENOSPC || err == -EDQUOT;
-}
-
-void mapping_set_failing(struct pc_mapping *m, int err)
-{
-	atomic_store(&m->c->last_wb_error, err);
-	if (device_wide(err))
-		atomic_store(&m->dom->nospace, err);
-	if (atomic_exchange(&m->wb_failing, err) == 0)
-		atomic_fetch_add(&m->c->nr_failing, 1);
-}
-
-void mapping_clear_failing(struct pc_mapping *m)
-{
-	atomic_store(&m->dom->nospace, 0);
-	if (atomic_exchange(&m->wb_failing, 0) != 0)
-		atomic_fetch_sub(&m->c->nr_failing, 1);
-}
-
-void writeback_failed(struct pc_mapping *m, int err)
-{
-	errseq_set(&m->wb_err, err);
-	atomic_store(&m->last_error_ms, pc_now_ms());
-	atomic_fetch_add_explicit(&m->c->st_write_errors, 1, memory_order_relaxed);
-	mapping_set_failing(m, err);
-}
-
-/* A write of a failing file went through: the fault is gone (space came
- * back), for its device too; the file is well once nothing is left. */
-void writeback_recovered(struct pc_mapping *m)
-{
-	if (atomic_load(&m->nr_dirty) <= 0)
-		mapping_clear_failing(m);
-	else
-		atomic_store(&m->dom->nospace, 0);
 }

@@ -1,16 +1,18 @@
 /*
- * errseq.h - the error state of a file's writeback (errseq.c): errseq
- * counters (what each handle has seen of the file's write errors, as the
- * kernel's errseq_t) and "failing" files, whose new writes are refused
- * while their writeback keeps failing (so that a program writing to a full
- * or broken device hears of it at the next write, not only at fsync).
+ * errseq.h - errseq counters (errseq.c): what each handle has seen of a
+ * file's write errors, as the kernel's errseq_t.  Failing files are
+ * wb/failing.h's.
  */
 #ifndef PC_ERRSEQ_H
 #define PC_ERRSEQ_H
 
-#include "wb/flusher.h"
-#include "mem/mapping.h"
 #include "lib/util.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* A file's write-back errors (struct pc_mapping's wb_err). */
+typedef _Atomic uint64_t pc_errseq_t;
 
 /* Record a write error in the mapping's errseq. */
 HIDDEN void errseq_set(pc_errseq_t *e, int err);
@@ -21,27 +23,5 @@ HIDDEN uint64_t errseq_open_sample(pc_errseq_t *e);
 HIDDEN bool errseq_unseen(pc_errseq_t *e);
 /* Report an error newer than *since once; 0 or negative errno. */
 HIDDEN int errseq_check_and_advance(pc_errseq_t *e, uint64_t *since);
-
-/* Writeback of m failed with err: new writes fail up front (ENOSPC and
- * EDQUOT: those to every file of its device). */
-HIDDEN void mapping_set_failing(struct pc_mapping *m, int err);
-/* The caller retries (fsync), truncates or punches: writes may go again. */
-HIDDEN void mapping_clear_failing(struct pc_mapping *m);
-/* Write-back of m failed with err (a write, or the read merging a partial
- * block before it): recorded for fsync, counted, the file failing. */
-HIDDEN void writeback_failed(struct pc_mapping *m, int err);
-/* A write of a failing file went through: it may be well again. */
-HIDDEN void writeback_recovered(struct pc_mapping *m);
-/* Is m's write-back failing (its negative errno, or 0)? */
-static inline int mapping_failing(struct pc_mapping *m)
-{
-	return atomic_load_explicit(&m->wb_failing, memory_order_relaxed);
-}
-/* The error new writes to m get now (its own, or its device's), or 0. */
-static inline int mapping_write_error(struct pc_mapping *m)
-{
-	int err = mapping_failing(m);
-	return err ? err : atomic_load_explicit(&m->dom->nospace, memory_order_relaxed);
-}
 
 #endif

@@ -2,8 +2,6 @@
  * copying between iovec arrays and flat buffers. */
 #include "lib/util.h"
 
-#include "api/cache.h"
-#include "mem/folio.h"
 
 #include <string.h>
 #include <time.h>
@@ -65,23 +63,6 @@ static void iov_walk(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *
 		flat += n;
 		len -= n;
 	}
-}
-
-uint32_t cache_clock_ms(const struct pc_cache *c)
-{
-	return (uint32_t)(pc_now_ms() - c->start_ms);
-}
-
-/*
- * The 32-bit clock wraps after 49.7 days of the cache's life: the age is
- * the difference modulo 2^32, right across a wrap.  A stamp set just after
- * we read the clock looks a little in the future: half the range and more
- * means that, age 0.  (Stamps order waits of milliseconds to seconds.)
- */
-uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f)
-{
-	uint32_t age = cache_clock_ms(c) - atomic_load(&((struct pc_folio *)f)->stamp);
-	return age <= INT32_MAX ? age : 0;
 }
 
 void iov_copy_from(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)

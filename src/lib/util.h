@@ -93,12 +93,6 @@ HIDDEN void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms
 /* *ts = CLOCK_MONOTONIC now + ms (for pthread_cond_timedwait on a cv made
  * by cond_init_monotonic). */
 HIDDEN void deadline_after_ms(struct timespec *ts, unsigned ms);
-/* The cache's own millisecond clock (since pc_cache_new), for folio stamps:
- * 32 bits, so that a stamp fits the 64-byte folio descriptor (ages are
- * taken modulo 2^32, see folio_age_ms). */
-HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
-/* How long ago the folio's stamp was set (0 if it looks newer than now). */
-HIDDEN uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f);
 
 /* util.c: copies between an iovec array, starting `skip` bytes in, and a
  * flat buffer. */

@@ -18,6 +18,7 @@
 #define PC_MAPPING_H
 
 #include "lib/counter.h"
+#include "lib/errseq.h"
 #include "lib/radix.h"
 #include "lib/util.h"
 #include "lib/written.h"
@@ -28,7 +29,6 @@ struct pc_folio;
 
 /* errseq: a counter of errors and the last errno (errseq.h has its calls;
  * the type is here because every mapping holds one). */
-typedef _Atomic uint64_t pc_errseq_t;
 
 /* pc_mapping.fd_mode */
 enum { FD_AS_OPENED, FD_DIRECT_LATER, FD_DIRECT_SWITCHING, FD_DIRECT_REFUSED };

@@ -16,6 +16,7 @@
 #include "mem/block_state.h"
 #include "wb/dirty.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "mem/folio.h"
 #include "mem/mapping.h"
 #include "mem/reclaim.h"

@@ -24,6 +24,7 @@
 #include "wb/dirty.h"
 #include "wb/edges.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "mem/fill.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"

@@ -12,6 +12,7 @@
 
 #include "api/cache.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
 #include "mem/mapping.h"

@@ -32,6 +32,7 @@
 
 #include "api/cache.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "wb/dirty.h"
 #include "wb/flusher.h"
 #include "mem/mapping.h"

@@ -19,6 +19,7 @@
 #include "api/cache.h"
 #include "wb/dirty.h"
 #include "lib/errseq.h"
+#include "wb/failing.h"
 #include "io/fault.h"
 #include "mem/fill.h"
 #include "wb/flusher.h"
