@@ -10,10 +10,9 @@ DIR/layers.txt lists the layers of DIR, lowest first: each is a folder of
 DIR (src/: lib, io, mem, ...) or a single source file of DIR (pcfs/:
 log.c, fds.c, ...).  A source may use the symbols of its own layer and of
 the layers listed before it.  The check reads the symbols that the object
-files define and use (nm; OBJECTS are archives, object files, or folders
-holding object files, each object named NAME.c.o after its source) and
-fails on every use of a symbol defined in a later layer, unless
-DIR/layers.allow names it:
+files define and use (nm; OBJECTS are archives or object files, each
+object named NAME.c.o after its source) and fails on every use of a
+symbol defined in a later layer, unless DIR/layers.allow names it:
 
     PATH SYMBOL   why it stays, for now      (PATH: FOLDER/FILE.c or FILE.c)
 
@@ -54,7 +53,7 @@ def read_layers(src):
     return layers
 
 
-def source_folders(src, layers):
+def source_layers(src, layers):
     """NAME.c -> (layer, path under src) for every source (names are unique)."""
     where = {}
     for layer in layers:
@@ -91,23 +90,10 @@ def read_allow(src):
     return allow
 
 
-def object_files(paths):
-    """The object files named, or found in the folders named."""
-    found = []
-    for p in paths:
-        if os.path.isdir(p):
-            found += sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".o"))
-        else:
-            found.append(p)
-    if not found:
-        fail_usage("no object files in " + " ".join(paths))
-    return found
-
-
 def member_symbols(paths):
     """{object name: (defined set, used set)} from nm's listing."""
     members = {}
-    for path in object_files(paths):
+    for path in paths:
         try:
             out = subprocess.run(["nm", "-A", path], capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError) as e:
@@ -137,7 +123,7 @@ def member_symbols(paths):
 
 
 def upward_uses(members, where, rank):
-    """[(user path, symbol, definer path)] going up."""
+    """[(user path, symbol, definer path, definer layer, user layer)] going up."""
     owner = {}
     for member, (defined, _) in members.items():
         for sym in defined:
@@ -169,7 +155,7 @@ def includes_internal(src, where):
 def check(src, objects, out=sys.stdout, max_allowed=None):
     layers = read_layers(src)
     rank = {l: i for i, l in enumerate(layers)}
-    where = source_folders(src, layers)
+    where = source_layers(src, layers)
     allow = read_allow(src)
     ups = upward_uses(member_symbols(objects), where, rank)
     errors = 0

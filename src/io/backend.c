@@ -60,19 +60,20 @@
  *   (pc_fault_inject's, matched by io/fault.c).  A failure fails the I/O
  *   with that errno without doing it; in io_uring mode that result still
  *   travels through the ring (a NOP), so done() runs on the completion
- *   thread like a real device error would.  A PC_FAULT_SHORT rule makes the device move only
- *   the first part of the I/O (backend_short_len: about half, aligned for
- *   O_DIRECT): io_uring gets an SQE for that part (its shortened iovec kept
- *   in a struct ioq_cut until completion) and ioq_finish continues the
- *   rest; synchronously rw_head moves the part and rw_loop continues.  A
- *   PC_FAULT_DELAY rule sleeps on the submitting thread before the I/O is
- *   issued.  PC_FAULT_SUBMIT rules are asked in ioq_submit_uring, just
- *   before io_uring_submit.  I/Os that pass are counted in c->st_read_ios /
- *   st_read_bytes / st_write_ios / st_write_bytes when submitted, with the
- *   *requested* length: a read cut short by EOF still counts its whole
- *   length, and the synchronous continuation of a short transfer is part of
- *   the same I/O (neither hooked nor counted again).  fsync and NOP are not
- *   counted.  Everything here tolerates c == NULL (no hook, no counters).
+ *   thread like a real device error would.  A PC_FAULT_SHORT rule makes the
+ *   device move only the first part of the I/O (backend_short_len: about
+ *   half, aligned for O_DIRECT): io_uring gets an SQE for that part (its
+ *   shortened iovec kept in a struct ioq_cut until completion) and
+ *   ioq_finish continues the rest; synchronously rw_head moves the part and
+ *   rw_loop continues.  A PC_FAULT_DELAY rule sleeps on the submitting
+ *   thread before the I/O is issued.  PC_FAULT_SUBMIT rules are asked in
+ *   ioq_submit_uring, just before io_uring_submit.  I/Os that pass are
+ *   counted in c->st_read_ios / st_read_bytes / st_write_ios /
+ *   st_write_bytes when submitted, with the *requested* length: a read cut
+ *   short by EOF still counts its whole length, and the synchronous
+ *   continuation of a short transfer is part of the same I/O (neither hooked
+ *   nor counted again).  fsync and NOP are not counted.  Everything here
+ *   tolerates c == NULL (no hook, no counters).
  */
 #include "io/backend.h"
 
