@@ -128,12 +128,12 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 	h->wb_err_seen = errseq_open_sample(&m->wb_err);
 	for (int i = 0; i < PC_RA_HINTS; i++)
 		h->ra_ends[i] = -1;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	h->open_next = c->open_head;
 	if (c->open_head)
 		c->open_head->open_prev = h;
 	c->open_head = h;
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	if ((flags & O_TRUNC) && h->accmode != O_RDONLY) {
 		err = truncate_mapping(m, 0);
 		if (err) {
@@ -226,9 +226,9 @@ int pc_close(struct pc_file *h)
 		err = seen;
 	/* Lone edges of uncached writes go with the file's last close. */
 	drop_edges(m);
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	handle_retire(c, h);
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	file_release(m);
 	return err ? (int)fail(err) : 0;
 }

@@ -101,9 +101,9 @@ static void files_list_del(struct pc_cache *c, struct pc_mapping *m)
 
 static bool mapping_empty(struct pc_mapping *m)
 {
-	pthread_rwlock_rdlock(&m->tree_lock);
+	tree_lock_shared(m);
 	bool empty = m->tree.nr_heads == 0;
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	return empty;
 }
 
@@ -188,13 +188,13 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 
 void closed_release_fds(struct pc_cache *c)
 {
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	while (c->closed_files_head) {
 		struct pc_mapping *m = c->closed_files_head;
 		files_list_del(c, m);
 		release_fd(c, m);
 	}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 }
 
 void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
@@ -224,10 +224,10 @@ bool closed_must_wait(struct pc_cache *c)
  * descriptor then, else -1. */
 static int still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m);
 	int fd = yes ? m->fd : -1;
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return fd;
 }
 
@@ -254,12 +254,12 @@ void closed_settle(struct pc_mapping *m)
 	bool known = fstat(fd, &st) == 0;
 	if (known && (st.st_dev != m->dev || st.st_ino != m->ino))
 		return; /* the number is another file's now: not ours to judge */
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m) && m->fd == fd) {
 		dirty_list_del(c, m);
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
-			pthread_mutex_unlock(&c->files_lock);
+			files_unlock(&c->files_lock);
 			mapping_discard_all(m);
 			mapping_forget_dirty(m);
 			mapping_put(m); /* the hash table's */
@@ -271,7 +271,7 @@ void closed_settle(struct pc_mapping *m)
 			mapping_discard_all(m); /* cannot be compared later: keep nothing */
 		keep_settled(c, m);
 	}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 }
 
 /* Closed files whose data is written now, with references.  A batch
@@ -282,7 +282,7 @@ void closed_settle(struct pc_mapping *m)
 static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, unsigned max)
 {
 	unsigned n = 0, unwritten = 0;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	uint64_t now = pc_now_ms();
 	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max && unwritten < SETTLE_LOOK;
 	     m = m->closed_next) {
@@ -293,7 +293,7 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 			v[n++] = m;
 		}
 	}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return n;
 }
 
@@ -319,7 +319,7 @@ static void closed_settle_written(struct pc_cache *c)
 static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, int *fds, unsigned max)
 {
 	unsigned n = 0;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	unsigned i;
 	for (i = *bucket; i < c->file_hash_size && n < max; i++) {
 		unsigned in_chain = 0;
@@ -336,7 +336,7 @@ static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_m
 		}
 	}
 	*bucket = i;
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return n;
 }
 
@@ -382,10 +382,10 @@ static void closed_sweep(struct pc_cache *c)
 	while ((n = collect_closed(c, &bucket, v, fds, 64)) > 0) {
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = unlinked(v[i], fds[i]); /* outside files_lock */
-		pthread_mutex_lock(&c->files_lock);
+		files_lock(&c->files_lock);
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = take_gone(c, v[i], fds[i], gone[i]);
-		pthread_mutex_unlock(&c->files_lock);
+		files_unlock(&c->files_lock);
 		for (unsigned i = 0; i < n; i++) {
 			if (gone[i]) {
 				mapping_discard_all(v[i]);

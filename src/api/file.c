@@ -463,13 +463,13 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, const struct stat *st, int *err)
 {
 	*err = 0;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st->st_dev, st->st_ino);
 	if (m && can_reuse_fd(m, want_write, st))
 		*err = attach_handle(m, want_write);
 	else
 		m = NULL;
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return *err ? NULL : m;
 }
 
@@ -509,7 +509,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	}
 	int err = 0;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
 	/* Created by this open (O_EXCL), yet the cache knows its inode
 	 * number, without a descriptor: that file was deleted and its number
@@ -561,7 +561,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			}
 		}
 	}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	if (fd >= 0)
 		close(fd);
 	if (err)
@@ -611,12 +611,12 @@ void file_release(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
 	bool settle = false;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	/* The last handle went: closed.c keeps the file (and drops it if it
 	 * was unlinked, when it settles it or sweeps). */
 	if (--m->nhandles == 0)
 		settle = closed_add(c, m);
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	/* Clean already: settled here, so that another process can open the
 	 * file once pc_close returns (settling releases the lock), when that
 	 * is cheap: the backing file has its size.  Cutting it to size waits
@@ -638,7 +638,7 @@ static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
 {
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
 			if (n == cap) {
@@ -651,7 +651,7 @@ static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
 			atomic_fetch_add(&m->refs, 1);
 			v[n++] = m;
 		}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	*out = v;
 	return n;
 }

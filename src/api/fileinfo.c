@@ -27,7 +27,7 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 		errno = EPERM;
 		return -1;
 	}
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
 	if (m) {
 		out->size = (off_t)atomic_load(&m->i_size);
@@ -38,7 +38,7 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 		out->open_handles = m->nhandles > 0 ? (uint32_t)m->nhandles : 0;
 		out->unsettled = m->nhandles == 0 && atomic_load(&m->closed_dirty);
 	}
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	if (!m) {
 		errno = ENOENT;
 		return -1;
@@ -51,14 +51,14 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
  * again). */
 static struct pc_mapping *mapping_of(struct pc_cache *c, dev_t dev, ino_t ino, bool *busy)
 {
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
 	*busy = m && m->nhandles == 0 && atomic_load(&m->closed_dirty);
 	if (m && !*busy)
 		atomic_fetch_add(&m->refs, 1);
 	else
 		m = NULL;
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return m;
 }
 
@@ -112,11 +112,11 @@ int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec ti
 	 * the next open. */
 	int err = set_times_of(fd, times);
 	if (!err && m && fstat(fd, &after) == 0 && only_times_changed(&before, &after, times)) {
-		pthread_mutex_lock(&c->files_lock);
+		files_lock(&c->files_lock);
 		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty);
 		if (closed && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
 			mapping_save_attrs(m, &after);
-		pthread_mutex_unlock(&c->files_lock);
+		files_unlock(&c->files_lock);
 	}
 	if (m)
 		mapping_put(m);

@@ -16,6 +16,7 @@
  */
 #include "lib/progress.h"
 
+#include "lib/check.h"
 #include "lib/util.h"
 
 #include <time.h>
@@ -58,6 +59,8 @@ uint64_t progress_begin(struct pc_progress *p)
 void progress_wait(struct pc_progress *p, uint64_t seen, unsigned timeout_ms)
 {
 	struct timespec until;
+
+	lock_check_may_wait(LOCK_TREE);
 	deadline_after_ms(&until, timeout_ms);
 	pthread_mutex_lock(&p->lock);
 	while (atomic_load_explicit(&p->count, memory_order_relaxed) == seen)

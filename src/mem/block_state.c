@@ -36,12 +36,14 @@
 
 static void state_lock(struct pc_folio *f)
 {
+	lock_note_take(&f->flags, LOCK_STATE, TAKE_WAITS | TAKE_EXCL);
 	while (atomic_fetch_or_explicit(&f->flags, PF_STATELOCK, memory_order_acquire) & PF_STATELOCK)
 		__builtin_ia32_pause();
 }
 
 static void state_unlock(struct pc_folio *f)
 {
+	lock_note_give(&f->flags);
 	atomic_fetch_and_explicit(&f->flags, ~PF_STATELOCK, memory_order_release);
 }
 
@@ -131,6 +133,7 @@ int bs_init(struct pc_mapping *m, struct pc_folio *f)
 
 int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f)
 {
+	assert_folio_locked(f);
 	if (f->bx && f->bx->valid)
 		return 0;
 	struct pc_valid *v = calloc(folio_nblocks(m, f), sizeof(*v));
@@ -206,6 +209,8 @@ static bool whole_blocks(const struct pc_mapping *m, size_t off, size_t len, uns
 void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	unsigned first, end;
+
+	assert_folio_locked(f);
 	if (!whole_blocks(m, off, len, &first, &end))
 		return;
 	state_lock(f);
@@ -216,6 +221,7 @@ void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t o
 
 void folio_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f)
 {
+	assert_folio_locked(f);
 	folio_set_range_uptodate(m, f, 0, folio_size(f));
 }
 
@@ -262,6 +268,7 @@ size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, siz
 	unsigned last = (unsigned)((off + len - 1) >> m->block_shift);
 	size_t end = off + len;
 
+	assert_folio_locked(f);
 	state_lock(f);
 	if (folio_test(f, PF_UPTODATE)) {
 		/* Fully uptodate already: only the dirty bits change. */
@@ -298,6 +305,8 @@ size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, siz
 size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	unsigned first, end;
+
+	assert_folio_locked(f);
 	if (!whole_blocks(m, off, len, &first, &end))
 		return 0;
 	state_lock(f);
@@ -310,6 +319,8 @@ size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t 
 size_t folio_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool zeroed)
 {
 	unsigned first, end;
+
+	assert_folio_locked(f);
 	if (!whole_blocks(m, off, len, &first, &end))
 		return 0;
 	state_lock(f);
@@ -365,6 +376,7 @@ bool folio_block_valid(struct pc_mapping *m, struct pc_folio *f, unsigned blk, u
 
 void folio_block_merged(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 {
+	assert_folio_locked(f);
 	state_lock(f);
 	valid_forget(f, blk);
 	bits_assign(ubits(f), blk, 1, true);

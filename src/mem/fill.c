@@ -99,6 +99,7 @@ static int fill_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first,
 
 int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
+	assert_folio_locked(f);
 	if (folio_test(f, PF_UPTODATE) || !len)
 		return 0;
 	unsigned first = (unsigned)(off >> m->block_shift);
@@ -111,5 +112,6 @@ int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_
 
 int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f)
 {
+	assert_folio_locked(f);
 	return fill_blocks(m, f, 0, folio_nblocks(m, f), true);
 }

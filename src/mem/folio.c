@@ -53,6 +53,7 @@ bool folio_trylock(struct pc_folio *f)
 
 void folio_lock(struct pc_folio *f)
 {
+	lock_check_may_wait(LOCK_FOLIO);
 	while (!folio_trylock(f))
 		wait_on_bits(f, PF_LOCKED);
 }
@@ -71,6 +72,7 @@ void folio_unlock(struct pc_folio *f)
 
 void folio_wait_clear(struct pc_folio *f, uint32_t flag)
 {
+	lock_check_may_wait(LOCK_TREE);
 	while (folio_test(f, flag))
 		wait_on_bits(f, flag);
 }
@@ -78,9 +80,11 @@ void folio_wait_clear(struct pc_folio *f, uint32_t flag)
 void folio_put(struct pc_cache *c, struct pc_folio *f)
 {
 	int old = atomic_fetch_sub_explicit(&f->refcount, 1, memory_order_acq_rel);
+	PC_ASSERT(old > 0);
 	if (old != 1)
 		return;
 	/* Last reference: the folio is out of the index and off the LRU. */
+	PC_ASSERT(!folio_test(f, PF_INDEXED | PF_LOCKED | PF_DIRTY | PF_WRITEBACK));
 	bs_free(f);
 	f->mapping = NULL;
 	/* Before the memory can be reused: see PF_GEN_SHIFT.  The count of

@@ -10,6 +10,7 @@
 #ifndef PC_FOLIO_H
 #define PC_FOLIO_H
 
+#include "lib/check.h"
 #include "lib/util.h"
 
 #define PC_MAX_ORDER 9 /* 2 MiB folios */
@@ -126,6 +127,9 @@ static inline void folio_clear(struct pc_folio *f, uint32_t flag)
 HIDDEN void folio_lock(struct pc_folio *f);
 HIDDEN bool folio_trylock(struct pc_folio *f);
 HIDDEN void folio_unlock(struct pc_folio *f);
+/* A "locked folio" rule: the lock bit, whoever took it (I/O completions
+ * unlock folios their submitter locked, so no owner is kept). */
+#define assert_folio_locked(f) PC_ASSERT(folio_test((f), PF_LOCKED))
 /* Clear `flag` and wake everyone sleeping on the flags word. */
 HIDDEN void folio_clear_and_wake(struct pc_folio *f, uint32_t flag);
 /* Sleep until `flag` is clear. */

@@ -58,11 +58,11 @@ struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos)
 	struct pc_folio *found;
 	if (lookup_lockless(m, pos, &found))
 		return found;
-	pthread_rwlock_rdlock(&m->tree_lock);
+	tree_lock_shared(m);
 	struct pc_folio *f = rt_lookup(&m->tree, pos >> PC_PAGE_SHIFT);
 	if (f)
 		folio_get(f);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	return f;
 }
 
@@ -71,7 +71,7 @@ unsigned mapping_gather(struct pc_mapping *m, uint64_t *index, uint64_t end_inde
 {
 	unsigned n = 0;
 	uint64_t idx = *index;
-	pthread_rwlock_rdlock(&m->tree_lock);
+	tree_lock_shared(m);
 	/* Tags sit on a folio's first slot: start from the head of a folio
 	 * that begins before idx. */
 	struct pc_folio *first = rt_lookup(&m->tree, idx);
@@ -91,7 +91,7 @@ unsigned mapping_gather(struct pc_mapping *m, uint64_t *index, uint64_t end_inde
 		}
 		idx = f->index + (1ull << f->order);
 	}
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	*index = idx;
 	return n;
 }
@@ -139,11 +139,11 @@ static int lock_found(struct pc_folio *f, struct pc_mapping *m, unsigned gf)
 /* The largest order <= order whose aligned range at pos is not cached. */
 static unsigned free_order_at(struct pc_mapping *m, uint64_t idx, unsigned order)
 {
-	pthread_rwlock_rdlock(&m->tree_lock);
+	tree_lock_shared(m);
 	while (order > m->min_order &&
 	       !rt_range_empty(&m->tree, idx & ~((1ull << order) - 1), 1ull << order))
 		order--;
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	return order;
 }
 
@@ -165,9 +165,9 @@ static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, un
 	 * once it sees the tree changed), which a store would erase. */
 	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
 	folio_reset_flags(f, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0));
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	err = rt_insert(&m->tree, start, 1ull << f->order, f);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	if (err) {
 		/* Not indexed after all: the caller lets go of its reference,
 		 * and whoever lets go last frees it (folio_put). */
@@ -241,6 +241,7 @@ static bool edge_flag_clear(struct pc_mapping *m, struct pc_folio *f)
  */
 static void remove_locked_tree(struct pc_mapping *m, struct pc_folio *f)
 {
+	assert_tree_locked_excl(m);
 	rt_remove(&m->tree, f->index, 1ull << f->order);
 	folio_clear(f, PF_INDEXED);
 	edge_flag_clear(m, f);
@@ -251,11 +252,13 @@ static void remove_locked_tree(struct pc_mapping *m, struct pc_folio *f)
 void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f)
 {
 	struct pc_cache *c = m->c;
-	pthread_rwlock_wrlock(&m->tree_lock);
+
+	assert_folio_locked(f);
+	tree_lock_excl(m);
 	bool indexed = folio_test(f, PF_INDEXED);
 	if (indexed)
 		remove_locked_tree(m, f);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	if (indexed)
 		folio_put(c, f); /* the index's reference */
 }
@@ -264,13 +267,13 @@ bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs
 {
 	struct pc_cache *c = m->c;
 	bool ok = false;
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	if (folio_test(f, PF_INDEXED) && atomic_load(&f->refcount) == refs &&
 	    !folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
 		remove_locked_tree(m, f);
 		ok = true;
 	}
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 	if (ok)
 		folio_put(c, f); /* the index's reference */
 	return ok;
@@ -278,18 +281,18 @@ bool mapping_remove_if_unused(struct pc_mapping *m, struct pc_folio *f, int refs
 
 void mapping_tag_dirty(struct pc_mapping *m, struct pc_folio *f)
 {
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	if (folio_test(f, PF_INDEXED))
 		rt_tag_set(&m->tree, f->index, RT_TAG_DIRTY);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 }
 
 void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f)
 {
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	if (folio_test(f, PF_INDEXED) && !folio_test(f, PF_DIRTY))
 		rt_tag_clear(&m->tree, f->index, RT_TAG_DIRTY);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 }
 
 void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
@@ -300,19 +303,19 @@ void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
 	atomic_fetch_add_explicit(&m->nr_edges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->edge_bytes, (int64_t)folio_size(f), memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->st_edge_kept, 1, memory_order_relaxed);
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	rt_tag_set(&m->tree, f->index, RT_TAG_EDGE);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 }
 
 void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f)
 {
 	if (!edge_flag_clear(m, f))
 		return;
-	pthread_rwlock_wrlock(&m->tree_lock);
+	tree_lock_excl(m);
 	if (folio_test(f, PF_INDEXED))
 		rt_tag_clear(&m->tree, f->index, RT_TAG_EDGE);
-	pthread_rwlock_unlock(&m->tree_lock);
+	tree_unlock(m);
 }
 
 /*
@@ -324,7 +327,10 @@ void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f)
  */
 void mapping_put(struct pc_mapping *m)
 {
-	if (atomic_fetch_sub(&m->refs, 1) != 1)
+	int old = atomic_fetch_sub(&m->refs, 1);
+
+	PC_ASSERT(old > 0);
+	if (old != 1)
 		return;
 	m->c->mapping_teardown(m);
 	rt_destroy(&m->tree);

@@ -5,18 +5,22 @@
  * folios, tags), built on radix.h.
  *
  * Lock order (outer first):
+ *   cache->files_lock (opens, closes, the file table: an open revalidates,
+ *                      and may discard, a file's folios under it)
  *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
  *                        truncate/punch/direct invalidation: exclusive)
  *   folio lock (PF_LOCKED bit, sleeps on a futex)
  *   mapping->tree_lock (rwlock; index and tags, never held across I/O)
  *   folio block-state spinlock
- *   cache->lru_lock, cache->arena_lock, domain->lock, cache->files_lock
+ *   cache->lru_lock, cache->arena_lock, domain->lock (leaves)
  * Nothing waits for I/O, memory or the throttle while holding tree_lock or
- * any lock after it.  Completion callbacks only trylock folios.
+ * any lock after it.  Completion callbacks only trylock folios.  Checking
+ * builds check this order, per thread, on every lock taken (lib/check.h).
  */
 #ifndef PC_MAPPING_H
 #define PC_MAPPING_H
 
+#include "lib/check.h"
 #include "lib/counter.h"
 #include "lib/errseq.h"
 #include "lib/radix.h"
@@ -133,6 +137,60 @@ struct pc_mapping {
 	uid_t open_uid;
 	gid_t open_gid;
 };
+
+/*
+ * The file's two rwlocks, taken only through these so that checking builds
+ * record them and check the order above (lib/check.h); in Release they are
+ * the bare pthread calls.  assert_*_locked states a "caller holds" rule.
+ */
+static inline void inval_lock_shared_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_WAITS);
+	pthread_rwlock_rdlock(&m->inval_lock);
+}
+static inline bool inval_trylock_shared_at(struct pc_mapping *m, const char *file, int line)
+{
+	if (pthread_rwlock_tryrdlock(&m->inval_lock))
+		return false;
+	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_TRY);
+	return true;
+}
+static inline void inval_lock_excl_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_WAITS | TAKE_EXCL);
+	pthread_rwlock_wrlock(&m->inval_lock);
+}
+static inline void inval_unlock_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_give_from(&m->inval_lock);
+	pthread_rwlock_unlock(&m->inval_lock);
+}
+static inline void tree_lock_shared_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_take_from(&m->tree_lock, LOCK_TREE, TAKE_WAITS);
+	pthread_rwlock_rdlock(&m->tree_lock);
+}
+static inline void tree_lock_excl_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_take_from(&m->tree_lock, LOCK_TREE, TAKE_WAITS | TAKE_EXCL);
+	pthread_rwlock_wrlock(&m->tree_lock);
+}
+static inline void tree_unlock_at(struct pc_mapping *m, const char *file, int line)
+{
+	lock_note_give_from(&m->tree_lock);
+	pthread_rwlock_unlock(&m->tree_lock);
+}
+#define inval_lock_shared(m) inval_lock_shared_at((m), __FILE__, __LINE__)
+#define inval_trylock_shared(m) inval_trylock_shared_at((m), __FILE__, __LINE__)
+#define inval_lock_excl(m) inval_lock_excl_at((m), __FILE__, __LINE__)
+#define inval_unlock(m) inval_unlock_at((m), __FILE__, __LINE__)
+#define tree_lock_shared(m) tree_lock_shared_at((m), __FILE__, __LINE__)
+#define tree_lock_excl(m) tree_lock_excl_at((m), __FILE__, __LINE__)
+#define tree_unlock(m) tree_unlock_at((m), __FILE__, __LINE__)
+#define assert_inval_locked(m) PC_ASSERT_HELD(&(m)->inval_lock)
+#define assert_inval_locked_excl(m) PC_ASSERT_HELD_EXCL(&(m)->inval_lock)
+#define assert_tree_locked(m) PC_ASSERT_HELD(&(m)->tree_lock)
+#define assert_tree_locked_excl(m) PC_ASSERT_HELD_EXCL(&(m)->tree_lock)
 
 /* Find the folio holding byte `pos`, with a reference, or NULL. */
 HIDDEN struct pc_folio *mapping_lookup(struct pc_mapping *m, uint64_t pos);

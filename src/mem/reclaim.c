@@ -76,17 +76,17 @@ static void queue_unlink(struct pc_cache *c, struct pc_folio *f)
 
 void lru_add(struct pc_cache *c, struct pc_folio *f)
 {
-	pthread_mutex_lock(&c->lru_lock);
+	leaf_lock(&c->lru_lock);
 	queue_push_tail(c, f, false);
-	pthread_mutex_unlock(&c->lru_lock);
+	leaf_unlock(&c->lru_lock);
 }
 
 void lru_del(struct pc_cache *c, struct pc_folio *f)
 {
-	pthread_mutex_lock(&c->lru_lock);
+	leaf_lock(&c->lru_lock);
 	if (folio_test(f, PF_LRU))
 		queue_unlink(c, f);
-	pthread_mutex_unlock(&c->lru_lock);
+	leaf_unlock(&c->lru_lock);
 }
 
 /*
@@ -148,7 +148,7 @@ static void kick_all_flushers(struct pc_cache *c)
 static struct pc_folio *isolate_next(struct pc_cache *c, bool *saw_dirty)
 {
 	struct pc_folio *f = NULL;
-	pthread_mutex_lock(&c->lru_lock);
+	leaf_lock(&c->lru_lock);
 	uint64_t total = c->small_pages + c->main_pages;
 	bool from_main = c->small_head == PC_NONE || (c->small_pages * 10 < total && c->main_head != PC_NONE);
 	uint32_t pfn = *queue_head(c, from_main);
@@ -170,15 +170,15 @@ static struct pc_folio *isolate_next(struct pc_cache *c, bool *saw_dirty)
 			folio_get(f);
 		}
 	}
-	pthread_mutex_unlock(&c->lru_lock);
+	leaf_unlock(&c->lru_lock);
 	return f;
 }
 
 static bool lru_empty(struct pc_cache *c)
 {
-	pthread_mutex_lock(&c->lru_lock);
+	leaf_lock(&c->lru_lock);
 	bool e = c->small_head == PC_NONE && c->main_head == PC_NONE;
-	pthread_mutex_unlock(&c->lru_lock);
+	leaf_unlock(&c->lru_lock);
 	return e;
 }
 
@@ -197,10 +197,10 @@ static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
 	if (ok) {
 		atomic_fetch_add_explicit(&c->st_evictions, 1, memory_order_relaxed);
 	} else if (folio_test(f, PF_INDEXED)) {
-		pthread_mutex_lock(&c->lru_lock);
+		leaf_lock(&c->lru_lock);
 		if (!folio_test(f, PF_LRU) && folio_test(f, PF_INDEXED))
 			queue_push_tail(c, f, true);
-		pthread_mutex_unlock(&c->lru_lock);
+		leaf_unlock(&c->lru_lock);
 	}
 	folio_release(c, f);
 	return ok ? pages : 0;
@@ -258,6 +258,9 @@ static int alloc_stuck_error(struct pc_cache *c)
 struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order, bool nowait, int *err)
 {
 	unsigned stuck = 0;
+
+	if (!nowait)
+		lock_check_may_wait(LOCK_TREE);
 	for (;;) {
 		struct pc_folio *f = alloc_any_order(c, order, min_order);
 		if (f)
@@ -291,7 +294,9 @@ bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 {
 	if (!folio_test(f, PF_DROPBEHIND) || folio_test(f, PF_DIRTY | PF_WRITEBACK))
 		return false;
-	if (!locked && !folio_trylock(f))
+	if (locked)
+		assert_folio_locked(f);
+	else if (!folio_trylock(f))
 		return false;
 	struct pc_mapping *m = f->mapping;
 	bool ok = false;

@@ -113,7 +113,7 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, int iovcnt, size_t skip, uint64_t off,
 			       size_t len, int flags)
 {
-	pthread_rwlock_rdlock(&m->inval_lock);
+	inval_lock_shared(m);
 	int err = writeback_and_wait(m, off, off + len, WB_ALL);
 	if (!err) {
 		invalidate_range(m, off, off + len, INVAL_STALE);
@@ -130,7 +130,7 @@ static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, in
 		/* Readers may have cached the old data while we wrote. */
 		invalidate_range(m, off, off + len, INVAL_STALE);
 	}
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	return err;
 }
 

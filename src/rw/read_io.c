@@ -132,8 +132,8 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 	size_t max_io = m->c->cfg.max_io_bytes;
 	bool created_any = false;
 	if (!(rf & RF_NOWAIT))
-		pthread_rwlock_rdlock(&m->inval_lock);
-	else if (pthread_rwlock_tryrdlock(&m->inval_lock))
+		inval_lock_shared(m);
+	else if (!inval_trylock_shared(m))
 		return -EAGAIN; /* a truncate or hole punch is under way */
 	while (pos < end) {
 		bool created;
@@ -187,6 +187,6 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 		r->io.len += folio_size(f);
 	}
 	rd_submit(m, r, rf);
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	return err;
 }

@@ -232,7 +232,7 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 	if (err)
 		return err;
 	struct write_folio wf;
-	pthread_rwlock_rdlock(&m->inval_lock);
+	inval_lock_shared(m);
 	err = write_folio_begin(&w, off, &wf);
 	if (!err) {
 		s->priv = (struct pc_span_private){ .cache = m->c, .mapping = m, .folio = wf.f, .off = off,
@@ -244,9 +244,15 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 			write_folio_abandon(&w, &wf);
 	}
 	if (err) {
-		pthread_rwlock_unlock(&m->inval_lock);
+		inval_unlock(m);
 		return err; /* api.c marks the span ended */
 	}
+	/* The span holds inval_lock and the folio lock from here to its end,
+	 * across the caller's other calls and perhaps to another thread's
+	 * pc_write_end: the lock is the span's, not this thread's, so the
+	 * per-thread record lets go of it (lib/check.h); span_write_end takes
+	 * the record back. */
+	lock_note_give(&m->inval_lock);
 	atomic_fetch_add(&m->refs, 1); /* dropped by span_write_end */
 	s->data = folio_data(m->c, wf.f) + wf.foff;
 	s->len = wf.n;
@@ -281,6 +287,9 @@ int span_write_end(struct pc_span *s, size_t copied)
 	struct write_ctx w = span_write_ctx(s);
 	struct write_folio wf = span_write_folio(s);
 	int err = 0;
+
+	lock_note_take(&m->inval_lock, LOCK_INVAL, TAKE_TRY); /* from the span */
+	assert_folio_locked(wf.f);
 	if (copied < wf.n) {
 		ssize_t r = span_shorten(&w, &wf, s, copied);
 		if (r < 0)
@@ -291,7 +300,7 @@ int span_write_end(struct pc_span *s, size_t copied)
 		write_folio_commit(&w, &wf);
 	else
 		write_folio_abandon(&w, &wf);
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	free(s->priv.save);
 	s->priv.save = NULL;
 	s->priv.folio = NULL;

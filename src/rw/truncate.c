@@ -85,7 +85,7 @@ void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int ho
 int truncate_mapping(struct pc_mapping *m, uint64_t size)
 {
 	int err = 0;
-	pthread_rwlock_wrlock(&m->inval_lock);
+	inval_lock_excl(m);
 	uint64_t old = (uint64_t)atomic_load(&m->i_size);
 	atomic_store(&m->i_size, (int64_t)size);
 	if (size < old) {
@@ -98,7 +98,7 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 	/* After the writeback of what went has ended: the caller may have
 	 * made room, so writes may try again (see mapping_set_failing). */
 	mapping_clear_failing(m);
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	return err;
 }
 
@@ -130,17 +130,17 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	int err = 0;
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		/* Plain allocation: the device's business; data is unchanged. */
-		pthread_rwlock_wrlock(&m->inval_lock);
+		inval_lock_excl(m);
 		if (fallocate(m->fd, mode, (off_t)off, (off_t)len) != 0) {
 			err = -errno;
 		} else if (!keep) {
 			atomic_raise_i64(&m->disk_size, (int64_t)end);
 			atomic_raise_i64(&m->i_size, (int64_t)end);
 		}
-		pthread_rwlock_unlock(&m->inval_lock);
+		inval_unlock(m);
 		return err;
 	}
-	pthread_rwlock_wrlock(&m->inval_lock);
+	inval_lock_excl(m);
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
 	if (keep && end > size)
 		end = size;
@@ -161,7 +161,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	if (!err && !keep)
 		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
 	mapping_clear_failing(m); /* room may have been made, as at truncate */
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	return err;
 }
 

@@ -131,6 +131,8 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 	struct pc_mapping *m = w->m;
 	uint32_t vs = 0, ve = 0;
 	bool has_valid;
+
+	assert_folio_locked(f);
 	if (partial_block_complete(m, f, blk, s, e, &has_valid, &vs, &ve))
 		return 1;
 	bool can_defer = !(w->flags & PC_DSYNC) && !(m->c->cfg.flags & PC_CFG_NO_DEFERRED_RMW) &&
@@ -260,6 +262,8 @@ int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_foli
 	struct pc_mapping *m = w->m;
 	unsigned gf = GF_CREATE | GF_LOCK | GF_STABLE | ((w->flags & PC_NOWAIT) ? GF_NOWAIT : 0);
 	bool created;
+
+	assert_inval_locked(m);
 	struct pc_folio *f = mapping_get_folio(m, pos, write_order(w, pos), gf, &created);
 	if (IS_ERR_FOLIO(f))
 		return FOLIO_ERR(f);
@@ -481,6 +485,8 @@ int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags)
 static uint64_t write_folios(const struct write_ctx *w, uint64_t pos, uint64_t end, int *err)
 {
 	uint64_t start = pos;
+
+	assert_inval_locked(w->m);
 	*err = 0;
 	while (pos < end) {
 		ssize_t n = write_one_folio(w, pos);
@@ -513,9 +519,9 @@ ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, ui
 	uint64_t pos = off;
 	while (pos < w.end && !err) {
 		uint64_t piece_end = pc_min_u64(w.end, pos + write_piece(m));
-		pthread_rwlock_rdlock(&m->inval_lock);
+		inval_lock_shared(m);
 		uint64_t n = write_folios(&w, pos, piece_end, &err);
-		pthread_rwlock_unlock(&m->inval_lock);
+		inval_unlock(m);
 		if (!n)
 			break;
 		int e = write_finish(m, pos, n, flags);
@@ -536,6 +542,8 @@ int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len)
 	static const uint8_t zeros[4096];
 	struct iovec v[16];
 	uint64_t pos = off, end = off + len;
+
+	assert_inval_locked(m);
 	while (pos < end) {
 		size_t chunk = pc_min_u64(end - pos, sizeof(v) / sizeof(v[0]) * sizeof(zeros));
 		int cnt = 0;

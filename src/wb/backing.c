@@ -229,7 +229,7 @@ void backing_release_reserve(struct pc_mapping *m)
 	if (
 	    atomic_load(&m->reserve_end) <= (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
-	pthread_rwlock_wrlock(&m->inval_lock);
+	inval_lock_excl(m);
 	pthread_mutex_lock(&m->size_lock);
 	uint64_t size = pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
 	uint64_t keep = pc_round_up(size, m->block_size);
@@ -244,7 +244,7 @@ void backing_release_reserve(struct pc_mapping *m)
 		atomic_store(&m->reserve_end, (int64_t)keep);
 		pthread_mutex_unlock(&m->size_lock);
 	}
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 }
 
 /*
@@ -298,6 +298,8 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 {
 	uint64_t bs = m->block_size;
 	bool partial = size % bs || (uint64_t)atomic_load(&m->disk_size) % bs;
+
+	assert_inval_locked_excl(m);
 	/* The block the file system will zero through its own page cache: no
 	 * direct write of ours may be in flight to it meanwhile. */
 	struct pc_folio *tail = partial ? mapping_lookup(m, pc_round_down(size, bs)) : NULL;
@@ -409,11 +411,11 @@ int mapping_sync_size(struct pc_mapping *m)
 	int err = 0;
 	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))
 		return 0;
-	pthread_rwlock_wrlock(&m->inval_lock);
+	inval_lock_excl(m);
 	int64_t size = atomic_load(&m->i_size);
 	if (m->writable && atomic_load(&m->disk_size) != size)
 		err = backing_set_size(m, (uint64_t)size);
-	pthread_rwlock_unlock(&m->inval_lock);
+	inval_unlock(m);
 	return err;
 }
 

@@ -50,7 +50,10 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 		return;
 	atomic_fetch_add_explicit(&m->dom->dirty, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->dirty, bytes, memory_order_relaxed);
-	atomic_fetch_add_explicit(&m->nr_dirty, bytes, memory_order_relaxed);
+	int64_t file_dirty = atomic_fetch_add_explicit(&m->nr_dirty, bytes, memory_order_relaxed) + bytes;
+	/* Blocks are counted when they get dirty and when they get clean, in
+	 * that order under the folio lock: below zero is a lost count. */
+	PC_WARN_ONCE(file_dirty < 0, "a file's dirty bytes went below zero (%lld)", (long long)file_dirty);
 	if (folio_test(f, PF_DROPBEHIND))
 		account_uncached(m, bytes);
 	if (bytes > 0) {
@@ -73,7 +76,7 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 static void dirty_list_add(struct pc_mapping *m)
 {
 	struct pc_domain *d = m->dom;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	if (!atomic_load(&m->on_dirty_list)) {
 		atomic_fetch_add(&m->refs, 1);
 		m->dirty_next = NULL;
@@ -85,7 +88,7 @@ static void dirty_list_add(struct pc_mapping *m)
 		d->dirty_tail = m;
 		atomic_store(&m->on_dirty_list, true);
 	}
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 }
 
 void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
@@ -105,13 +108,13 @@ void mapping_forget_dirty(struct pc_mapping *m)
 {
 	struct pc_domain *d = m->dom;
 	bool was = false;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	if (atomic_load(&m->on_dirty_list)) {
 		dirty_list_unlink(d, m);
 		atomic_store(&m->on_dirty_list, false);
 		was = true;
 	}
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 	if (was)
 		mapping_put(m); /* the list's reference */
 }
@@ -145,11 +148,11 @@ void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
 int64_t files_failing_dirty(struct pc_cache *c)
 {
 	int64_t sum = 0;
-	pthread_mutex_lock(&c->files_lock);
+	files_lock(&c->files_lock);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
 			if (mapping_failing(m))
 				sum += pc_max_i64(0, atomic_load(&m->nr_dirty));
-	pthread_mutex_unlock(&c->files_lock);
+	files_unlock(&c->files_lock);
 	return sum;
 }

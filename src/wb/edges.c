@@ -129,6 +129,8 @@ static bool fifo_make_room(struct pc_cache *c)
 void edge_keep(struct pc_mapping *m, struct pc_folio *f)
 {
 	struct pc_cache *c = m->c;
+
+	assert_folio_locked(f);
 	mapping_set_edge(m, f);
 	struct pc_edge_ref e = { folio_pfn(c, f), folio_generation(f) };
 	pthread_mutex_lock(&c->edge_lock);

@@ -36,10 +36,10 @@ void flusher_kick(struct pc_domain *d)
 {
 	if (atomic_load(&d->kicked))
 		return;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	atomic_store(&d->kicked, true);
 	pthread_cond_signal(&d->kick_cv);
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 }
 
 /* Memory is short (reclaim.c, through c->want_free): every domain's
@@ -100,7 +100,7 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 {
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	for (struct pc_mapping *m = d->dirty_head, *next; m; m = next) {
 		next = m->dirty_next;
 		if (n == cap) {
@@ -122,7 +122,7 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 		atomic_fetch_add(&m->refs, 1);
 		v[n++] = m;
 	}
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 	if (n > 1)
 		qsort(v, n, sizeof(*v), by_dirty_age);
 	*out = v;
@@ -233,7 +233,7 @@ static bool flusher_has_work(struct pc_domain *d)
 static void *flusher_main(void *arg)
 {
 	struct pc_domain *d = arg;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	bool idle = true;
 	while (!d->stop) {
 		/* A round that found nothing it may write waits for a kick or
@@ -244,11 +244,11 @@ static void *flusher_main(void *arg)
 			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
 		if (d->stop)
 			break;
-		pthread_mutex_unlock(&d->lock);
+		leaf_unlock(&d->lock);
 		idle = flush_round(d) == 0;
-		pthread_mutex_lock(&d->lock);
+		leaf_lock(&d->lock);
 	}
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 	return NULL;
 }
 
@@ -286,10 +286,10 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 		err = -pthread_create(&d->threads[i], NULL, flusher_main, d);
 		if (err) {
 			d->nthreads = i;
-			pthread_mutex_lock(&d->lock);
+			leaf_lock(&d->lock);
 			d->stop = true;
 			pthread_cond_broadcast(&d->kick_cv);
-			pthread_mutex_unlock(&d->lock);
+			leaf_unlock(&d->lock);
 			for (unsigned j = 0; j < i; j++)
 				pthread_join(d->threads[j], NULL);
 			free(d->threads);
@@ -315,10 +315,10 @@ fail:
 void domains_stop(struct pc_cache *c)
 {
 	for (struct pc_domain *d = c->domains; d; d = d->next) {
-		pthread_mutex_lock(&d->lock);
+		leaf_lock(&d->lock);
 		d->stop = true;
 		pthread_cond_broadcast(&d->kick_cv);
-		pthread_mutex_unlock(&d->lock);
+		leaf_unlock(&d->lock);
 		for (unsigned i = 0; i < d->nthreads; i++)
 			pthread_join(d->threads[i], NULL);
 		d->nthreads = 0;

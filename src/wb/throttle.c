@@ -199,6 +199,8 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 	/* A write as large as the limit (a small cache: write pieces are at
 	 * least max_io_bytes) would never find room: at most an eighth of
 	 * the limit is waited for, the piece size of larger writes. */
+	if (!nowait)
+		lock_check_may_wait(LOCK_TREE);
 	room = pc_min_u64(room, c->cfg.dirty_limit_bytes / 8);
 	kick_flusher_past_thresholds(m, uncached);
 	int err = mapping_write_error(m);

@@ -163,9 +163,9 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
 	pace_io_end(m->c, io->len); /* pace.c's bandwidth */
 	if (atomic_load(&d->io_waiters)) {
-		pthread_mutex_lock(&d->lock);
+		leaf_lock(&d->lock);
 		pthread_cond_broadcast(&d->io_cv);
-		pthread_mutex_unlock(&d->lock);
+		leaf_unlock(&d->lock);
 	}
 	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
 	if (!err) {
@@ -226,14 +226,15 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
  */
 static void wait_for_room(struct pc_domain *d)
 {
+	lock_check_may_wait(LOCK_TREE);
 	if (atomic_load(&d->inflight) < d->inflight_cap)
 		return;
-	pthread_mutex_lock(&d->lock);
+	leaf_lock(&d->lock);
 	atomic_fetch_add(&d->io_waiters, 1);
 	while (atomic_load(&d->inflight) >= d->inflight_cap)
 		pthread_cond_wait(&d->io_cv, &d->lock);
 	atomic_fetch_sub(&d->io_waiters, 1);
-	pthread_mutex_unlock(&d->lock);
+	leaf_unlock(&d->lock);
 }
 
 static void req_submit(struct wb_req *r)
