@@ -27,7 +27,7 @@
  */
 #include "io/fault.h"
 
-#include "io/backend.h"
+#include "io/probe.h"
 #include "io/fault_set.h"
 #include "api/cache.h"
 #include "mem/mapping.h"

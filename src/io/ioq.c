@@ -1,8 +1,17 @@
 /*
- * backend.c - device I/O on the backing files: an I/O queue (io_uring with
- * a completion thread, or synchronous calls), synchronous vector I/O, and
- * the questions asked of the backing file system (direct-I/O alignment,
- * holes).
+ * ioq.c - the I/O queue: device I/O through io_uring with a completion
+ * thread, or synchronously on the submitter's thread when io_uring is not
+ * built in, not wanted or cannot be set up.
+ *
+ * Why a file of its own (it was part of backend.c): the ring, its locking,
+ * the completion thread and the recovery from failed submissions are one
+ * concern, and the subtlest code of the layer.  What a request does when
+ * it does not go through the ring (the synchronous fallback, a short
+ * transfer's continuation, a failed submission) is sync_exec, and the
+ * fault hooks and counters every request passes first are io_account:
+ * both sync_io.c's, shared with the synchronous calls, whose header
+ * comment also says what done() gets ("Results") and how I/O is counted
+ * and fault-injected.
  *
  * The I/O queue
  *   With io_uring, any thread submits: the submission queue is guarded by
@@ -44,52 +53,19 @@
  *   consumed by the kernel (and completes through the ring) or rewritten
  *   by us while we hold the lock, never both.  The rewritten NOPs go to the
  *   kernel with the next submission; their completions are dropped.
- *
- * Results
- *   done() gets the bytes transferred or a negative errno.  A read that
- *   comes back short is continued synchronously until the whole length is
- *   read or EOF is reached (then the bytes before EOF are the result); a
- *   short write is continued until all is written.  An error after a
- *   partial transfer is reported as the error, never as a short count: a
- *   caller must be able to tell a failed read from end of file.  -EAGAIN,
- *   -EINTR and -ECANCELED from io_uring are redone synchronously.
- *
- * Accounting and fault injection
- *   Every device I/O (read, write, fsync; not NOP) first calls the cache's
- *   internal fault hook when one is set, then the public fault rules
- *   (pc_fault_inject's, matched by io/fault.c).  A failure fails the I/O
- *   with that errno without doing it; in io_uring mode that result still
- *   travels through the ring (a NOP), so done() runs on the completion
- *   thread like a real device error would.  A PC_FAULT_SHORT rule makes the
- *   device move only the first part of the I/O (backend_short_len: about
- *   half, aligned for O_DIRECT): io_uring gets an SQE for that part (its
- *   shortened iovec kept in a struct ioq_cut until completion) and
- *   ioq_finish continues the rest; synchronously rw_head moves the part and
- *   rw_loop continues.  A PC_FAULT_DELAY rule sleeps on the submitting
- *   thread before the I/O is issued.  PC_FAULT_SUBMIT rules are asked in
- *   ioq_submit_uring, just before io_uring_submit.  I/Os that pass are
- *   counted in c->st_read_ios / st_read_bytes / st_write_ios /
- *   st_write_bytes when submitted, with the *requested* length: a read cut
- *   short by EOF still counts its whole length, and the synchronous
- *   continuation of a short transfer is part of the same I/O (neither hooked
- *   nor counted again).  fsync and NOP are not counted.  Everything here
- *   tolerates c == NULL (no hook, no counters).
  */
-#include "io/backend.h"
+#include "io/ioq.h"
 
-#include "api/cache.h"
+#include "io/backend.h"
 #include "io/fault.h"
+#include "io/sync_io.h"
 #include "pagecache.h"
 #include "lib/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* The build defines PC_NO_URING=1 when liburing is missing. */
 #if defined(PC_NO_URING) && PC_NO_URING
@@ -98,294 +74,6 @@
 #define PC_HAVE_URING 1
 #include <liburing.h>
 #endif
-
-#ifndef IOV_MAX
-#define IOV_MAX 1024
-#endif
-
-/* ------------------------------------------------------------ accounting */
-
-static unsigned fault_op(int op)
-{
-	switch (op) {
-	case IO_READ:
-		return PC_FAULT_READ;
-	case IO_WRITE:
-		return PC_FAULT_WRITE;
-	default:
-		return PC_FAULT_SYNC; /* IO_FSYNC, IO_FDATASYNC */
-	}
-}
-
-/*
- * Hooks, then counters.  Returns 0 or a hook's negative errno.  *cut: 0, or
- * the bytes the device is to move first (an injected short transfer).
- */
-static int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len, size_t *cut)
-{
-	*cut = 0;
-	if (!c || op == IO_NOP)
-		return 0;
-	if (c->fault_hook) {
-		int e = c->fault_hook(c->fault_arg, op, fd, off, len);
-		if (e < 0)
-			return e;
-	}
-	int e = fault_check_io(c, fault_op(op), fd, off, len, op == IO_READ || op == IO_WRITE ? cut : NULL);
-	if (e < 0)
-		return e;
-	if (op == IO_READ) {
-		atomic_fetch_add_explicit(&c->st_read_ios, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->st_read_bytes, len, memory_order_relaxed);
-	} else if (op == IO_WRITE) {
-		atomic_fetch_add_explicit(&c->st_write_ios, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->st_write_bytes, len, memory_order_relaxed);
-	}
-	return 0;
-}
-
-/* ----------------------------------------------------- synchronous vector I/O */
-
-/*
- * Read or write the iovecs at `off`, starting `done_bytes` into them (those
- * bytes are already transferred), until all `total` bytes are moved, EOF
- * (reads), or an error.  The caller's array is never modified: when a
- * transfer ends inside an iovec the remaining ones are copied to a local
- * array once and adjusted there.  No hook, no accounting.
- */
-/* Test hook: how many short transfers were continued (test_fault.c proves
- * with it that an injected short transfer really was continued). */
-HIDDEN _Atomic long backend_test_continued;
-
-static ssize_t rw_loop(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags,
-		       size_t total, size_t done_bytes)
-{
-	struct iovec local[IOV_MAX];
-	const struct iovec *v = iov;
-	bool in_local = false;
-	int cnt = iovcnt;
-	size_t skip = done_bytes;
-	bool short_read = !write && done_bytes > 0; /* continuing a short read */
-	bool continued = false; /* reading on past a short read */
-
-	if (done_bytes > 0)
-		atomic_fetch_add_explicit(&backend_test_continued, 1, memory_order_relaxed);
-
-	while (done_bytes < total) {
-		if (short_read) {
-			/*
-			 * A short read: EOF, or a real partial transfer.  Ask
-			 * the file size rather than reading on: with O_DIRECT
-			 * the next read would start at an unaligned offset at
-			 * EOF, which some file systems refuse with EINVAL
-			 * instead of returning 0.
-			 */
-			struct stat st;
-			if (fstat(fd, &st) == 0 && off + (off_t)done_bytes >= st.st_size)
-				break;
-			short_read = false;
-			continued = true;
-		}
-		/* Advance past `skip` bytes of v. */
-		while (cnt > 0 && skip >= v->iov_len) {
-			skip -= v->iov_len;
-			v++;
-			cnt--;
-		}
-		if (cnt <= 0)
-			break; /* cannot happen when total is the iovecs' sum */
-		if (skip) {
-			if (!in_local) {
-				/* still the caller's array: copy the rest once */
-				memcpy(local, v, (size_t)cnt * sizeof(*v));
-				v = local;
-				in_local = true;
-			}
-			struct iovec *w = &local[v - local];
-			w->iov_base = (char *)w->iov_base + skip;
-			w->iov_len -= skip;
-			skip = 0;
-		}
-
-		ssize_t n = write ? pwritev2(fd, v, cnt, off + (off_t)done_bytes, rw_flags)
-				  : preadv2(fd, v, cnt, off + (off_t)done_bytes, rw_flags);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			/* The file grew between the short read and the fstat:
-			 * reading on from the old, unaligned end of file is
-			 * EINVAL with O_DIRECT.  The short read stands, as if
-			 * the fstat had come first. */
-			if (continued && errno == EINVAL)
-				break;
-			return -errno;
-		}
-		if (n == 0) {
-			if (!write)
-				break; /* EOF */
-			return -EIO; /* a write that makes no progress */
-		}
-		done_bytes += (size_t)n;
-		skip = (size_t)n;
-		short_read = !write;
-	}
-	return (ssize_t)done_bytes;
-}
-
-/* Sum of iovec lengths, or -EINVAL (bad count, overflow past SSIZE_MAX). */
-static ssize_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
-		return -EINVAL;
-	size_t sum = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > (size_t)SSIZE_MAX - sum)
-			return -EINVAL;
-		sum += iov[i].iov_len;
-	}
-	return (ssize_t)sum;
-}
-
-/* The first `n` bytes of iov as iovecs in out (IOV_MAX entries); their count. */
-static int iov_head(const struct iovec *iov, int iovcnt, size_t n, struct iovec *out)
-{
-	int k = 0;
-	for (int i = 0; i < iovcnt && n; i++) {
-		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
-		out[k++] = (struct iovec){ iov[i].iov_base, l };
-		n -= l;
-	}
-	return k;
-}
-
-/* One transfer of the first `n` bytes only (an injected short transfer);
- * retries EINTR.  Bytes moved or negative errno. */
-static ssize_t rw_head(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags, size_t n)
-{
-	struct iovec part[IOV_MAX];
-	int k = iov_head(iov, iovcnt, n, part);
-	for (;;) {
-		ssize_t r = write ? pwritev2(fd, part, k, off, rw_flags) : preadv2(fd, part, k, off, rw_flags);
-		if (r >= 0)
-			return r;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-/* rw_loop from the start, the first `cut` bytes (0: no cut) moved alone
- * first so that rw_loop continues a short transfer. */
-static ssize_t rw_cut(bool write, int fd, const struct iovec *iov, int iovcnt, off_t off, int rw_flags,
-		      size_t total, size_t cut)
-{
-	size_t done = 0;
-	if (cut) {
-		ssize_t n = rw_head(write, fd, iov, iovcnt, off, rw_flags, cut);
-		if (n < 0)
-			return n;
-		if (n == 0 && !write)
-			return 0; /* EOF */
-		done = (size_t)n;
-	}
-	return rw_loop(write, fd, iov, iovcnt, off, rw_flags, total, done);
-}
-
-size_t backend_short_len(int fd, size_t len)
-{
-	size_t unit = 1;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return 0;
-	if (fl & O_DIRECT) {
-		unsigned oa = 0, ma = 0;
-		if (backend_dio_align(fd, &oa, &ma) < 0)
-			return 0;
-		unit = oa > ma ? oa : ma;
-		if (!unit)
-			unit = 4096;
-	}
-	return len / 2 / unit * unit;
-}
-
-ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off)
-{
-	ssize_t total = iov_total(iov, iovcnt);
-	if (total < 0)
-		return total;
-	size_t cut;
-	int e = io_account(c, IO_READ, fd, off, (size_t)total, &cut);
-	if (e < 0)
-		return e;
-	return rw_cut(false, fd, iov, iovcnt, off, 0, (size_t)total, cut);
-}
-
-ssize_t backend_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
-			      off_t off, int rw_flags)
-{
-	ssize_t total = iov_total(iov, iovcnt);
-	if (total < 0)
-		return total;
-	size_t cut;
-	int e = io_account(c, IO_WRITE, fd, off, (size_t)total, &cut);
-	if (e < 0)
-		return e;
-	return rw_cut(true, alias_fd, iov, iovcnt, off, rw_flags, (size_t)total, cut);
-}
-
-ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
-			int rw_flags)
-{
-	return backend_pwritev_alias(c, fd, fd, iov, iovcnt, off, rw_flags);
-}
-
-static int sync_flush(int fd, bool datasync)
-{
-	for (;;) {
-		int r = datasync ? fdatasync(fd) : fsync(fd);
-		if (r == 0)
-			return 0;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-int backend_fsync(struct pc_cache *c, int fd, bool datasync)
-{
-	size_t cut;
-	int e = io_account(c, datasync ? IO_FDATASYNC : IO_FSYNC, fd, 0, 0, &cut);
-	return e < 0 ? e : sync_flush(fd, datasync);
-}
-
-/*
- * Do (or finish) a request synchronously, `done_bytes` of it already done;
- * from the start, `cut` (0: none) are the bytes to move alone first.  No
- * hook, no accounting: the caller did those.
- */
-static ssize_t sync_exec(struct pc_ioreq *req, size_t done_bytes, size_t cut)
-{
-	switch (req->op) {
-	case IO_READ:
-	case IO_WRITE: {
-		ssize_t total = iov_total(req->iov, req->iovcnt);
-		if (total < 0)
-			return total;
-		bool write = req->op == IO_WRITE;
-		if (!done_bytes)
-			return rw_cut(write, req->fd, req->iov, req->iovcnt, req->off, req->rw_flags, (size_t)total,
-				      cut);
-		return rw_loop(write, req->fd, req->iov, req->iovcnt, req->off, req->rw_flags, (size_t)total,
-			       done_bytes);
-	}
-	case IO_FSYNC:
-		return sync_flush(req->fd, false);
-	case IO_FDATASYNC:
-		return sync_flush(req->fd, true);
-	case IO_NOP:
-		return 0;
-	default:
-		return -EINVAL;
-	}
-}
 
 /* ------------------------------------------------------------- the queue */
 
@@ -646,21 +334,23 @@ static void prep_sqe(struct pc_ioq *q, struct io_uring_sqe *sqe, struct pc_ioreq
 {
 	switch (req->op) {
 	case IO_READ:
-		if (iovcnt == 1 && q->rw_single && iov[0].iov_len <= UINT_MAX)
-			io_uring_prep_read(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
-					   (uint64_t)req->off);
-		else
-			io_uring_prep_readv(sqe, req->fd, iov, (unsigned)iovcnt, (uint64_t)req->off);
-		sqe->rw_flags = req->rw_flags;
-		break;
-	case IO_WRITE:
-		if (iovcnt == 1 && q->rw_single && iov[0].iov_len <= UINT_MAX)
-			io_uring_prep_write(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
-					    (uint64_t)req->off);
-		else
+	case IO_WRITE: {
+		bool write = req->op == IO_WRITE;
+		if (iovcnt == 1 && q->rw_single && iov[0].iov_len <= UINT_MAX) {
+			if (write)
+				io_uring_prep_write(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
+						    (uint64_t)req->off);
+			else
+				io_uring_prep_read(sqe, req->fd, iov[0].iov_base, (unsigned)iov[0].iov_len,
+						   (uint64_t)req->off);
+		} else if (write) {
 			io_uring_prep_writev(sqe, req->fd, iov, (unsigned)iovcnt, (uint64_t)req->off);
+		} else {
+			io_uring_prep_readv(sqe, req->fd, iov, (unsigned)iovcnt, (uint64_t)req->off);
+		}
 		sqe->rw_flags = req->rw_flags;
 		break;
+	}
 	case IO_FSYNC:
 		io_uring_prep_fsync(sqe, req->fd, 0);
 		break;
@@ -836,86 +526,4 @@ void ioq_forget(struct pc_ioq *q)
 	 * the child by now (it goes at exit or exec: O_CLOEXEC). */
 #endif
 	free(q);
-}
-
-/* ------------------------------------------------------- file questions */
-
-/*
- * Direct-I/O alignment of fd: statx(STATX_DIOALIGN) when the file system
- * reports it (Linux 6.1+; ext4, xfs, btrfs, f2fs, block devices...).
- * Otherwise, when fd is open with O_DIRECT (the open succeeded, so the file
- * system accepts it), a conservative guess: the file system's block size
- * (st_blksize) clamped to [512, 4096] for both offset and memory.  Aligning
- * to the file-system block is always enough where the device's logical
- * block is no larger, and 4 KiB covers 4Kn devices; it is coarser than
- * needed on 512-byte devices but never wrong.  Otherwise 0 for both: "no
- * direct I/O known to work on this descriptor".  Returns 0 or -errno (the
- * descriptor could not be queried).
- */
-int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align)
-{
-	unsigned oa = 0, ma = 0;
-	struct statx stx;
-	memset(&stx, 0, sizeof(stx));
-#ifndef STATX_DIOALIGN
-#define STATX_DIOALIGN 0x00002000U
-#endif
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_SYNC_AS_STAT, STATX_DIOALIGN, &stx) == 0) {
-		if (stx.stx_mask & STATX_DIOALIGN) {
-			/* stx_dio_mem_align and stx_dio_offset_align, read by
-			 * offset so that older headers without them work too */
-			uint32_t v[2];
-			memcpy(v, (const char *)&stx + 0x98, sizeof(v));
-			ma = v[0];
-			oa = v[1];
-		}
-	} else if (errno != ENOSYS && errno != EINVAL) {
-		return -errno;
-	}
-	if (oa == 0 || ma == 0) {
-		int fl = fcntl(fd, F_GETFL);
-		if (fl < 0)
-			return -errno;
-		oa = ma = 0;
-		if (fl & O_DIRECT) {
-			struct stat st;
-			if (fstat(fd, &st) < 0)
-				return -errno;
-			unsigned bs = 512;
-			while (bs < 4096 && bs < (unsigned)st.st_blksize)
-				bs <<= 1;
-			oa = ma = bs;
-		}
-	}
-	if (offset_align)
-		*offset_align = oa;
-	if (mem_align)
-		*mem_align = ma;
-	return 0;
-}
-
-/*
- * Is [off, off+len) a hole?  SEEK_DATA finds the first data at or after
- * off: none (ENXIO: only a hole up to EOF, or off is past EOF) or none
- * before off+len means a hole.  Any other failure (EINVAL where the file
- * system does not support it, ...) answers false: "might be data", the
- * safe answer (the caller reads instead of assuming zeros).  Unwritten
- * (preallocated) extents count as holes on most file systems; they read
- * as zeros anyway.  lseek moves the descriptor's file position, which
- * nothing here uses (all I/O is positional).
- */
-/* Test hook: how many times the file system was asked (see written.c). */
-HIDDEN _Atomic long backend_test_hole_queries;
-
-bool backend_is_hole(int fd, off_t off, size_t len)
-{
-	atomic_fetch_add_explicit(&backend_test_hole_queries, 1, memory_order_relaxed);
-	if (off < 0)
-		return false;
-	if (len == 0)
-		return true;
-	off_t d = lseek(fd, off, SEEK_DATA);
-	if (d < 0)
-		return errno == ENXIO;
-	return (uint64_t)d - (uint64_t)off >= len;
 }
