@@ -6,19 +6,27 @@
  *
  * One concern per file:
  *   main.c         options, the list of suites, --help
- *   paths.c        the I/O paths: open, write, read, close, what stays cached
+ *   paths.c        the I/O paths: open, write, read, close, what stays
+ *                  cached; --only; the benchmark's caches
  *   sampler.c      peak and time series of dirty bytes and bytes written
  *   report.c       results, the tables printed, --json
+ *   pairs.c        lines of two results (a base beside the figure judged)
+ *                  for the old pcbench's workloads; medians of ratios
  *   progress.c     the progress line (terminal) or plain lines
  *   svg.c          a small SVG writer: line charts, grouped bars
  *   interleaved.c  suite interleaved (was edgebench)
  *   dontcache.c    suite dontcache
  *   fstime.c       suite fstime
- *   read.c         suite read (with the warm-read workloads of legacy.c)
+ *   read.c         suite read: warm reads and hits, then cold sequential
+ *   warm_reads.c   read's warm 4 KiB random reads (a), their file sizes
+ *   hits.c         read's hits at memory speed (h), and the timed random
+ *                  4 KiB reads that a and h share
+ *   readahead.c    suite readahead (r)
+ *   small_files.c  suite files (f)
  *   scratchfs.c    a fresh ext4 or XFS on a loop device (files)
- *   legacy.c       the workloads of the old pcbench (files, startup,
- *                  readahead, metadata, hits, warm random reads), their
- *                  measurement unchanged
+ *   startup.c      suite startup (g)
+ *   first_writes.c suite firstwrites (G)
+ *   metadata.c     suite metadata (e)
  */
 #ifndef PCBENCH_BENCH_H
 #define PCBENCH_BENCH_H
@@ -100,6 +108,16 @@ struct bfile {
 
 /* --only: is this path selected? */
 bool path_selected(const struct bpath *p);
+/* --only: is the path of this name selected?  Also for the names of
+ * results that are no path of bpaths (memcpy, pagecache-span, ...): a word
+ * selects every name that contains it. */
+bool name_selected(const char *name);
+/* A configuration of `mem` bytes with `flags` (PC_CFG_*), and --block-size,
+ * --edge-budget and --no-io-uring as the options say. */
+void bench_config(struct pc_config *cfg, uint64_t mem, unsigned flags);
+/* pc_cache_new(cfg); with PC_CFG_EAGER_MEMORY, its memory faulted in
+ * before it returns (bench_wait_prefault). */
+struct pc_cache *bench_cache_from(const struct pc_config *cfg);
 /* A cache of bo.mem (and bo.block_size, bo.no_io_uring), its memory
  * faulted in before it is used; max_folio 0: the library's default. */
 struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size);
@@ -108,6 +126,9 @@ struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size);
 struct pc_cache *bench_cache_new_unsettled(size_t max_folio, size_t block_size);
 /* Wait (at most a minute) until a new cache has faulted its memory in. */
 void bench_wait_prefault(struct pc_cache *c);
+/* *d = b with the counters that grow (device I/O, hits, misses) less
+ * a's: what happened between two pc_cache_stats. */
+void bench_stats_delta(struct pc_stats *d, const struct pc_stats *a, const struct pc_stats *b);
 /* Open `file` for path p (oflags of open(2)); `c` NULL makes a new cache
  * for a pagecache path.  0, or -1 with f->err set. */
 int bf_open(struct bfile *f, const struct bpath *p, struct pc_cache *c, const char *file, int oflags);
@@ -170,6 +191,11 @@ struct bres {
 	char target[480];          /* "" if none */
 	int pass;                  /* -1 none, 0 FAIL, 1 PASS */
 	bool part_unjudged;        /* some of the targets were not evaluated */
+	/* report_pairs (not in JSON): the ratio judged where it was measured
+	 * in pairs, the median of rounds' own ratios (NAN: value over the
+	 * base's); and whether this is the base of its line */
+	double ratio;
+	bool is_base;
 	char note[600];
 	char error[300];
 };
@@ -190,8 +216,12 @@ void res_target_unjudged(struct bres *r, const char *why, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The base result exists and has no error. */
 bool res_base_ok(const struct bres *k);
-/* --only: print once per suite that the legacy workloads ignore it. */
-void legacy_only_note(const char *suite);
+/* The figure v (in r's unit) as r's value, and as its MiB/s (MiB/s,
+ * KB/s) or ops/s (any other unit per second).  r may be NULL (a path
+ * --only left out): nothing then. */
+void res_figure(struct bres *r, double v);
+/* r's value; NAN if r is NULL. */
+double res_value(const struct bres *r);
 /* The result of `workload` on path name `path` in `suite`, NULL if none. */
 struct bres *res_find(const char *suite, const char *workload, const char *path);
 /* Iteration: the i-th result, NULL past the end. */
@@ -199,8 +229,97 @@ struct bres *res_at(size_t i);
 /* Print the table of one workload (every path measured), pagecache rows
  * beside the kernel's, each with its ratio to kernel-buffered's. */
 void report_workload(const char *suite, const char *workload);
+/* The table of the old pcbench for the results of `suite` (pairs.c):
+ * each workload one line, its base (the kernel's column) beside the
+ * figure judged (pagecache's), their ratio, target and verdict; then the
+ * notes. */
+void report_pairs(const char *suite);
 /* The summary of PASS/FAIL, and --json. */
 bool report_finish(int argc, char **argv); /* false: --json could not be written */
+
+/* ------------------------------------------------------------ pairs */
+
+/*
+ * A line of the old pcbench's workloads (pairs.c): two results of one
+ * workload, the base (kernel-buffered, or what else the line compares
+ * with) and the figure judged (pagecache-buffered, or another), either
+ * NULL where --only does not select its path (or the line has no base).
+ * The results are report.c's like any other; this only points at them.
+ */
+struct pair {
+	struct bres *base, *pc;
+	const char *base_path; /* the base's path, for a target not judged */
+};
+
+/* The line's results, in `unit`, each added if --only selects it: first
+ * the base (NULL: none), then pc. */
+struct pair pair_add(const char *suite, const char *workload, const char *unit, const char *base,
+		     const char *pc);
+/* Whether anything of the line runs. */
+bool pair_any(const struct pair *p);
+/* The result the line's notes go to: pc's, else the base's (NULL: none). */
+struct bres *pair_noted(const struct pair *p);
+void pair_note(const struct pair *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A pagecache call failed: said on stderr and in the note, with errno;
+ * pc's figure NAN. */
+void pair_fail(const struct pair *p, const char *what);
+/* The line's target, `target` (NULL: none): pc's figure at least `min`
+ * times the base's (pc->ratio where measured in pairs); not evaluated
+ * when --only left the base out; FAIL when pc has no figure.  Then a
+ * result without a figure gets its error. */
+void pair_judge(const struct pair *p, double min, const char *target);
+/* The same for a target on pc's own figure, met or not (`ok`). */
+void pair_judge_own(const struct pair *p, bool ok, const char *target);
+/* A cache for the line: at least `min_mem` bytes (--mem if larger),
+ * read-ahead up to readahead_max ((size_t)-1: the library's default),
+ * its memory faulted in; NULL after a failure (noted). */
+struct pc_cache *pair_cache(const struct pair *p, uint64_t min_mem, size_t readahead_max);
+/* Close f and destroy c (either may be NULL), failures noted. */
+void pair_finish_cache(const struct pair *p, struct pc_cache *c, struct pc_file *f);
+/* The device I/O, hits and misses of d (a stats delta) into the note. */
+void pair_note_io(const struct pair *p, const char *when, const struct pc_stats *d);
+/* The median of num[i] / den[i] (the arrays are kept; den NULL: of
+ * num[i] itself). */
+double median_ratio(const double *num, const double *den, int n);
+
+/* ------------------------------------------------------------ hits.c */
+
+/* Threads reading random 4 KiB pieces of a warm file for bo.seconds (a,
+ * h): through the kernel, pagecache, a span, or plain memory (hits.c). */
+enum hit_kind { HIT_KERNEL, HIT_PAGECACHE, HIT_MEMCPY, HIT_SPAN, HIT_LOOKUP };
+struct lk_handle;
+
+struct hit_arg {
+	enum hit_kind kind;
+	int fd;
+	struct pc_file *f;
+	const char *mem;            /* HIT_MEMCPY: the buffer */
+	const struct lk_handle *lk; /* HIT_LOOKUP: the way to mem's pieces */
+	uint64_t npages;
+	uint64_t deadline;
+	unsigned seed;
+	uint64_t ops;
+	int err;                    /* errno of a failed call */
+	pthread_barrier_t *start;
+};
+
+/* ops/s of nthreads running `proto`'s kind for bo.seconds; NAN on error. */
+double hit_run(const struct hit_arg *proto, int nthreads);
+/* hit_run of the kernel's pread, adding to *read_bytes what the process
+ * read from the device meanwhile (there should be nothing). */
+double kernel_hit_run(const struct hit_arg *proto, int nthreads, int64_t *read_bytes);
+/* Read the whole file through the kernel (warming its cache). */
+void kernel_read_all(int fd, char *buf, size_t chunk);
+/* Open the file read-only in c and read it whole in 1 MiB reads (warm);
+ * NULL after a failure (noted in p). */
+struct pc_file *pc_open_warm(const struct pair *p, struct pc_cache *c, const char *path, char *buf);
+/* The timed phases must be all hits: a device read means the file did
+ * not fit (the benchmark's error, not the library's result); the note
+ * says so.  False if pagecache read from the device (its figure is then
+ * no figure). */
+bool check_all_hits(const struct pair *p, const struct pc_stats *d, int64_t kernel_read_bytes);
+/* h: hits of the file at path, fsize bytes, in suite read. */
+void bench_hits(const char *path, uint64_t fsize);
 
 /* ------------------------------------------------------------ progress */
 
@@ -266,8 +385,8 @@ void suite_files(void);
 void suite_startup(void);
 void suite_firstwrites(void);
 void suite_metadata(void);
-/* legacy.c: warm 4 KiB random reads (a) and hits (h), for suite_read */
-void legacy_warm_reads(void);
+/* warm_reads.c: warm 4 KiB random reads (a) and hits (h), for suite_read */
+void warm_reads(void);
 
 /* The latency percentiles of n samples (sorted in place) into r, in us. */
 void res_latency(struct bres *r, uint64_t *lat_ns, size_t n);

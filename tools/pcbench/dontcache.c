@@ -43,6 +43,10 @@
  * direct rows leave at most 1 % of the bytes written cached; competing
  * pagecache share >= 0.8 (the library lets writers of any mode through in
  * turn, fewest bytes dirtied first).
+ *
+ * Over 600 lines: every workload here runs writers of struct wrun
+ * (wrun_go, its sampler, latencies and plots); apart, they would share
+ * them through bench.h, which is for what several suites share.
  */
 #include "bench.h"
 

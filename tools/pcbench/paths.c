@@ -4,7 +4,9 @@
  * O_DIRECT) and pagecache's (buffered, PC_DONTCACHE, PC_DIRECT), with
  * +dsync (RWF_DSYNC / PC_DSYNC) where a suite measures it: interleaved,
  * as the seed, which compares RWF_DONTCACHE|RWF_DSYNC with the same
- * write without RWF_DONTCACHE, i.e. buffered+dsync.
+ * write without RWF_DONTCACHE, i.e. buffered+dsync.  Also what --only
+ * selects, and the caches of every suite (bench_config: the options'
+ * block size, edge budget and io_uring apply to all of them).
  */
 #include "bench.h"
 
@@ -24,8 +26,9 @@ const struct bpath bpaths[P_COUNT] = {
 };
 
 /* A word of --only matches a path whose name contains it ("dontcache"
- * selects all four uncached paths, "kernel-direct" both direct ones). */
-bool path_selected(const struct bpath *p)
+ * selects all four uncached paths, "kernel-direct" both direct ones,
+ * "kernel-buffered" kernel-buffered-2-threads of the hits too). */
+bool name_selected(const char *name)
 {
 	char word[64];
 
@@ -37,12 +40,17 @@ bool path_selected(const struct bpath *p)
 		if (n && n < sizeof(word)) {
 			memcpy(word, s, n);
 			word[n] = '\0';
-			if (strstr(p->name, word))
+			if (strstr(name, word))
 				return true;
 		}
 		s += n + (s[n] == ',');
 	}
 	return false;
+}
+
+bool path_selected(const struct bpath *p)
+{
+	return name_selected(p->name);
 }
 
 /*
@@ -63,36 +71,59 @@ void bench_wait_prefault(struct pc_cache *c)
 	}
 }
 
+void bench_config(struct pc_config *cfg, uint64_t mem, unsigned flags)
+{
+	pc_config_init(cfg);
+	cfg->flags = flags;
+	cfg->memory_limit = (size_t)mem;
+	cfg->block_size = (size_t)bo.block_size;
+	cfg->edge_budget_bytes = (size_t)bo.edge_budget;
+	if (bo.no_io_uring)
+		cfg->flags |= PC_CFG_NO_IO_URING;
+}
+
+struct pc_cache *bench_cache_from(const struct pc_config *cfg)
+{
+	struct pc_cache *c = pc_cache_new(cfg);
+
+	if (c && cfg->flags & PC_CFG_EAGER_MEMORY)
+		bench_wait_prefault(c);
+	return c;
+}
+
 static struct pc_cache *bench_cache_with(size_t max_folio, size_t block_size, unsigned flags)
 {
 	struct pc_config cfg;
 
-	pc_config_init(&cfg);
-	cfg.flags = flags;
-	cfg.memory_limit = (size_t)bo.mem;
-	cfg.block_size = block_size ? block_size : (size_t)bo.block_size;
-	cfg.edge_budget_bytes = (size_t)bo.edge_budget;
+	bench_config(&cfg, bo.mem, flags);
+	if (block_size)
+		cfg.block_size = block_size;
 	if (max_folio)
 		cfg.max_folio_size = max_folio;
-	if (bo.no_io_uring)
-		cfg.flags |= PC_CFG_NO_IO_URING;
-	return pc_cache_new(&cfg);
+	return bench_cache_from(&cfg);
 }
 
 /* A cache in use, as the kernel's page cache always is: all of its memory
  * faulted in (PC_CFG_EAGER_MEMORY) before the workload. */
 struct pc_cache *bench_cache_new(size_t max_folio, size_t block_size)
 {
-	struct pc_cache *c = bench_cache_with(max_folio, block_size, PC_CFG_EAGER_MEMORY);
-
-	if (c)
-		bench_wait_prefault(c);
-	return c;
+	return bench_cache_with(max_folio, block_size, PC_CFG_EAGER_MEMORY);
 }
 
 struct pc_cache *bench_cache_new_unsettled(size_t max_folio, size_t block_size)
 {
 	return bench_cache_with(max_folio, block_size, 0);
+}
+
+void bench_stats_delta(struct pc_stats *d, const struct pc_stats *a, const struct pc_stats *b)
+{
+	*d = *b;
+	d->dev_read_ios = b->dev_read_ios - a->dev_read_ios;
+	d->dev_read_bytes = b->dev_read_bytes - a->dev_read_bytes;
+	d->dev_write_ios = b->dev_write_ios - a->dev_write_ios;
+	d->dev_write_bytes = b->dev_write_bytes - a->dev_write_bytes;
+	d->hit_bytes = b->hit_bytes - a->hit_bytes;
+	d->miss_bytes = b->miss_bytes - a->miss_bytes;
 }
 
 int bf_fail(struct bfile *f, const char *what)

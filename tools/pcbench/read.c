@@ -1,10 +1,10 @@
 /*
  * read.c - suite read: the warm 4 KiB random reads and cache hits of the
- * old pcbench (a and h, legacy.c: files in and out of the CPU's cache, 1
- * and 2 threads, the bare memcpy of the same pattern as the limit line),
- * then a cold sequential read of a --seq-total file in 1 MiB reads on
- * every path: buffered with read-ahead, uncached (nothing may stay
- * cached), direct.
+ * old pcbench (a and h, warm_reads.c and hits.c: files in and out of the
+ * CPU's cache, 1 and 2 threads, the bare memcpy of the same pattern as the
+ * limit line), then a cold sequential read of a --seq-total file in 1 MiB
+ * reads on every path: buffered with read-ahead, uncached (nothing may
+ * stay cached), direct.
  *
  * Before each path's read the kernel's copy of the file is dropped
  * (fdatasync + fadvise(DONTNEED), and drop_caches when root) and
@@ -94,7 +94,7 @@ void suite_read(void)
 	char file[PATH_MAX], workload[96];
 	char *buf = bu_alloc_aligned(BU_MiB, 4096);
 
-	legacy_warm_reads();
+	warm_reads();
 
 	bu_join(file, sizeof(file), bo.dir, "pcbench-read.dat");
 	bu_make_file(file, bo.seq_total, 5);

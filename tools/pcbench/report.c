@@ -1,15 +1,28 @@
 /*
  * report.c - the results of a run: kept in order of measurement, printed
  * as one table per workload (every path beside the others, each with its
- * ratio to kernel-buffered's), summed up as PASS/FAIL, and written
- * as JSON with --json.
+ * ratio to kernel-buffered's) or, for the old pcbench's workloads, as its
+ * table of lines (report_pairs), summed up as PASS/FAIL, and written as
+ * JSON with --json.  A result stays where res_add put it until the end
+ * of the run: a suite may fill it in while it adds others.
  */
 #include <sys/utsname.h>
 
 #include "bench.h"
 
-static struct bres *results;
-static size_t nresults, capresults;
+/* In blocks of RES_BLOCK results, each allocated once: a result stays
+ * where it is.  A block is large enough that malloc maps it apart from
+ * its heap (as the one array of results did), which suite metadata
+ * measures. */
+#define RES_BLOCK 256
+#define RES_BLOCKS 4096
+static struct bres *blocks[RES_BLOCKS];
+static size_t nresults;
+
+static struct bres *result(size_t i)
+{
+	return &blocks[i / RES_BLOCK][i % RES_BLOCK];
+}
 
 static void fill_nan(struct bres *r)
 {
@@ -17,18 +30,20 @@ static void fill_nan(struct bres *r)
 	r->p50_us = r->p99_us = r->p999_us = NAN;
 	r->peak_dirty_bytes = r->reads_per_write = r->cached_after_bytes = NAN;
 	r->share = r->value = r->writes = r->device_reads_4k = r->proc_read_bytes = NAN;
+	r->ratio = NAN;
 	r->pass = -1;
 }
 
 struct bres *res_add(const char *suite, const char *workload, const char *path)
 {
-	if (nresults == capresults) {
-		capresults = capresults ? 2 * capresults : 256;
-		results = realloc(results, capresults * sizeof(*results));
-		if (!results)
+	if (nresults % RES_BLOCK == 0) {
+		if (nresults / RES_BLOCK == RES_BLOCKS)
+			bu_die("pcbench: more than %d results", RES_BLOCK * RES_BLOCKS);
+		blocks[nresults / RES_BLOCK] = malloc(RES_BLOCK * sizeof(struct bres));
+		if (!blocks[nresults / RES_BLOCK])
 			bu_die("out of memory");
 	}
-	struct bres *r = &results[nresults++];
+	struct bres *r = result(nresults++);
 
 	memset(r, 0, sizeof(*r));
 	snprintf(r->suite, sizeof(r->suite), "%s", suite);
@@ -40,7 +55,25 @@ struct bres *res_add(const char *suite, const char *workload, const char *path)
 
 struct bres *res_at(size_t i)
 {
-	return i < nresults ? &results[i] : NULL;
+	return i < nresults ? result(i) : NULL;
+}
+
+void res_figure(struct bres *r, double v)
+{
+	if (!r)
+		return;
+	r->value = v;
+	if (!strcmp(r->unit, "MiB/s"))
+		r->mib_s = v;
+	else if (!strcmp(r->unit, "KB/s"))
+		r->mib_s = v / 1024;
+	else if (strstr(r->unit, "/s"))
+		r->ops_s = v;
+}
+
+double res_value(const struct bres *r)
+{
+	return r ? r->value : NAN;
 }
 
 static void vappend(char *buf, size_t len, const char *sep, const char *fmt, va_list ap)
@@ -119,9 +152,9 @@ void res_note(struct bres *r, const char *fmt, ...)
 struct bres *res_find(const char *suite, const char *workload, const char *path)
 {
 	for (size_t i = nresults; i-- > 0;)
-		if (!strcmp(results[i].suite, suite) && !strcmp(results[i].workload, workload) &&
-		    !strcmp(results[i].path, path))
-			return &results[i];
+		if (!strcmp(result(i)->suite, suite) && !strcmp(result(i)->workload, workload) &&
+		    !strcmp(result(i)->path, path))
+			return result(i);
 	return NULL;
 }
 
@@ -209,7 +242,7 @@ void report_workload(const char *suite, const char *workload)
 	bool first = true;
 
 	for (size_t i = 0; i < nresults; i++) {
-		const struct bres *r = &results[i];
+		const struct bres *r = result(i);
 
 		if (strcmp(r->suite, suite) || strcmp(r->workload, workload))
 			continue;
@@ -223,11 +256,93 @@ void report_workload(const char *suite, const char *workload)
 		print_result_row(r);
 	}
 	for (size_t i = 0; i < nresults; i++) {
-		const struct bres *r = &results[i];
+		const struct bres *r = result(i);
 
 		if (!strcmp(r->suite, suite) && !strcmp(r->workload, workload) && r->note[0])
 			printf("     %s: %s\n", r->path, r->note);
 	}
+}
+
+/* ------------------------------------------------------------ pairs */
+
+static void fmt_num(char *b, size_t len, double v)
+{
+	if (isnan(v))
+		snprintf(b, len, "-");
+	else if (v >= 1e6)
+		snprintf(b, len, "%.0f", v);
+	else if (v >= 100)
+		snprintf(b, len, "%.1f", v);
+	else
+		snprintf(b, len, "%.2f", v);
+}
+
+/* The figure judged and the ratio of a line.  A size per 4 KiB folio
+ * (metadata) is judged as its share of the folio, in the ratio column. */
+static void pair_columns(const struct bres *base, const struct bres *pc, char *p, size_t plen, char *ratio,
+			 size_t rlen)
+{
+	snprintf(ratio, rlen, "-");
+	if (!pc || isnan(pc->value)) {
+		snprintf(p, plen, pc ? "error" : "-");
+		return;
+	}
+	if (!strcmp(pc->unit, "B/folio")) {
+		snprintf(p, plen, "%.1f", pc->value);
+		snprintf(ratio, rlen, "%.2f %%", pc->value * 100.0 / 4096.0);
+		return;
+	}
+	fmt_num(p, plen, pc->value);
+	if (base && !isnan(base->value) && base->value > 0)
+		snprintf(ratio, rlen, "%.2fx", isnan(pc->ratio) ? pc->value / base->value : pc->ratio);
+}
+
+/* The results of one workload from result(i) on: its base and pc (either
+ * may be missing); returns the index past them. */
+static size_t pair_at(size_t i, const struct bres **base, const struct bres **pc)
+{
+	const struct bres *first = result(i);
+
+	*base = *pc = NULL;
+	for (; i < nresults && !strcmp(result(i)->suite, first->suite) &&
+	       !strcmp(result(i)->workload, first->workload); i++) {
+		if (result(i)->is_base)
+			*base = result(i);
+		else
+			*pc = result(i);
+	}
+	return i;
+}
+
+void report_pairs(const char *suite)
+{
+	int w = 42;
+
+	/* the workload column as wide as its longest name */
+	for (size_t i = 0; i < nresults; i++)
+		if (!strcmp(result(i)->suite, suite) && (int)strlen(result(i)->workload) > w)
+			w = (int)strlen(result(i)->workload);
+	printf("\n-- %s\n%-*s %-8s %14s %14s %8s %8s %s\n", suite, w, "workload", "unit", "kernel", "pagecache",
+	       "ratio", "target", "result");
+	for (size_t i = 0; i < nresults;) {
+		const struct bres *base, *pc;
+		char k[32], p[32], ratio[32];
+
+		if (strcmp(result(i)->suite, suite)) {
+			i++;
+			continue;
+		}
+		i = pair_at(i, &base, &pc);
+		const struct bres *any = pc ? pc : base;
+		fmt_num(k, sizeof(k), res_value(base));
+		pair_columns(base, pc, p, sizeof(p), ratio, sizeof(ratio));
+		printf("%-*s %-8s %14s %14s %8s %8s %s\n", w, any->workload, any->unit, k, p, ratio,
+		       pc && pc->target[0] ? pc->target : "-",
+		       !pc || pc->pass < 0 ? "-" : pc->pass ? "PASS" : "FAIL");
+	}
+	for (size_t i = 0; i < nresults; i++)
+		if (!strcmp(result(i)->suite, suite) && result(i)->note[0])
+			printf("  %s: %s\n", result(i)->workload, result(i)->note);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -342,7 +457,7 @@ static bool write_json(int argc, char **argv)
 	json_machine(fp, argc, argv);
 	fprintf(fp, "  \"results\": [\n");
 	for (size_t i = 0; i < nresults; i++)
-		json_result(fp, &results[i], i + 1 == nresults);
+		json_result(fp, result(i), i + 1 == nresults);
 	fprintf(fp, "  ]\n}\n");
 	if (fclose(fp) != 0) {
 		bu_warn("pcbench: writing %s:", bo.json);
@@ -357,14 +472,14 @@ bool report_finish(int argc, char **argv)
 	int pass = 0, fail = 0, errors = 0;
 
 	for (size_t i = 0; i < nresults; i++) {
-		pass += results[i].pass == 1;
-		fail += results[i].pass == 0;
-		errors += results[i].error[0] != '\0';
+		pass += result(i)->pass == 1;
+		fail += result(i)->pass == 0;
+		errors += result(i)->error[0] != '\0';
 	}
 	printf("\n%zu results; targets: %d PASS, %d FAIL; %d errors\n", nresults, pass, fail, errors);
 	for (size_t i = 0; i < nresults; i++)
-		if (results[i].pass == 0)
-			printf("  FAIL %s / %s / %s: %s\n", results[i].suite, results[i].workload, results[i].path,
-			       results[i].target);
+		if (result(i)->pass == 0)
+			printf("  FAIL %s / %s / %s: %s\n", result(i)->suite, result(i)->workload, result(i)->path,
+			       result(i)->target);
 	return !bo.json || write_json(argc, argv);
 }
