@@ -1,6 +1,6 @@
 /*
- * test_backend.c - device I/O (src/io/backend.c): the I/O queue with io_uring
- * and in synchronous mode, synchronous vector I/O, fault injection (the
+ * test_backend.c - device I/O (src/io/sync_io.c, src/io/ioq.c): the I/O
+ * queue with io_uring and in synchronous mode, synchronous vector I/O, fault injection (the
  * internal hook, and the public pc_fault_* rules at the backend: every
  * action, filter and counter, short transfers really continued, failed
  * io_uring submissions completed exactly once), counters, depth limiting,

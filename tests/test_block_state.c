@@ -101,7 +101,7 @@ static struct pc_folio *new_folio(struct env *e, unsigned order)
 /* Forget the folio: clean (it was never accounted), out of the index, freed. */
 static void put_folio(struct env *e, struct pc_folio *f)
 {
-	folio_invalidate_blocks(e->m, f, 0, folio_size(f), false);
+	bs_invalidate_blocks(e->m, f, 0, folio_size(f), false);
 	folio_clear(f, PF_DIRTY);
 	mapping_remove_folio(e->m, f);
 	folio_unlock(f);
@@ -128,9 +128,9 @@ enum { ST_DIRTY, ST_UPTODATE };
 static unsigned block_mismatches(struct env *e, struct pc_folio *f, int what, const bool *want, const char *label,
 				 int line)
 {
-	unsigned n = folio_nblocks(e->m, f), bad = 0;
+	unsigned n = bs_nblocks(e->m, f), bad = 0;
 	for (unsigned b = 0; b < n; b++) {
-		bool got = what == ST_DIRTY ? folio_block_dirty(e->m, f, b) : folio_block_uptodate(e->m, f, b);
+		bool got = what == ST_DIRTY ? bs_block_dirty(e->m, f, b) : bs_block_uptodate(e->m, f, b);
 		if (got != want[b]) {
 			if (!bad)
 				fprintf(stderr, "line %d: %s: block %u of %u is %s%s, expected %s\n", line, label, b, n,
@@ -153,7 +153,7 @@ static void set_all(bool *v, unsigned n, bool x)
 /* ------------------------------------------------------------ rule (a) */
 
 /*
- * (a) folio_clear_range_dirty on a partial range rounds the first block UP
+ * (a) bs_clear_range_dirty on a partial range rounds the first block UP
  * and the last block DOWN: a block only partly cleared keeps its dirty bit.
  * Bug guarded against (seed patch 1/6, "correct the range of a partial
  * dirty clear"): first = off >> bits, last = (off + len - 1) >> bits clears
@@ -165,41 +165,41 @@ static void rule_a_clear_range_dirty(const struct shape *s)
 	struct env *e = s->e;
 	struct pc_folio *f = new_folio(e, s->order);
 	size_t bs = e->bs, fsz = folio_size(f);
-	unsigned n = folio_nblocks(e->m, f), k = pivot(n);
+	unsigned n = bs_nblocks(e->m, f), k = pivot(n);
 	REQUIRE(n >= 8);
 	bool want[512];
 
-	CHECK(folio_write_end(e->m, f, 0, fsz, true, true) == fsz);
+	CHECK(bs_write_end(e->m, f, 0, fsz, true, true) == fsz);
 	set_all(want, n, true);
 	CHECK_DIRTY(e, f, want, "all written");
 
 	/* [k*bs + 1, (k+3)*bs - 1): blocks k and k+2 partly, k+1 wholly. */
-	size_t cleared = folio_clear_range_dirty(e->m, f, k * bs + 1, 3 * bs - 2);
+	size_t cleared = bs_clear_range_dirty(e->m, f, k * bs + 1, 3 * bs - 2);
 	CHECK(cleared == bs);
 	want[k + 1] = false;
 	CHECK_DIRTY(e, f, want, "partial clear across three blocks");
 	CHECK(folio_test(f, PF_DIRTY));
 
 	/* Inside one block: nothing is cleared. */
-	CHECK(folio_clear_range_dirty(e->m, f, (k + 3) * bs + 1, bs - 2) == 0);
-	CHECK(folio_clear_range_dirty(e->m, f, (k + 3) * bs, bs - 1) == 0);
-	CHECK(folio_clear_range_dirty(e->m, f, (k + 3) * bs + 1, bs - 1) == 0);
+	CHECK(bs_clear_range_dirty(e->m, f, (k + 3) * bs + 1, bs - 2) == 0);
+	CHECK(bs_clear_range_dirty(e->m, f, (k + 3) * bs, bs - 1) == 0);
+	CHECK(bs_clear_range_dirty(e->m, f, (k + 3) * bs + 1, bs - 1) == 0);
 	CHECK_DIRTY(e, f, want, "partial clear inside one block");
 
 	/* Aligned: exactly the blocks covered, not the next one. */
-	CHECK(folio_clear_range_dirty(e->m, f, (k + 3) * bs, 2 * bs) == 2 * bs);
+	CHECK(bs_clear_range_dirty(e->m, f, (k + 3) * bs, 2 * bs) == 2 * bs);
 	want[k + 3] = want[k + 4] = false;
 	CHECK_DIRTY(e, f, want, "aligned clear");
 
 	/* Ending at the folio's end with an unaligned start: the last block
 	 * is wholly covered and cleared, the first kept. */
-	CHECK(folio_clear_range_dirty(e->m, f, fsz - bs - 1, bs + 1) == bs);
+	CHECK(bs_clear_range_dirty(e->m, f, fsz - bs - 1, bs + 1) == bs);
 	want[n - 1] = false;
 	CHECK_DIRTY(e, f, want, "unaligned start to folio end");
 
 	/* Starting at 0 with an unaligned end: block 0 cleared, block 1 kept
 	 * (k >= 1, so block 1 is still dirty unless k + 1 == 1). */
-	CHECK(folio_clear_range_dirty(e->m, f, 0, bs + bs / 2) == bs);
+	CHECK(bs_clear_range_dirty(e->m, f, 0, bs + bs / 2) == bs);
 	want[0] = false;
 	CHECK_DIRTY(e, f, want, "folio start to unaligned end");
 
@@ -207,8 +207,8 @@ static void rule_a_clear_range_dirty(const struct shape *s)
 	size_t left = 0;
 	for (unsigned b = 0; b < n; b++)
 		left += want[b] ? bs : 0;
-	CHECK(folio_clear_range_dirty(e->m, f, 0, fsz) == left);
-	CHECK(folio_dirty_bytes(e->m, f) == 0);
+	CHECK(bs_clear_range_dirty(e->m, f, 0, fsz) == left);
+	CHECK(bs_dirty_bytes(e->m, f) == 0);
 	CHECK(!folio_test(f, PF_DIRTY));
 	/* Uptodate state is not touched by a dirty clear. */
 	set_all(want, n, true);
@@ -220,7 +220,7 @@ static void rule_a_clear_range_dirty(const struct shape *s)
 /* ------------------------------------------------------------ rule (b) */
 
 /*
- * (b) folio_invalidate_blocks (a truncate or punch that covers part of a
+ * (b) bs_invalidate_blocks (a truncate or punch that covers part of a
  * folio) clears exactly the dirty bits of the blocks wholly inside the
  * range, and drops their deferred partial ranges.  Bug guarded against
  * (seed patches 2/6 and 3/6, "support invalidating partial folios"): only
@@ -238,9 +238,9 @@ static void rule_b_invalidate_blocks(const struct shape *s)
 	/* Zeroed (truncate/punch): removed blocks are clean and uptodate. */
 	struct pc_folio *f = new_folio(e, s->order);
 	size_t fsz = folio_size(f);
-	unsigned n = folio_nblocks(e->m, f), k = pivot(n);
-	CHECK(folio_write_end(e->m, f, 0, fsz, true, true) == fsz);
-	size_t d = folio_invalidate_blocks(e->m, f, k * bs + 7, 4 * bs + 2, true);
+	unsigned n = bs_nblocks(e->m, f), k = pivot(n);
+	CHECK(bs_write_end(e->m, f, 0, fsz, true, true) == fsz);
+	size_t d = bs_invalidate_blocks(e->m, f, k * bs + 7, 4 * bs + 2, true);
 	CHECK(d == 3 * bs);
 	set_all(want, n, true);
 	want[k + 1] = want[k + 2] = want[k + 3] = false;
@@ -249,16 +249,16 @@ static void rule_b_invalidate_blocks(const struct shape *s)
 	CHECK_UPTODATE(e, f, want, "invalidate (zeroed) keeps uptodate");
 	CHECK(folio_test(f, PF_UPTODATE));
 	CHECK(folio_test(f, PF_DIRTY));
-	CHECK(folio_dirty_bytes(e->m, f) == fsz - 3 * bs);
+	CHECK(bs_dirty_bytes(e->m, f) == fsz - 3 * bs);
 	/* A range inside one block removes nothing. */
-	CHECK(folio_invalidate_blocks(e->m, f, (k + 4) * bs + 1, bs - 2, true) == 0);
-	CHECK(folio_block_dirty(e->m, f, k + 4));
+	CHECK(bs_invalidate_blocks(e->m, f, (k + 4) * bs + 1, bs - 2, true) == 0);
+	CHECK(bs_block_dirty(e->m, f, k + 4));
 	/* Already clean blocks: nothing more to clear. */
-	CHECK(folio_invalidate_blocks(e->m, f, (k + 1) * bs, 3 * bs, true) == 0);
+	CHECK(bs_invalidate_blocks(e->m, f, (k + 1) * bs, 3 * bs, true) == 0);
 	/* The tail from an unaligned offset (a truncate to mid-block): the
 	 * block holding the new end stays dirty. */
 	size_t tail = (size_t)(k + 5) * bs + 100;
-	d = folio_invalidate_blocks(e->m, f, tail, fsz - tail, true);
+	d = bs_invalidate_blocks(e->m, f, tail, fsz - tail, true);
 	CHECK(d == (size_t)(n - (k + 6)) * bs);
 	set_all(want, n, false);
 	for (unsigned b = 0; b <= k + 5; b++)
@@ -268,40 +268,40 @@ static void rule_b_invalidate_blocks(const struct shape *s)
 
 	/* Stale (not zeroed): removed blocks are neither dirty nor uptodate. */
 	f = new_folio(e, s->order);
-	CHECK(folio_write_end(e->m, f, 0, fsz, true, true) == fsz);
+	CHECK(bs_write_end(e->m, f, 0, fsz, true, true) == fsz);
 	CHECK(folio_test(f, PF_UPTODATE));
-	d = folio_invalidate_blocks(e->m, f, k * bs, 2 * bs, false);
+	d = bs_invalidate_blocks(e->m, f, k * bs, 2 * bs, false);
 	CHECK(d == 2 * bs);
 	set_all(want, n, true);
 	want[k] = want[k + 1] = false;
 	CHECK_DIRTY(e, f, want, "invalidate (stale)");
 	CHECK_UPTODATE(e, f, want, "invalidate (stale) uptodate");
 	CHECK(!folio_test(f, PF_UPTODATE));
-	CHECK(!folio_range_uptodate(e->m, f, k * bs, 1));
-	CHECK(folio_range_uptodate(e->m, f, 0, k * bs));
+	CHECK(!bs_range_uptodate(e->m, f, k * bs, 1));
+	CHECK(bs_range_uptodate(e->m, f, 0, k * bs));
 	put_folio(e, f);
 
 	/* Deferred partial ranges: dropped for blocks inside, kept for the
 	 * partly covered edge blocks. */
 	f = new_folio(e, s->order);
 	REQUIRE(bs_prepare_partial(e->m, f) == 0);
-	folio_write_end(e->m, f, k * bs + 10, 20, false, false);       /* edge block k */
-	folio_write_end(e->m, f, (k + 1) * bs + 10, 20, false, false); /* inside */
-	folio_write_end(e->m, f, (k + 2) * bs + 30, 40, false, false); /* edge block k+2 */
-	CHECK(folio_has_partial(f));
-	CHECK(folio_dirty_bytes(e->m, f) == 3 * bs);
-	d = folio_invalidate_blocks(e->m, f, k * bs + 5, 2 * bs, false);
+	bs_write_end(e->m, f, k * bs + 10, 20, false, false);       /* edge block k */
+	bs_write_end(e->m, f, (k + 1) * bs + 10, 20, false, false); /* inside */
+	bs_write_end(e->m, f, (k + 2) * bs + 30, 40, false, false); /* edge block k+2 */
+	CHECK(bs_has_partial(f));
+	CHECK(bs_dirty_bytes(e->m, f) == 3 * bs);
+	d = bs_invalidate_blocks(e->m, f, k * bs + 5, 2 * bs, false);
 	CHECK(d == bs);
 	uint32_t vs = 0, ve = 0;
-	CHECK(!folio_block_valid(e->m, f, k + 1, &vs, &ve));
-	CHECK(!folio_block_dirty(e->m, f, k + 1));
-	CHECK(folio_block_valid(e->m, f, k, &vs, &ve) && vs == 10 && ve == 30);
-	CHECK(folio_block_dirty(e->m, f, k));
-	CHECK(folio_block_valid(e->m, f, k + 2, &vs, &ve) && vs == 30 && ve == 70);
-	CHECK(folio_block_dirty(e->m, f, k + 2));
+	CHECK(!bs_block_valid(e->m, f, k + 1, &vs, &ve));
+	CHECK(!bs_block_dirty(e->m, f, k + 1));
+	CHECK(bs_block_valid(e->m, f, k, &vs, &ve) && vs == 10 && ve == 30);
+	CHECK(bs_block_dirty(e->m, f, k));
+	CHECK(bs_block_valid(e->m, f, k + 2, &vs, &ve) && vs == 30 && ve == 70);
+	CHECK(bs_block_dirty(e->m, f, k + 2));
 	/* Whole folio: everything goes, no partial range left. */
-	CHECK(folio_invalidate_blocks(e->m, f, 0, fsz, false) == 2 * bs);
-	CHECK(!folio_has_partial(f));
+	CHECK(bs_invalidate_blocks(e->m, f, 0, fsz, false) == 2 * bs);
+	CHECK(!bs_has_partial(f));
 	CHECK(!folio_test(f, PF_DIRTY));
 	put_folio(e, f);
 }
@@ -315,7 +315,7 @@ static void rule_b_invalidate_blocks(const struct shape *s)
  * block and marked the whole block uptodate before the data was copied, so
  * a concurrent reader could read the block with the write's bytes not yet
  * there (stale memory).  Here: after the zeroing and before
- * folio_write_end the block is not uptodate; after folio_write_end with
+ * bs_write_end the block is not uptodate; after bs_write_end with
  * head_full/tail_full it is.  A partial write without head_full/tail_full
  * (deferred read-modify-write) leaves the block dirty, not uptodate, with
  * the written bytes as its valid range, and an adjacent write that covers
@@ -328,8 +328,8 @@ static void rule_c_uptodate_at_write_end(const struct shape *s)
 	size_t bs = e->bs;
 	struct pc_folio *f = new_folio(e, s->order);
 	size_t fsz = folio_size(f);
-	unsigned n = folio_nblocks(e->m, f), k = pivot(n);
-	uint8_t *p = folio_data(e->c, f);
+	unsigned n = bs_nblocks(e->m, f), k = pivot(n);
+	uint8_t *p = arena_data(e->c, f);
 	bool want[512];
 
 	/* Write begin of a 100-byte write in the middle of block k: zero the
@@ -337,82 +337,82 @@ static void rule_c_uptodate_at_write_end(const struct shape *s)
 	size_t off = k * bs + bs / 4, len = bs / 8 < 100 ? bs / 8 : 100;
 	memset(p + k * bs, 0, off - k * bs);
 	memset(p + off + len, 0, (k + 1) * bs - off - len);
-	CHECK(!folio_range_uptodate(e->m, f, k * bs, bs));
-	CHECK(!folio_range_uptodate(e->m, f, off, len));
-	CHECK(!folio_block_uptodate(e->m, f, k));
+	CHECK(!bs_range_uptodate(e->m, f, k * bs, bs));
+	CHECK(!bs_range_uptodate(e->m, f, off, len));
+	CHECK(!bs_block_uptodate(e->m, f, k));
 	CHECK(!folio_test(f, PF_UPTODATE));
 	/* The copy, then write end: now uptodate (and dirty). */
 	memset(p + off, 0xab, len);
-	CHECK(folio_write_end(e->m, f, off, len, true, true) == bs);
-	CHECK(folio_range_uptodate(e->m, f, k * bs, bs));
-	CHECK(folio_block_uptodate(e->m, f, k));
-	CHECK(folio_block_dirty(e->m, f, k));
+	CHECK(bs_write_end(e->m, f, off, len, true, true) == bs);
+	CHECK(bs_range_uptodate(e->m, f, k * bs, bs));
+	CHECK(bs_block_uptodate(e->m, f, k));
+	CHECK(bs_block_dirty(e->m, f, k));
 	uint32_t vs, ve;
-	CHECK(!folio_block_valid(e->m, f, k, &vs, &ve));
+	CHECK(!bs_block_valid(e->m, f, k, &vs, &ve));
 	/* Only that block. */
 	set_all(want, n, false);
 	want[k] = true;
 	CHECK_UPTODATE(e, f, want, "one block written");
 	CHECK_DIRTY(e, f, want, "one block written");
 	CHECK(!folio_test(f, PF_UPTODATE));
-	CHECK(!folio_range_uptodate(e->m, f, (k + 1) * bs, 1));
-	CHECK(!folio_range_uptodate(e->m, f, (k - 1) * bs + bs - 1, 2)); /* k-1 and k */
+	CHECK(!bs_range_uptodate(e->m, f, (k + 1) * bs, 1));
+	CHECK(!bs_range_uptodate(e->m, f, (k - 1) * bs + bs - 1, 2)); /* k-1 and k */
 
 	/* A deferred partial write in block k+2 (merged further down). */
 	REQUIRE(bs_prepare_partial(e->m, f) == 0);
 	size_t b2 = (k + 2) * bs;
-	CHECK(folio_write_end(e->m, f, b2 + 8, 16, false, false) == bs);
-	CHECK(!folio_block_uptodate(e->m, f, k + 2));
-	CHECK(folio_block_dirty(e->m, f, k + 2));
-	CHECK(folio_block_valid(e->m, f, k + 2, &vs, &ve) && vs == 8 && ve == 24);
+	CHECK(bs_write_end(e->m, f, b2 + 8, 16, false, false) == bs);
+	CHECK(!bs_block_uptodate(e->m, f, k + 2));
+	CHECK(bs_block_dirty(e->m, f, k + 2));
+	CHECK(bs_block_valid(e->m, f, k + 2, &vs, &ve) && vs == 8 && ve == 24);
 
 	/* Partial write without head_full/tail_full: dirty, not uptodate,
 	 * valid range = the written bytes; the adjacent write of the rest of
 	 * the block completes it (uptodate, range gone, no new dirty bytes). */
 	size_t b1 = (k + 1) * bs;
-	CHECK(folio_write_end(e->m, f, b1 + bs / 2, bs / 2, false, false) == bs);
-	CHECK(!folio_block_uptodate(e->m, f, k + 1));
-	CHECK(!folio_range_uptodate(e->m, f, b1 + bs / 2, bs / 2));
-	CHECK(folio_block_dirty(e->m, f, k + 1));
-	CHECK(folio_block_valid(e->m, f, k + 1, &vs, &ve) && vs == bs / 2 && ve == bs);
-	CHECK(folio_has_partial(f));
+	CHECK(bs_write_end(e->m, f, b1 + bs / 2, bs / 2, false, false) == bs);
+	CHECK(!bs_block_uptodate(e->m, f, k + 1));
+	CHECK(!bs_range_uptodate(e->m, f, b1 + bs / 2, bs / 2));
+	CHECK(bs_block_dirty(e->m, f, k + 1));
+	CHECK(bs_block_valid(e->m, f, k + 1, &vs, &ve) && vs == bs / 2 && ve == bs);
+	CHECK(bs_has_partial(f));
 	/* Adjacent below, still leaving a gap: the range grows. */
-	CHECK(folio_write_end(e->m, f, b1 + bs / 4, bs / 4, false, false) == 0);
-	CHECK(!folio_block_uptodate(e->m, f, k + 1));
-	CHECK(folio_block_valid(e->m, f, k + 1, &vs, &ve) && vs == bs / 4 && ve == bs);
+	CHECK(bs_write_end(e->m, f, b1 + bs / 4, bs / 4, false, false) == 0);
+	CHECK(!bs_block_uptodate(e->m, f, k + 1));
+	CHECK(bs_block_valid(e->m, f, k + 1, &vs, &ve) && vs == bs / 4 && ve == bs);
 	/* The rest: complete. */
-	CHECK(folio_write_end(e->m, f, b1, bs / 4, false, false) == 0);
-	CHECK(folio_block_uptodate(e->m, f, k + 1));
-	CHECK(folio_range_uptodate(e->m, f, b1, bs));
-	CHECK(!folio_block_valid(e->m, f, k + 1, &vs, &ve));
-	CHECK(folio_block_dirty(e->m, f, k + 1));
+	CHECK(bs_write_end(e->m, f, b1, bs / 4, false, false) == 0);
+	CHECK(bs_block_uptodate(e->m, f, k + 1));
+	CHECK(bs_range_uptodate(e->m, f, b1, bs));
+	CHECK(!bs_block_valid(e->m, f, k + 1, &vs, &ve));
+	CHECK(bs_block_dirty(e->m, f, k + 1));
 
 	/* A write across blocks k+3..k+5 partial at both ends, nothing valid
 	 * around it: the middle block is uptodate, the ends are deferred. */
 	size_t b3 = (k + 3) * bs;
-	CHECK(folio_write_end(e->m, f, b3 + 1, 3 * bs - 2, false, false) == 3 * bs);
-	CHECK(!folio_block_uptodate(e->m, f, k + 3));
-	CHECK(folio_block_uptodate(e->m, f, k + 4));
-	CHECK(!folio_block_uptodate(e->m, f, k + 5));
-	CHECK(folio_block_valid(e->m, f, k + 3, &vs, &ve) && vs == 1 && ve == bs);
-	CHECK(folio_block_valid(e->m, f, k + 5, &vs, &ve) && vs == 0 && ve == bs - 1);
+	CHECK(bs_write_end(e->m, f, b3 + 1, 3 * bs - 2, false, false) == 3 * bs);
+	CHECK(!bs_block_uptodate(e->m, f, k + 3));
+	CHECK(bs_block_uptodate(e->m, f, k + 4));
+	CHECK(!bs_block_uptodate(e->m, f, k + 5));
+	CHECK(bs_block_valid(e->m, f, k + 3, &vs, &ve) && vs == 1 && ve == bs);
+	CHECK(bs_block_valid(e->m, f, k + 5, &vs, &ve) && vs == 0 && ve == bs - 1);
 	/* The same write with head_full/tail_full (the ends were zeroed or
 	 * read): all three uptodate. */
-	CHECK(folio_write_end(e->m, f, b3 + 1, 3 * bs - 2, true, true) == 0);
-	CHECK(folio_block_uptodate(e->m, f, k + 3) && folio_block_uptodate(e->m, f, k + 5));
-	CHECK(!folio_block_valid(e->m, f, k + 3, &vs, &ve));
-	CHECK(!folio_block_valid(e->m, f, k + 5, &vs, &ve));
+	CHECK(bs_write_end(e->m, f, b3 + 1, 3 * bs - 2, true, true) == 0);
+	CHECK(bs_block_uptodate(e->m, f, k + 3) && bs_block_uptodate(e->m, f, k + 5));
+	CHECK(!bs_block_valid(e->m, f, k + 3, &vs, &ve));
+	CHECK(!bs_block_valid(e->m, f, k + 5, &vs, &ve));
 
 	/* Merging device data around a range (a reader or the flusher). */
-	CHECK(folio_has_partial(f)); /* block k+2 still */
-	folio_block_merged(e->m, f, k + 2);
-	CHECK(folio_block_uptodate(e->m, f, k + 2));
-	CHECK(!folio_block_valid(e->m, f, k + 2, &vs, &ve));
-	CHECK(!folio_has_partial(f));
+	CHECK(bs_has_partial(f)); /* block k+2 still */
+	bs_block_merged(e->m, f, k + 2);
+	CHECK(bs_block_uptodate(e->m, f, k + 2));
+	CHECK(!bs_block_valid(e->m, f, k + 2, &vs, &ve));
+	CHECK(!bs_has_partial(f));
 
 	/* Every block written whole: the folio flag follows. */
 	CHECK(!folio_test(f, PF_UPTODATE));
-	folio_write_end(e->m, f, 0, fsz, true, true);
+	bs_write_end(e->m, f, 0, fsz, true, true);
 	CHECK(folio_test(f, PF_UPTODATE));
 	put_folio(e, f);
 }
@@ -468,7 +468,7 @@ static void *observe(void *arg)
 }
 
 /*
- * (d) folio_write_end sets uptodate and dirty together, in one state-lock
+ * (d) bs_write_end sets uptodate and dirty together, in one state-lock
  * round, and returns the bytes newly dirtied at block granularity (0 for a
  * rewrite of dirty blocks).  Bugs guarded against (seed patch 6/6, and the
  * dirty-length fix of patch 4/6): uptodate and dirty set in two lock rounds
@@ -483,12 +483,12 @@ static void rule_d_write_end_together(const struct shape *s)
 	size_t bs = e->bs;
 	struct pc_folio *f = new_folio(e, s->order);
 	size_t fsz = folio_size(f);
-	unsigned n = folio_nblocks(e->m, f), k = pivot(n);
+	unsigned n = bs_nblocks(e->m, f), k = pivot(n);
 	bool want[512];
 
 	/* Two whole blocks: both bits of both blocks, PF_DIRTY, and since the
 	 * other blocks are not uptodate, no PF_UPTODATE. */
-	CHECK(folio_write_end(e->m, f, k * bs, 2 * bs, true, true) == 2 * bs);
+	CHECK(bs_write_end(e->m, f, k * bs, 2 * bs, true, true) == 2 * bs);
 	set_all(want, n, false);
 	want[k] = want[k + 1] = true;
 	CHECK_UPTODATE(e, f, want, "write end");
@@ -496,20 +496,20 @@ static void rule_d_write_end_together(const struct shape *s)
 	CHECK(folio_test(f, PF_DIRTY));
 	CHECK(!folio_test(f, PF_UPTODATE));
 	/* Rewrite: nothing newly dirty. */
-	CHECK(folio_write_end(e->m, f, k * bs, 2 * bs, true, true) == 0);
-	CHECK(folio_write_end(e->m, f, k * bs + 3, 5, true, true) == 0);
+	CHECK(bs_write_end(e->m, f, k * bs, 2 * bs, true, true) == 0);
+	CHECK(bs_write_end(e->m, f, k * bs + 3, 5, true, true) == 0);
 	/* A few bytes into a new block: one whole block newly dirty. */
-	CHECK(folio_write_end(e->m, f, (k + 3) * bs + 10, 20, true, true) == bs);
-	CHECK(folio_write_end(e->m, f, (k + 3) * bs + 100, 30, true, true) == 0);
+	CHECK(bs_write_end(e->m, f, (k + 3) * bs + 10, 20, true, true) == bs);
+	CHECK(bs_write_end(e->m, f, (k + 3) * bs + 100, 30, true, true) == 0);
 	/* Spanning a dirty block and two new ones, partly at both ends. */
-	CHECK(folio_write_end(e->m, f, (k + 3) * bs + bs / 2, 2 * bs, true, true) == 2 * bs);
-	CHECK(folio_dirty_bytes(e->m, f) == 5 * bs);
+	CHECK(bs_write_end(e->m, f, (k + 3) * bs + bs / 2, 2 * bs, true, true) == 2 * bs);
+	CHECK(bs_dirty_bytes(e->m, f) == 5 * bs);
 	/* The rest of the folio: PF_UPTODATE once every block is. */
 	size_t rest = fsz - 5 * bs;
-	CHECK(folio_write_end(e->m, f, 0, fsz, true, true) == rest);
+	CHECK(bs_write_end(e->m, f, 0, fsz, true, true) == rest);
 	CHECK(folio_test(f, PF_UPTODATE));
 	CHECK(folio_test(f, PF_DIRTY));
-	CHECK(folio_dirty_bytes(e->m, f) == fsz);
+	CHECK(bs_dirty_bytes(e->m, f) == fsz);
 	put_folio(e, f);
 
 	/*
@@ -527,7 +527,7 @@ static void rule_d_write_end_together(const struct shape *s)
 	while (!atomic_load(&o.started))
 		;
 	for (int i = 0; i < 20000; i++) {
-		folio_write_end(e->m, f, k * bs, bs, true, true);
+		bs_write_end(e->m, f, k * bs, bs, true, true);
 		raw_state_lock(f);
 		*raw_word(f, false, k) &= ~bit;
 		*raw_word(f, true, k) &= ~bit;
@@ -568,13 +568,13 @@ static void rule_d_uptodate_skip(const struct shape *s)
 	 * here: an uptodate folio must not need one.
 	 */
 	struct pc_folio *f = new_folio(e, s->order);
-	unsigned n = folio_nblocks(e->m, f);
+	unsigned n = bs_nblocks(e->m, f);
 	k = pivot(n);
-	folio_mark_all_uptodate(e->m, f);
+	bs_mark_all_uptodate(e->m, f);
 	CHECK(folio_test(f, PF_UPTODATE));
 	CHECK(!folio_test(f, PF_DIRTY));
-	CHECK(folio_write_end(e->m, f, k * bs + 5, bs - 10, false, false) == bs);
-	CHECK(folio_write_end(e->m, f, (k + 2) * bs + 1, bs, false, false) == 2 * bs);
+	CHECK(bs_write_end(e->m, f, k * bs + 5, bs - 10, false, false) == bs);
+	CHECK(bs_write_end(e->m, f, (k + 2) * bs + 1, bs, false, false) == 2 * bs);
 	CHECK(folio_test(f, PF_UPTODATE));
 	CHECK(folio_test(f, PF_DIRTY));
 	set_all(want, n, true);
@@ -582,8 +582,8 @@ static void rule_d_uptodate_skip(const struct shape *s)
 	set_all(want, n, false);
 	want[k] = want[k + 2] = want[k + 3] = true;
 	CHECK_DIRTY(e, f, want, "uptodate folio, partial writes");
-	CHECK(!folio_block_valid(e->m, f, k, &vs, &ve));
-	CHECK(!folio_has_partial(f));
+	CHECK(!bs_block_valid(e->m, f, k, &vs, &ve));
+	CHECK(!bs_has_partial(f));
 	put_folio(e, f);
 
 	/*
@@ -596,12 +596,12 @@ static void rule_d_uptodate_skip(const struct shape *s)
 	f = new_folio(e, s->order);
 	REQUIRE(bs_prepare_partial(e->m, f) == 0);
 	folio_set(f, PF_UPTODATE);
-	CHECK(folio_write_end(e->m, f, k * bs + 5, 10, false, false) == bs);
-	CHECK(!folio_block_valid(e->m, f, k, &vs, &ve));
-	CHECK(!folio_has_partial(f));
-	CHECK(folio_block_dirty(e->m, f, k));
+	CHECK(bs_write_end(e->m, f, k * bs + 5, 10, false, false) == bs);
+	CHECK(!bs_block_valid(e->m, f, k, &vs, &ve));
+	CHECK(!bs_has_partial(f));
+	CHECK(bs_block_dirty(e->m, f, k));
 	CHECK(folio_test(f, PF_DIRTY));
-	bool still = folio_test(f, PF_UPTODATE), readable = folio_range_uptodate(e->m, f, k * bs, bs);
+	bool still = folio_test(f, PF_UPTODATE), readable = bs_range_uptodate(e->m, f, k * bs, bs);
 	CHECK(still);
 	CHECK(readable);
 	if (!still || !readable)
@@ -614,7 +614,7 @@ static void rule_d_uptodate_skip(const struct shape *s)
 
 /*
  * (e) Only dirty blocks are written back, in contiguous runs:
- * folio_next_dirty_run returns each maximal run of dirty blocks in order.
+ * bs_next_dirty_run returns each maximal run of dirty blocks in order.
  * Bug guarded against: writing back the whole folio (or whole uptodate
  * ranges) for one dirty block, which writes blocks that hold nothing new,
  * or blocks that are not uptodate (garbage) over good data on the device;
@@ -625,10 +625,10 @@ static void rule_e_dirty_runs(const struct shape *s)
 	struct env *e = s->e;
 	size_t bs = e->bs;
 	struct pc_folio *f = new_folio(e, s->order);
-	unsigned n = folio_nblocks(e->m, f);
+	unsigned n = bs_nblocks(e->m, f);
 	unsigned first, count;
 
-	CHECK(!folio_next_dirty_run(e->m, f, 0, &first, &count));
+	CHECK(!bs_next_dirty_run(e->m, f, 0, &first, &count));
 
 	/* Dirty runs: {1,2}, {5}, {7} for 8 blocks; for larger folios also
 	 * runs across word boundaries and the last block. */
@@ -648,39 +648,39 @@ static void rule_e_dirty_runs(const struct shape *s)
 		runs[nr][0] = 60, runs[nr++][1] = 4; /* to the end of the word */
 	}
 	for (unsigned i = 0; i < nr; i++)
-		folio_write_end(e->m, f, runs[i][0] * bs, runs[i][1] * bs, true, true);
+		bs_write_end(e->m, f, runs[i][0] * bs, runs[i][1] * bs, true, true);
 	unsigned from = 0;
 	for (unsigned i = 0; i < nr; i++) {
-		bool ok = folio_next_dirty_run(e->m, f, from, &first, &count);
+		bool ok = bs_next_dirty_run(e->m, f, from, &first, &count);
 		CHECK(ok && first == runs[i][0] && count == runs[i][1]);
 		if (!ok || first != runs[i][0] || count != runs[i][1])
 			fprintf(stderr, "%s: run %u: got %u+%u, expected %u+%u\n", s->name, i, first, count,
 				runs[i][0], runs[i][1]);
 		from = first + count;
 	}
-	CHECK(!folio_next_dirty_run(e->m, f, from, &first, &count));
-	CHECK(!folio_next_dirty_run(e->m, f, n, &first, &count));
+	CHECK(!bs_next_dirty_run(e->m, f, from, &first, &count));
+	CHECK(!bs_next_dirty_run(e->m, f, n, &first, &count));
 	/* Starting inside a run gives the rest of it. */
-	CHECK(folio_next_dirty_run(e->m, f, 2, &first, &count) && first == 2 && count == 1);
+	CHECK(bs_next_dirty_run(e->m, f, 2, &first, &count) && first == 2 && count == 1);
 	if (n > 64)
-		CHECK(folio_next_dirty_run(e->m, f, 64, &first, &count) && first == 64 && count == 2);
+		CHECK(bs_next_dirty_run(e->m, f, 64, &first, &count) && first == 64 && count == 2);
 
 	/* The flusher's loop: clear each run as it goes under writeback; a
 	 * failed write sets the run dirty again. */
-	size_t total = folio_dirty_bytes(e->m, f), seen = 0;
+	size_t total = bs_dirty_bytes(e->m, f), seen = 0;
 	from = 0;
-	while (folio_next_dirty_run(e->m, f, from, &first, &count)) {
-		size_t c = folio_clear_range_dirty(e->m, f, (size_t)first * bs, (size_t)count * bs);
+	while (bs_next_dirty_run(e->m, f, from, &first, &count)) {
+		size_t c = bs_clear_range_dirty(e->m, f, (size_t)first * bs, (size_t)count * bs);
 		CHECK(c == (size_t)count * bs);
 		seen += c;
 		from = first + count;
 	}
 	CHECK(seen == total);
 	CHECK(!folio_test(f, PF_DIRTY));
-	folio_redirty_blocks(e->m, f, 5, 1);
+	bs_redirty_blocks(e->m, f, 5, 1);
 	CHECK(folio_test(f, PF_DIRTY));
-	CHECK(folio_next_dirty_run(e->m, f, 0, &first, &count) && first == 5 && count == 1);
-	CHECK(folio_dirty_bytes(e->m, f) == bs);
+	CHECK(bs_next_dirty_run(e->m, f, 0, &first, &count) && first == 5 && count == 1);
+	CHECK(bs_dirty_bytes(e->m, f) == bs);
 	put_folio(e, f);
 }
 
@@ -936,8 +936,8 @@ static void midcopy_handler(int sig, siginfo_t *si, void *uctx)
 	struct pc_folio *f = mapping_lookup(m, mc.blk_pos);
 	if (f) {
 		size_t foff = mc.blk_pos - folio_pos(f);
-		mc.block_uptodate = folio_block_uptodate(m, f, (unsigned)(foff >> m->block_shift));
-		mc.range_uptodate = folio_range_uptodate(m, f, mc.off - folio_pos(f), 100);
+		mc.block_uptodate = bs_block_uptodate(m, f, (unsigned)(foff >> m->block_shift));
+		mc.range_uptodate = bs_range_uptodate(m, f, mc.off - folio_pos(f), 100);
 		mc.folio_uptodate = folio_test(f, PF_UPTODATE);
 		folio_put(mc.e->c, f);
 	} else {
@@ -1008,8 +1008,8 @@ static void write_path_midcopy(size_t bs)
 		CHECK(f != NULL);
 		if (f) {
 			unsigned blk = (unsigned)((blk_pos - folio_pos(f)) >> e.m->block_shift);
-			CHECK(folio_block_uptodate(e.m, f, blk));
-			CHECK(folio_block_dirty(e.m, f, blk));
+			CHECK(bs_block_uptodate(e.m, f, blk));
+			CHECK(bs_block_dirty(e.m, f, blk));
 			folio_put(e.c, f);
 		}
 		uint8_t *rd = malloc(bs);

@@ -76,7 +76,7 @@ static void wait_under_tree_lock(struct env *e)
 	tree_lock_shared(e->m);
 	folio_wait_clear(f, PF_WRITEBACK); /* not under write-back: returns at once */
 	tree_unlock(e->m);
-	folio_release(e->c, f);
+	reclaim_release_folio(e->c, f);
 }
 
 /* write_zeroes without inval_lock, which its callers must hold. */
@@ -94,7 +94,7 @@ static void missing_folio_lock(struct env *e)
 	 * data, nothing under write-back). */
 	REQUIRE(pc_fsync(e->h) == 0);
 	mapping_remove_folio(e->m, f);
-	folio_release(e->c, f);
+	reclaim_release_folio(e->c, f);
 }
 
 /* Giving back a lock this thread never took. */
@@ -128,7 +128,7 @@ static void right_order(struct env *e)
 	leaf_unlock(&e->c->lru_lock);
 	tree_unlock(e->m);
 	folio_unlock(f);
-	folio_release(e->c, f);
+	reclaim_release_folio(e->c, f);
 	inval_unlock(e->m);
 }
 

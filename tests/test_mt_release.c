@@ -1,6 +1,6 @@
 /*
  * test_mt_release.c - the last user of a drop-behind folio drops it
- * (reclaim.c, folio_release), however its users let go.
+ * (reclaim.c, reclaim_release_folio), however its users let go.
  *
  * (a) Two users let go at the same moment: exactly one of them is the
  * last user, and the folio leaves the cache.
@@ -65,7 +65,7 @@ static void *releaser(void *arg)
 		atomic_fetch_add(&s->arrived[i], 1);
 		while (atomic_load(&s->arrived[i]) < 2)
 			sched_yield();
-		folio_release(s->c, s->held[me][i]);
+		reclaim_release_folio(s->c, s->held[me][i]);
 	}
 	return NULL;
 }
@@ -77,7 +77,7 @@ static unsigned cached_of_round(struct pc_file *h, uint64_t base)
 		struct pc_folio *f = mapping_lookup(h->m, base + (uint64_t)i * BS);
 		if (f) {
 			n++;
-			folio_release(h->m->c, f);
+			reclaim_release_folio(h->m->c, f);
 		}
 	}
 	return n;
@@ -93,7 +93,7 @@ static void write_back_comes_and_goes(struct pc_folio *f)
 	struct pc_folio *g = mapping_lookup(b_file->m, b_off);
 	REQUIRE(g == f);
 	folio_set(g, PF_DROP_PENDING);
-	folio_release(b_file->m->c, g);
+	reclaim_release_folio(b_file->m->c, g);
 }
 
 static void test_comes_and_goes(struct pc_cache *c, struct pc_file *h, uint64_t off)
@@ -113,14 +113,14 @@ static void test_comes_and_goes(struct pc_cache *c, struct pc_file *h, uint64_t 
 	b_file = h;
 	b_off = off;
 	reclaim_test_before_last_step = write_back_comes_and_goes;
-	folio_release(c, f);
+	reclaim_release_folio(c, f);
 	CHECK(reclaim_test_before_last_step == NULL); /* the hook ran */
 	reclaim_test_before_last_step = NULL;
 	struct pc_folio *left = mapping_lookup(h->m, off);
 	printf("   a user came and went during the last step: folio %s\n", left ? "left cached" : "dropped");
 	CHECK(left == NULL);
 	if (left)
-		folio_release(c, left);
+		reclaim_release_folio(c, left);
 	uint8_t back[BS];
 	CHECK(pc_pread(h, back, BS, (off_t)off, PC_DONTCACHE) == BS && memcmp(back, buf, BS) == 0);
 }
@@ -146,7 +146,7 @@ static void test_stale_reference_kept(struct pc_cache *c, struct pc_file *h, uin
 	printf("   a stale lookup's reference on a new folio: count %d after the write\n",
 	       (int)atomic_load(&c_taken->refcount));
 	CHECK(atomic_load(&c_taken->refcount) == 2);
-	folio_release(c, c_taken); /* the lookup sees the tree changed and lets go */
+	reclaim_release_folio(c, c_taken); /* the lookup sees the tree changed and lets go */
 	CHECK(atomic_load(&c_taken->refcount) == 1 && folio_test(c_taken, PF_INDEXED));
 	CHECK(pc_pread(h, back, BS, (off_t)off, 0) == BS && memcmp(back, buf, BS) == 0);
 	CHECK(pc_fsync(h) == 0);

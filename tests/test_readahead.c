@@ -27,7 +27,7 @@
  *               before its reader comes: on its own handle, on one handle
  *               with hot reads in between, and by 4 threads on one handle
  *               (reclaim counts a folio's first use as none:
- *               folio_mark_accessed); and an uncached scan with cached or
+ *               lru_mark_accessed); and an uncached scan with cached or
  *               uncached hot reads on its handle leaves nothing of its own
  *               cached and reads its windows once
  */

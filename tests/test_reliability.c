@@ -734,7 +734,7 @@ static void test_clock_wrap(void)
 	memset(&c, 0, sizeof(c));
 	struct pc_folio f;
 	memset(&f, 0, sizeof(f));
-	c.start_ms = pc_now_ms() - (UINT32_MAX - 1000ull);
+	c.start_ms = now_ms() - (UINT32_MAX - 1000ull);
 	atomic_store(&f.stamp, cache_clock_ms(&c));
 	c.start_ms -= 6000;
 	uint64_t age = folio_age_ms(&c, &f);

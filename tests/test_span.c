@@ -175,9 +175,9 @@ static uint64_t block_mask(struct env *e, uint64_t pos, bool dirty)
 	if (!f)
 		return ~0ull;
 	uint64_t mask = 0;
-	unsigned n = folio_nblocks(e->m, f);
+	unsigned n = bs_nblocks(e->m, f);
 	for (unsigned b = 0; b < n && b < 64; b++)
-		if (dirty ? folio_block_dirty(e->m, f, b) : folio_block_uptodate(e->m, f, b))
+		if (dirty ? bs_block_dirty(e->m, f, b) : bs_block_uptodate(e->m, f, b))
 			mask |= 1ull << b;
 	folio_put(e->c, f);
 	return mask;

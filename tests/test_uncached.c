@@ -91,7 +91,7 @@ static uint32_t fstate(struct pc_file *h, uint64_t pos)
 	if (!f)
 		return NOT_CACHED;
 	uint32_t fl = atomic_load(&f->flags);
-	folio_release(h->m->c, f); /* a user's: may be the last of a drop-behind folio */
+	reclaim_release_folio(h->m->c, f); /* a user's: may be the last of a drop-behind folio */
 	return fl;
 }
 
@@ -965,16 +965,16 @@ static void test_not_dropped(void)
 		CHECK(folio_test(f, PF_INDEXED));
 		CHECK(f->mapping == h->m);
 		CHECK(folio_test(f, PF_UPTODATE) && !folio_test(f, PF_DIRTY | PF_WRITEBACK));
-		CHECK(memcmp(folio_data(c, f), a, 4096) == 0);
+		CHECK(memcmp(arena_data(c, f), a, 4096) == 0);
 		CHECK(atomic_load(&f->refcount) >= 2);
 		CHECK(is_cached(h, 0));
 		CHECK(pc_pread(h, back, 4096, 0, PC_DONTCACHE) == 4096);
 		CHECK(memcmp(back, a, 4096) == 0);
-		CHECK(memcmp(folio_data(c, f), a, 4096) == 0);
+		CHECK(memcmp(arena_data(c, f), a, 4096) == 0);
 		/* Its write-back ended while we held it: the last user to let
-		 * go drops it (folio_release). */
+		 * go drops it (reclaim_release_folio). */
 		CHECK(folio_test(f, PF_DROP_PENDING));
-		folio_release(c, f);
+		reclaim_release_folio(c, f);
 		CHECK(!is_cached(h, 0));
 	}
 	tu_fill_pattern(a, 4096, 91, 0);
@@ -991,7 +991,7 @@ static void test_not_dropped(void)
 	CHECK(tu_verify_disk(path, a, 4096));
 
 	/* folio_put only counts: a plain put by the last user leaves the
-	 * folio cached, drop pending, for the next user's folio_release. */
+	 * folio cached, drop pending, for the next user's reclaim_release_folio. */
 	h = open_new(c, "held_put", path, sizeof(path));
 	tu_fill_pattern(a, 4096, 93, 0);
 	CHECK(pc_pwrite(h, a, 4096, 0, PC_DONTCACHE) == 4096);
@@ -1497,9 +1497,9 @@ struct neighbour_arg {
 static void *neighbour_completing(void *p)
 {
 	struct neighbour_arg *a = p;
-	uint64_t start = pc_now_ms(), last = start;
+	uint64_t start = now_ms(), last = start;
 	for (;;) {
-		uint64_t now = pc_now_ms();
+		uint64_t now = now_ms();
 		if (now - last > a->max_gap_ms)
 			a->max_gap_ms = now - last;
 		last = now;
@@ -1529,9 +1529,9 @@ static uint64_t wait_beside_neighbour(struct pc_mapping *m, uint64_t run_ms, uin
 	 * always enough on a loaded machine: the waiter then found none and
 	 * was back at once). */
 	CHECK(TU_POLL(atomic_load(&m->edges_completed) != done0, 20));
-	uint64_t t0 = pc_now_ms();
+	uint64_t t0 = now_ms();
 	edges_wait_for_neighbours(m);
-	uint64_t waited = pc_now_ms() - t0;
+	uint64_t waited = now_ms() - t0;
 	REQUIRE(pthread_join(t, NULL) == 0);
 	*stop = a.stop_ms - t0;
 	if (a.max_gap_ms >= 90) {
@@ -1560,9 +1560,9 @@ static void test_edge_wait(void)
 	 * 100 ms idle window would be in every one. */
 	uint64_t quickest = UINT64_MAX;
 	for (int i = 0; i < 5; i++) {
-		uint64_t t0 = pc_now_ms();
+		uint64_t t0 = now_ms();
 		edges_wait_for_neighbours(h->m);
-		quickest = tu_min_u64(quickest, pc_now_ms() - t0);
+		quickest = tu_min_u64(quickest, now_ms() - t0);
 	}
 	CHECK(quickest < 90);
 

@@ -192,8 +192,8 @@ static int sync_handle(struct pc_file *h, bool datasync)
 {
 	struct pc_mapping *m = h->m;
 	/* A retried fsync retries everything: space may be back. */
-	mapping_clear_failing(m);
-	int err = mapping_flush(m);
+	failing_clear(m);
+	int err = writeback_file(m);
 	/* Read-only too: a closed file's end may have gone through the
 	 * kernel's page cache (pc_close), and fsync is allowed on any
 	 * descriptor. */
@@ -220,7 +220,7 @@ int pc_close(struct pc_file *h)
 	struct pc_cache *c = h->c;
 	/* Dirty data is left to the flusher (closed.c), unless the caller
 	 * wants close-to-open or too many closed files wait already. */
-	int err = closed_must_wait(c) ? mapping_flush(m) : 0;
+	int err = closed_must_wait(c) ? writeback_file(m) : 0;
 	int seen = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
 	if (seen)
 		err = seen;
@@ -257,7 +257,7 @@ int pc_flush(struct pc_file *h, int wait)
 	struct pc_mapping *m = h->m;
 	if (m->writable) {
 		if (wait)
-			err = mapping_flush(m);
+			err = writeback_file(m);
 		else
 			flush_start(m);
 	}
@@ -340,10 +340,10 @@ static ssize_t do_io(struct pc_file *h, const struct iovec *iov, int iovcnt, off
 		return r;
 	if (write)
 		r = (flags & PC_DIRECT) ? direct_write(h, iov, iovcnt, pos, len, flags)
-					: pc_write_iter(h, iov, iovcnt, pos, len, flags);
+					: write_iter(h, iov, iovcnt, pos, len, flags);
 	else
 		r = (flags & PC_DIRECT) ? direct_read(h, iov, iovcnt, pos, len)
-					: pc_read_iter(h, iov, iovcnt, pos, len, flags);
+					: read_iter(h, iov, iovcnt, pos, len, flags);
 	return r < 0 ? fail((int)r) : r;
 }
 

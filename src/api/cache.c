@@ -13,6 +13,7 @@
 #include "api/fdtable.h"
 #include "api/closed.h"
 #include "api/file.h"
+#include "api/files.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
 #include "api/handle.h"
@@ -191,7 +192,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 #else
 	c->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
 #endif
-	c->start_ms = pc_now_ms();
+	c->start_ms = now_ms();
 	process_claim(c);
 	if ((c->cfg.flags & PC_CFG_FLUSH_AT_EXIT) && (err = process_flush_at_exit(c)) != 0) {
 		pc_cache_destroy(c);

@@ -40,6 +40,7 @@
 #include "lib/errseq.h"
 #include "wb/failing.h"
 #include "api/file.h"
+#include "api/files.h"
 #include "wb/flusher.h"
 #include "io/fs_sync.h"
 #include "mem/mapping.h"
@@ -240,8 +241,8 @@ void closed_settle(struct pc_mapping *m)
 	/* Exact size and reservations first, outside files_lock (they take
 	 * inval_lock and size_lock, which come before it).  A failure waits
 	 * a while before the next try (the flusher would spin on it). */
-	if (mapping_sync_size(m) != 0) {
-		atomic_store(&m->last_error_ms, pc_now_ms());
+	if (backing_sync_size(m) != 0) {
+		atomic_store(&m->last_error_ms, now_ms());
 		return;
 	}
 	backing_release_reserve(m);
@@ -260,15 +261,15 @@ void closed_settle(struct pc_mapping *m)
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
 			files_unlock(&c->files_lock);
-			mapping_discard_all(m);
-			mapping_forget_dirty(m);
+			file_discard_all(m);
+			dirty_forget_file(m);
 			mapping_put(m); /* the hash table's */
 			return;
 		}
 		if (known)
-			mapping_save_attrs(m, &st);
+			file_save_attrs(m, &st);
 		else
-			mapping_discard_all(m); /* cannot be compared later: keep nothing */
+			file_discard_all(m); /* cannot be compared later: keep nothing */
 		keep_settled(c, m);
 	}
 	files_unlock(&c->files_lock);
@@ -283,7 +284,7 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 {
 	unsigned n = 0, unwritten = 0;
 	files_lock(&c->files_lock);
-	uint64_t now = pc_now_ms();
+	uint64_t now = now_ms();
 	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max && unwritten < SETTLE_LOOK;
 	     m = m->closed_next) {
 		if (!mapping_clean(m))
@@ -370,7 +371,7 @@ static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_
 
 static void closed_sweep(struct pc_cache *c)
 {
-	uint64_t now = pc_now_ms();
+	uint64_t now = now_ms();
 	uint64_t last = __atomic_load_n(&c->last_sweep_ms, __ATOMIC_RELAXED);
 	if (now - last < SWEEP_EVERY_MS ||
 	    !__atomic_compare_exchange_n(&c->last_sweep_ms, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -388,8 +389,8 @@ static void closed_sweep(struct pc_cache *c)
 		files_unlock(&c->files_lock);
 		for (unsigned i = 0; i < n; i++) {
 			if (gone[i]) {
-				mapping_discard_all(v[i]);
-				mapping_forget_dirty(v[i]);
+				file_discard_all(v[i]);
+				dirty_forget_file(v[i]);
 				mapping_put(v[i]); /* the index's */
 			}
 			mapping_put(v[i]); /* ours */

@@ -1,7 +1,7 @@
 /*
  * file.c - backing files: opening them with O_DIRECT, one shared mapping
- * per file in a cache (a hash by device and inode), the OFD lock that keeps
- * other processes out, and what happens when the last handle goes.
+ * per file in a cache (files.c keeps the table of them), the OFD lock that
+ * keeps other processes out, and what happens when the last handle goes.
  *
  * A mapping outlives its handles while it holds cached data, so reopening a
  * file finds its clean data.  What happens to it after the last close is
@@ -13,6 +13,8 @@
  * cached data if they changed.
  */
 #include "api/file.h"
+
+#include "api/files.h"
 
 #include "io/backend.h"
 #include "wb/backing.h"
@@ -40,65 +42,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static unsigned hash_of(struct pc_cache *c, dev_t dev, ino_t ino)
-{
-	uint64_t h = ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)ino * 0xC2B2AE3D27D4EB4Full);
-	return (unsigned)(h >> 32) % c->file_hash_size;
-}
-
-struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
-{
-	for (struct pc_mapping *m = c->file_hash[hash_of(c, dev, ino)]; m; m = m->hash_next)
-		if (m->dev == dev && m->ino == ino)
-			return m;
-	return NULL;
-}
-
-void files_hash_remove(struct pc_cache *c, struct pc_mapping *m)
-{
-	struct pc_mapping **pp = &c->file_hash[hash_of(c, m->dev, m->ino)];
-	while (*pp && *pp != m)
-		pp = &(*pp)->hash_next;
-	if (*pp) {
-		*pp = m->hash_next;
-		c->nr_mappings--;
-	}
-	m->hash_next = NULL;
-}
-
-/* Twice as many files as buckets: four times the buckets (chains stay
- * short with a hundred thousand files). */
-static void hash_grow(struct pc_cache *c)
-{
-	unsigned size = c->file_hash_size * 4;
-	struct pc_mapping **nh = calloc(size, sizeof(*nh));
-	if (!nh)
-		return; /* longer chains, still right */
-	struct pc_mapping **old = c->file_hash;
-	unsigned old_size = c->file_hash_size;
-	c->file_hash = nh;
-	c->file_hash_size = size;
-	for (unsigned i = 0; i < old_size; i++)
-		while (old[i]) {
-			struct pc_mapping *m = old[i];
-			old[i] = m->hash_next;
-			unsigned h = hash_of(c, m->dev, m->ino);
-			m->hash_next = nh[h];
-			nh[h] = m;
-		}
-	free(old);
-}
-
-static void hash_insert(struct pc_cache *c, struct pc_mapping *m)
-{
-	if (c->nr_mappings >= 2 * c->file_hash_size)
-		hash_grow(c);
-	unsigned h = hash_of(c, m->dev, m->ino);
-	m->hash_next = c->file_hash[h];
-	c->file_hash[h] = m;
-	c->nr_mappings++;
-}
 
 int ofd_lock(int fd, short type)
 {
@@ -287,7 +230,7 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	return m;
 }
 
-void mapping_discard_all(struct pc_mapping *m)
+void file_discard_all(struct pc_mapping *m)
 {
 	uint64_t idx = 0;
 	struct pc_folio *batch[32];
@@ -298,12 +241,12 @@ void mapping_discard_all(struct pc_mapping *m)
 			folio_lock(f);
 			folio_wait_clear(f, PF_WRITEBACK);
 			if (folio_test(f, PF_INDEXED)) {
-				size_t d = folio_invalidate_blocks(m, f, 0, folio_size(f), false);
+				size_t d = bs_invalidate_blocks(m, f, 0, folio_size(f), false);
 				account_dirty(m, f, -(int64_t)d);
 				mapping_remove_folio(m, f);
 			}
 			folio_unlock(f);
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 		}
 		idx = 0;
 	}
@@ -327,8 +270,8 @@ static void hand_unseen_error_to_cache(struct pc_mapping *m)
  */
 static void file_mapping_teardown(struct pc_mapping *m)
 {
-	mapping_discard_all(m);
-	mapping_clear_failing(m);
+	file_discard_all(m);
+	failing_clear(m);
 	hand_unseen_error_to_cache(m); /* pc_cache_destroy reports it */
 }
 
@@ -342,7 +285,7 @@ static bool same_time(struct timespec a, struct timespec b)
 	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
-bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st)
+bool file_attrs_unchanged(const struct pc_mapping *m, const struct stat *st)
 {
 	return st->st_size == m->saved_size && same_time(st->st_mtim, m->saved_mtime) &&
 	       same_time(st->st_ctim, m->saved_ctime);
@@ -351,14 +294,14 @@ bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st)
 /* Reopened after it was left alone: drop the cache if the file changed. */
 static void revalidate(struct pc_mapping *m, const struct stat *st)
 {
-	if (mapping_attrs_unchanged(m, st))
+	if (file_attrs_unchanged(m, st))
 		return;
 	/* Someone else wrote: no block is known to be a hole any more. */
 	written_reset(&m->written, UINT64_MAX);
 	atomic_raise_i64(&m->data_end, st->st_size);
 	if (atomic_load(&m->nr_dirty) <= 0) {
 		/* (Else our unwritten data wins: it is written over the change.) */
-		mapping_discard_all(m);
+		file_discard_all(m);
 		atomic_store(&m->i_size, st->st_size);
 		atomic_store(&m->disk_size, st->st_size);
 		atomic_store(&m->data_end, st->st_size);
@@ -367,10 +310,10 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 		atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
 		m->alloc_base = (uint64_t)st->st_size;
 	}
-	mapping_save_attrs(m, st); /* what this cache now holds */
+	file_save_attrs(m, st); /* what this cache now holds */
 }
 
-void mapping_save_attrs(struct pc_mapping *m, const struct stat *st)
+void file_save_attrs(struct pc_mapping *m, const struct stat *st)
 {
 	m->saved_size = st->st_size;
 	m->saved_mtime = st->st_mtim;
@@ -430,7 +373,7 @@ static void revalidate_locked(struct pc_mapping *m)
 	if (fstat(m->fd, &st) == 0)
 		revalidate(m, &st);
 	else
-		mapping_discard_all(m); /* cannot tell: keep nothing */
+		file_discard_all(m); /* cannot tell: keep nothing */
 }
 
 /* A handle of m is opened (files_lock held): lock the file as much as it
@@ -554,8 +497,8 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 				fd = -1;
 				m->noatime = flags & O_NOATIME;
 				note_open_attrs(m, &st);
-				mapping_save_attrs(m, &st);
-				hash_insert(c, m);
+				file_save_attrs(m, &st);
+				files_hash_insert(c, m);
 				m->nhandles = 1;
 				atomic_fetch_add(&m->refs, 1);
 			}
@@ -631,76 +574,4 @@ void file_release(struct pc_mapping *m)
 	else if (settle)
 		flusher_kick(m->dom);
 	mapping_put(m); /* the handle's reference */
-}
-
-/* Snapshot every mapping of the cache with a reference. */
-static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
-{
-	unsigned n = 0, cap = 0;
-	struct pc_mapping **v = NULL;
-	files_lock(&c->files_lock);
-	for (unsigned i = 0; i < c->file_hash_size; i++)
-		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
-			if (n == cap) {
-				cap = cap ? 2 * cap : 16;
-				struct pc_mapping **nv = realloc(v, cap * sizeof(*v));
-				if (!nv)
-					break;
-				v = nv;
-			}
-			atomic_fetch_add(&m->refs, 1);
-			v[n++] = m;
-		}
-	files_unlock(&c->files_lock);
-	*out = v;
-	return n;
-}
-
-int files_writeback_all(struct pc_cache *c)
-{
-	struct pc_mapping **v;
-	unsigned n = all_mappings(c, &v);
-	int first_err = 0;
-	for (unsigned i = 0; i < n; i++) {
-		int err = mapping_flush(v[i]);
-		/* A flusher write that failed while we waited for it left its
-		 * blocks dirty again without this call having tried them. */
-		if (err && atomic_load(&v[i]->nr_dirty) > 0)
-			(void)mapping_flush(v[i]);
-		/* An error of write-back that no handle reported (the file was
-		 * closed): destroy is the last one who can. */
-		uint64_t none = 0;
-		if (!err && errseq_unseen(&v[i]->wb_err))
-			err = errseq_check_and_advance(&v[i]->wb_err, &none);
-		if (!err)
-			err = fs_sync_mapping(v[i]); /* its end through the kernel */
-		if (err && !first_err)
-			first_err = err;
-		backing_release_reserve(v[i]);
-		mapping_put(v[i]);
-	}
-	free(v);
-	/* What went through the kernel's page cache reaches the device now,
-	 * and the kernel's error writing it is heard. */
-	int fs_err = fs_sync_domains(c);
-	if (fs_err && !first_err)
-		first_err = fs_err;
-	int orphan = atomic_exchange(&c->orphan_error, 0);
-	return first_err ? first_err : orphan;
-}
-
-void files_free_all(struct pc_cache *c)
-{
-	for (unsigned i = 0; i < c->file_hash_size; i++) {
-		while (c->file_hash[i]) {
-			struct pc_mapping *m = c->file_hash[i];
-			c->file_hash[i] = m->hash_next;
-			if (m->fd >= 0)
-				ofd_lock(m->fd, F_UNLCK);
-			/* No I/O is in flight (the queues are gone): whatever
-			 * references handles still hold die with the cache. */
-			atomic_store(&m->refs, 1);
-			mapping_put(m);
-		}
-	}
 }

@@ -1,6 +1,6 @@
 /*
  * file.h - backing files (file.c): opening them (O_DIRECT), one mapping per
- * file in a cache (a hash by device and inode), the OFD lock that keeps
+ * file in a cache (files.h has the table), the OFD lock that keeps
  * other processes out, a mapping's references, and what happens when the
  * last handle goes (closed.h has the rest).
  */
@@ -17,26 +17,17 @@ struct pc_mapping;
 /* Open (or share) the mapping of path; a handle's reference is taken. */
 HIDDEN int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode,
 		     struct pc_mapping **out);
-/* The mapping of (dev, ino), or NULL; files_lock held, no reference taken. */
-HIDDEN struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino);
 /* Drop a handle's reference (pc_close, after its writeback); the last
  * handle hands the file to closed.h. */
 HIDDEN void file_release(struct pc_mapping *m);
-/* pc_cache_destroy: write back every mapping (the first error), then,
- * once no I/O is in flight, free them all. */
-HIDDEN int files_writeback_all(struct pc_cache *c);
-HIDDEN void files_free_all(struct pc_cache *c);
-/* Take m out of the index (files_lock held); the index's reference is
- * the caller's to drop. */
-HIDDEN void files_hash_remove(struct pc_cache *c, struct pc_mapping *m);
 /* Remove every folio, dirty or not (the file is gone, or the caller wrote
  * back what it could); waits for write-back in flight. */
-HIDDEN void mapping_discard_all(struct pc_mapping *m);
+HIDDEN void file_discard_all(struct pc_mapping *m);
 /* Remember the file's size and times as this cache now has it (the file
  * is left alone: a reopen compares them to notice changes by others). */
-HIDDEN void mapping_save_attrs(struct pc_mapping *m, const struct stat *st);
+HIDDEN void file_save_attrs(struct pc_mapping *m, const struct stat *st);
 /* Are st's size and times those saved (nobody changed the file since)? */
-HIDDEN bool mapping_attrs_unchanged(const struct pc_mapping *m, const struct stat *st);
+HIDDEN bool file_attrs_unchanged(const struct pc_mapping *m, const struct stat *st);
 /* F_OFD_SETLK on the whole file: 0, -EBUSY (held elsewhere) or -errno. */
 HIDDEN int ofd_lock(int fd, short type);
 /* Install the file layer's part of a mapping's teardown in c

@@ -6,6 +6,7 @@
  */
 #include "api/cache.h"
 #include "api/file.h"
+#include "api/files.h"
 #include "mem/mapping.h"
 #include "pagecache.h"
 #include "api/process.h"
@@ -114,8 +115,8 @@ int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec ti
 	if (!err && m && fstat(fd, &after) == 0 && only_times_changed(&before, &after, times)) {
 		files_lock(&c->files_lock);
 		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty);
-		if (closed && !atomic_load(&m->changed) && mapping_attrs_unchanged(m, &before))
-			mapping_save_attrs(m, &after);
+		if (closed && !atomic_load(&m->changed) && file_attrs_unchanged(m, &before))
+			file_save_attrs(m, &after);
 		files_unlock(&c->files_lock);
 	}
 	if (m)

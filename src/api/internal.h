@@ -33,6 +33,7 @@
 #include "mem/arena.h"
 #include "api/cache.h"
 #include "wb/flusher.h"
+#include "api/files.h"
 #include "api/handle.h"
 #include "mem/mapping.h"
 

@@ -36,6 +36,7 @@
 #include "api/cache.h"
 #include "lib/counter.h"
 #include "api/file.h"
+#include "api/files.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
 #include "api/handle.h"

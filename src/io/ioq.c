@@ -60,12 +60,14 @@
 #include "io/fault.h"
 #include "io/sync_io.h"
 #include "pagecache.h"
+#include "lib/check.h"
 #include "lib/util.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The build defines PC_NO_URING=1 when liburing is missing. */
 #if defined(PC_NO_URING) && PC_NO_URING
@@ -214,6 +216,7 @@ static void *ioq_thread(void *arg)
 				 * and nothing is pending once it is sent. */
 				if (atomic_load(&q->stopping))
 					break;
+				PC_WARN_ONCE(true, "io_uring_wait_cqe: %s", strerror(-ret));
 				sched_yield(); /* unexpected; do not spin hot */
 			}
 			continue;
@@ -397,7 +400,7 @@ static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, si
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 	if (!sqe && ring_submit(q) == 0)
 		sqe = io_uring_get_sqe(&q->ring);
-	if (!sqe) {
+	if (PC_WARN_ONCE(!sqe, "no free SQE within the depth limit: a request runs in line")) {
 		/* Cannot happen with the depth limit; do it here, in line. */
 		pthread_mutex_unlock(&q->lock);
 		ioq_complete(data, 0, false);

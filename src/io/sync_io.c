@@ -49,6 +49,7 @@
 #include "io/backend.h"
 #include "io/fault.h"
 #include "pagecache.h"
+#include "lib/check.h"
 #include "lib/util.h"
 
 #include <errno.h>
@@ -150,7 +151,7 @@ static ssize_t rw_loop(bool write, int fd, const struct iovec *iov, int iovcnt, 
 			v++;
 			cnt--;
 		}
-		if (cnt <= 0)
+		if (PC_WARN_ONCE(cnt <= 0, "a short transfer past the iovecs' sum"))
 			break; /* cannot happen when total is the iovecs' sum */
 		if (skip) {
 			if (!in_local) {

@@ -1,6 +1,10 @@
 /*
  * radix.c - a 64-way radix tree mapping a page index to an item pointer.
  *
+ * About 640 lines, one data structure: insertion, removal, tags and the
+ * lockless lookup depend on one another's rules about nodes (below), so
+ * they stay in one file that states those rules once.
+ *
  * Shape
  *   Every node has 64 slots.  A node's `shift` is the number of index bits
  *   below its slots: leaves have shift 0 and hold items, an interior node of

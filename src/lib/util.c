@@ -36,7 +36,7 @@ void timed_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock, unsigned ms)
  * clock (a tick's resolution) reads a word instead of the time stamp
  * counter, which in a virtual machine can cost a microsecond, and every
  * write that dirties a folio stamps it. */
-uint64_t pc_now_ms(void)
+uint64_t now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

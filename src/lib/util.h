@@ -83,7 +83,7 @@ struct pc_cache;
 struct pc_folio;
 
 /* util.c: clocks */
-HIDDEN uint64_t pc_now_ms(void);
+HIDDEN uint64_t now_ms(void);
 /* A condition variable that timed_wait_ms may wait on (CLOCK_MONOTONIC:
  * a change of the wall clock neither ends nor prolongs a wait). */
 HIDDEN void cond_init_monotonic(pthread_cond_t *cv);

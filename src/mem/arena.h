@@ -3,9 +3,9 @@
  * bytes, carved by a buddy allocator into naturally aligned power-of-two
  * blocks of pages, and faulted in by a background thread.  A folio's
  * descriptor is cache->folios[its first page], so the arena also says
- * where a folio's bytes are (folio_pfn, folio_data).
+ * where a folio's bytes are (arena_pfn, arena_data).
  *
- * arena_alloc is called by the allocator only (reclaim.h: folio_alloc,
+ * arena_alloc is called by the allocator only (reclaim.h: reclaim_alloc_folio,
  * which evicts when the arena is full); arena_free by the last folio_put,
  * and by mapping_get_folio for a new folio that lost its race into the
  * index.
@@ -39,13 +39,13 @@ HIDDEN void arena_free_table(struct pc_cache *c);
 /* A free block of 2^order pages, or PC_NONE. */
 HIDDEN uint32_t arena_alloc(struct pc_cache *c, unsigned order);
 HIDDEN void arena_free(struct pc_cache *c, uint32_t pfn, unsigned order);
-static inline uint32_t folio_pfn(const struct pc_cache *c, const struct pc_folio *f)
+static inline uint32_t arena_pfn(const struct pc_cache *c, const struct pc_folio *f)
 {
 	return (uint32_t)(f - c->folios);
 }
-static inline uint8_t *folio_data(const struct pc_cache *c, const struct pc_folio *f)
+static inline uint8_t *arena_data(const struct pc_cache *c, const struct pc_folio *f)
 {
-	return c->arena + ((size_t)folio_pfn(c, f) << PC_PAGE_SHIFT);
+	return c->arena + ((size_t)arena_pfn(c, f) << PC_PAGE_SHIFT);
 }
 
 #endif

@@ -47,7 +47,7 @@ static void state_unlock(struct pc_folio *f)
 	atomic_fetch_and_explicit(&f->flags, ~PF_STATELOCK, memory_order_release);
 }
 
-unsigned folio_nblocks(const struct pc_mapping *m, const struct pc_folio *f)
+unsigned bs_nblocks(const struct pc_mapping *m, const struct pc_folio *f)
 {
 	return (unsigned)(folio_size(f) >> m->block_shift);
 }
@@ -104,7 +104,7 @@ static bool bits_any(const uint64_t *w, unsigned nblocks)
 /* Bring the folio flags in line with the bitmaps (state lock held). */
 static void sync_folio_flags(struct pc_mapping *m, struct pc_folio *f)
 {
-	unsigned n = folio_nblocks(m, f);
+	unsigned n = bs_nblocks(m, f);
 	if (bits_all(ubits(f), 0, n))
 		folio_set(f, PF_UPTODATE);
 	else
@@ -117,7 +117,7 @@ static void sync_folio_flags(struct pc_mapping *m, struct pc_folio *f)
 
 int bs_init(struct pc_mapping *m, struct pc_folio *f)
 {
-	unsigned n = folio_nblocks(m, f);
+	unsigned n = bs_nblocks(m, f);
 	f->ubits = f->dbits = 0;
 	f->bx = NULL;
 	if (n <= 64)
@@ -136,7 +136,7 @@ int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f)
 	assert_folio_locked(f);
 	if (f->bx && f->bx->valid)
 		return 0;
-	struct pc_valid *v = calloc(folio_nblocks(m, f), sizeof(*v));
+	struct pc_valid *v = calloc(bs_nblocks(m, f), sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	struct pc_blockx *x = f->bx ? NULL : calloc(1, sizeof(*f->bx));
@@ -162,7 +162,7 @@ void bs_free(struct pc_folio *f)
 	}
 }
 
-bool folio_block_uptodate(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
+bool bs_block_uptodate(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 {
 	(void)m;
 	if (folio_test(f, PF_UPTODATE))
@@ -173,7 +173,7 @@ bool folio_block_uptodate(struct pc_mapping *m, struct pc_folio *f, unsigned blk
 	return r;
 }
 
-bool folio_block_dirty(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
+bool bs_block_dirty(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 {
 	(void)m;
 	state_lock(f);
@@ -182,7 +182,7 @@ bool folio_block_dirty(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 	return r;
 }
 
-bool folio_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+bool bs_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	if (folio_test(f, PF_UPTODATE))
 		return true;
@@ -206,7 +206,7 @@ static bool whole_blocks(const struct pc_mapping *m, size_t off, size_t len, uns
 	return *end > *first;
 }
 
-void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+void bs_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	unsigned first, end;
 
@@ -219,10 +219,10 @@ void folio_set_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t o
 	state_unlock(f);
 }
 
-void folio_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f)
+void bs_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f)
 {
 	assert_folio_locked(f);
-	folio_set_range_uptodate(m, f, 0, folio_size(f));
+	bs_set_range_uptodate(m, f, 0, folio_size(f));
 }
 
 /* Drop block blk's valid range (state lock held). */
@@ -260,8 +260,8 @@ static bool valid_add(struct pc_mapping *m, struct pc_folio *f, unsigned blk, ui
 	return false;
 }
 
-size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool head_full,
-		       bool tail_full)
+size_t bs_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool head_full,
+		    bool tail_full)
 {
 	size_t bs = m->block_size;
 	unsigned first = (unsigned)(off >> m->block_shift);
@@ -302,7 +302,7 @@ size_t folio_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, siz
 	return (size_t)newly << m->block_shift;
 }
 
-size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+size_t bs_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	unsigned first, end;
 
@@ -316,7 +316,7 @@ size_t folio_clear_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t 
 	return (size_t)n << m->block_shift;
 }
 
-size_t folio_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool zeroed)
+size_t bs_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len, bool zeroed)
 {
 	unsigned first, end;
 
@@ -333,10 +333,10 @@ size_t folio_invalidate_blocks(struct pc_mapping *m, struct pc_folio *f, size_t 
 	return (size_t)n << m->block_shift;
 }
 
-bool folio_next_dirty_run(struct pc_mapping *m, struct pc_folio *f, unsigned from, unsigned *first,
-			  unsigned *count)
+bool bs_next_dirty_run(struct pc_mapping *m, struct pc_folio *f, unsigned from, unsigned *first,
+		       unsigned *count)
 {
-	unsigned n = folio_nblocks(m, f);
+	unsigned n = bs_nblocks(m, f);
 	state_lock(f);
 	const uint64_t *d = dbits(f);
 	unsigned b = from;
@@ -351,7 +351,7 @@ bool folio_next_dirty_run(struct pc_mapping *m, struct pc_folio *f, unsigned fro
 	return e > b;
 }
 
-void folio_redirty_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first, unsigned count)
+void bs_redirty_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first, unsigned count)
 {
 	state_lock(f);
 	bits_assign(dbits(f), first, count, true);
@@ -359,8 +359,8 @@ void folio_redirty_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned fir
 	state_unlock(f);
 }
 
-bool folio_block_valid(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t *start,
-		       uint32_t *end)
+bool bs_block_valid(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t *start,
+		    uint32_t *end)
 {
 	(void)m;
 	bool r = false;
@@ -374,7 +374,7 @@ bool folio_block_valid(struct pc_mapping *m, struct pc_folio *f, unsigned blk, u
 	return r;
 }
 
-void folio_block_merged(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
+void bs_block_merged(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 {
 	assert_folio_locked(f);
 	state_lock(f);
@@ -384,9 +384,9 @@ void folio_block_merged(struct pc_mapping *m, struct pc_folio *f, unsigned blk)
 	state_unlock(f);
 }
 
-size_t folio_dirty_bytes(struct pc_mapping *m, struct pc_folio *f)
+size_t bs_dirty_bytes(struct pc_mapping *m, struct pc_folio *f)
 {
-	unsigned n = folio_nblocks(m, f), count = 0;
+	unsigned n = bs_nblocks(m, f), count = 0;
 	state_lock(f);
 	const uint64_t *d = dbits(f);
 	for (unsigned i = 0; i < (n + 63) / 64; i++)
@@ -395,7 +395,7 @@ size_t folio_dirty_bytes(struct pc_mapping *m, struct pc_folio *f)
 	return (size_t)count << m->block_shift;
 }
 
-bool folio_has_partial(struct pc_folio *f)
+bool bs_has_partial(struct pc_folio *f)
 {
 	state_lock(f);
 	bool r = f->bx && f->bx->nr_partial;

@@ -48,12 +48,12 @@ static int merge_partial_block(struct pc_mapping *m, struct pc_folio *f, unsigne
 	uint8_t *tmp = aligned_alloc(m->mem_align > 512 ? m->mem_align : 512, bs);
 	if (!tmp)
 		return -ENOMEM;
-	uint8_t *dst = folio_data(m->c, f) + (size_t)blk * bs;
+	uint8_t *dst = arena_data(m->c, f) + (size_t)blk * bs;
 	int err = read_blocks(m, tmp, folio_pos(f) + (uint64_t)blk * bs, bs);
 	if (!err) {
 		memcpy(dst, tmp, vs);
 		memcpy(dst + ve, tmp + ve, bs - ve);
-		folio_block_merged(m, f, blk);
+		bs_block_merged(m, f, blk);
 		atomic_fetch_add_explicit(&m->st_rmw_reads, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->c->st_rmw_reads, 1, memory_order_relaxed);
 	}
@@ -69,11 +69,11 @@ static int fill_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first,
 	unsigned b = first, end = first + count;
 	while (b < end) {
 		uint32_t vs, ve;
-		if (folio_block_uptodate(m, f, b)) {
+		if (bs_block_uptodate(m, f, b)) {
 			b++;
 			continue;
 		}
-		if (folio_block_valid(m, f, b, &vs, &ve)) {
+		if (bs_block_valid(m, f, b, &vs, &ve)) {
 			int err = merge_partial_block(m, f, b, vs, ve);
 			if (err)
 				return err;
@@ -85,19 +85,19 @@ static int fill_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first,
 			continue;
 		}
 		unsigned e = b + 1;
-		while (e < end && !folio_block_uptodate(m, f, e) && !folio_block_valid(m, f, e, &vs, &ve))
+		while (e < end && !bs_block_uptodate(m, f, e) && !bs_block_valid(m, f, e, &vs, &ve))
 			e++;
 		size_t off = (size_t)b * bs, len = (size_t)(e - b) * bs;
-		int err = read_blocks(m, folio_data(m->c, f) + off, folio_pos(f) + off, len);
+		int err = read_blocks(m, arena_data(m->c, f) + off, folio_pos(f) + off, len);
 		if (err)
 			return err;
-		folio_set_range_uptodate(m, f, off, len);
+		bs_set_range_uptodate(m, f, off, len);
 		b = e;
 	}
 	return 0;
 }
 
-int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
+int fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len)
 {
 	assert_folio_locked(f);
 	if (folio_test(f, PF_UPTODATE) || !len)
@@ -110,8 +110,8 @@ int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_
 	return err;
 }
 
-int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f)
+int fill_merge_partials(struct pc_mapping *m, struct pc_folio *f)
 {
 	assert_folio_locked(f);
-	return fill_blocks(m, f, 0, folio_nblocks(m, f), true);
+	return fill_blocks(m, f, 0, bs_nblocks(m, f), true);
 }

@@ -15,12 +15,12 @@ struct pc_mapping;
 
 /* Bring blocks overlapping [off, off+len) of a locked folio uptodate,
  * merging device data around deferred partial writes. */
-HIDDEN int folio_fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
+HIDDEN int fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
 /* Read block-aligned [off, off+len) of the file into buf (aligned for
  * direct I/O) with one device read; past the written data: zeros, no I/O. */
 HIDDEN int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len);
 /* Merge device data into the folio's partly written blocks only (the
  * flusher, before writing them back). */
-HIDDEN int folio_merge_partials(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN int fill_merge_partials(struct pc_mapping *m, struct pc_folio *f);
 
 #endif

@@ -94,13 +94,13 @@ void folio_put(struct pc_cache *c, struct pc_folio *f)
 	atomic_fetch_add_explicit(&f->flags, PF_GEN_ONE, memory_order_release);
 	atomic_fetch_sub_explicit(&c->st_folios, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->st_cached, folio_size(f), memory_order_relaxed);
-	arena_free(c, folio_pfn(c, f), f->order);
+	arena_free(c, arena_pfn(c, f), f->order);
 	progress_signal(&c->mem_progress);
 }
 
 uint32_t cache_clock_ms(const struct pc_cache *c)
 {
-	return (uint32_t)(pc_now_ms() - c->start_ms);
+	return (uint32_t)(now_ms() - c->start_ms);
 }
 
 /*

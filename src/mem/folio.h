@@ -4,7 +4,7 @@
  *
  * Everything else about a folio is another layer's: its blocks'
  * uptodate/dirty state (block_state.h), its place in the arena
- * (arena.h: folio_pfn, folio_data), in a file's index (mapping.h) and on
+ * (arena.h: arena_pfn, arena_data), in a file's index (mapping.h) and on
  * the reclaim queues (reclaim.h).
  */
 #ifndef PC_FOLIO_H
@@ -38,7 +38,7 @@ enum {
 	PF_READAHEAD = 1u << 15, /* reaching it continues a read-ahead stream */
 	PF_TOUCHED = 1u << 16    /* accessed once since it entered the cache */
 };
-/* Any cached access since the folio entered the cache (folio_mark_accessed):
+/* Any cached access since the folio entered the cache (lru_mark_accessed):
  * one that keeps an uncached call's folio cached. */
 #define PF_USED (PF_TOUCHED | PF_REFERENCED)
 
@@ -69,7 +69,7 @@ struct pc_folio {
 	_Atomic uint32_t flags;
 	_Atomic int32_t refcount;   /* the index holds one */
 	uint8_t order;
-	/* Two fields in one byte (see folio_ra_order, folio_mark_accessed):
+	/* Two fields in one byte (see folio_ra_order, lru_mark_accessed):
 	 * bits 0-4, with PF_READAHEAD: log2 of the pages of the read-ahead
 	 * window that the mark belongs to (readahead.c doubles it for the next
 	 * one); bits 5-7, with PF_TOUCHED: the eighth of the folio where the
@@ -139,7 +139,7 @@ static inline void folio_get(struct pc_folio *f)
 	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
 }
 /* Drop a reference; the last one returns the memory to the arena.  Nothing
- * else: the paths that use folios let go through folio_release (reclaim.h),
+ * else: the paths that use folios let go through reclaim_release_folio (reclaim.h),
  * which drops a drop-behind folio its last user leaves behind. */
 HIDDEN void folio_put(struct pc_cache *c, struct pc_folio *f);
 /* The read-ahead window order kept with a mark (struct pc_folio). */

@@ -42,11 +42,11 @@ static bool lookup_lockless(struct pc_mapping *m, uint64_t pos, struct pc_folio 
 	if (f && !folio_try_get(f))
 		return false;
 	if (!rt_unchanged_since(&m->tree, seq)) {
-		/* Let go as a user (folio_release): a user of a drop-behind
+		/* Let go as a user (reclaim_release_folio): a user of a drop-behind
 		 * folio that let go while this reference was held left the
 		 * drop to whoever lets go last. */
 		if (f)
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 		return false;
 	}
 	*out = f;
@@ -192,7 +192,7 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 			int r = lock_found(f, m, gf);
 			if (r == 0)
 				return f;
-			folio_release(m->c, f); /* looked up again, or gone: as above */
+			reclaim_release_folio(m->c, f); /* looked up again, or gone: as above */
 			if (r < 0)
 				return ERR_FOLIO(r);
 			continue;
@@ -201,7 +201,7 @@ struct pc_folio *mapping_get_folio(struct pc_mapping *m, uint64_t pos, unsigned 
 			return NULL;
 		order = free_order_at(m, idx, order < m->min_order ? m->min_order : order);
 		int err = 0;
-		f = folio_alloc(m->c, order, m->min_order, gf & GF_NOWAIT, &err);
+		f = reclaim_alloc_folio(m->c, order, m->min_order, gf & GF_NOWAIT, &err);
 		if (!f)
 			return ERR_FOLIO(err);
 		if (__builtin_expect(mapping_test_after_alloc != NULL, 0))
@@ -235,7 +235,7 @@ static bool edge_flag_clear(struct pc_mapping *m, struct pc_folio *f)
 /*
  * Take f out of the index, with everything else that names the mapping
  * (tree lock held for writing).  Once the lock is released, m may be gone:
- * a mapping being freed (mapping_put -> mapping_discard_all) only waits
+ * a mapping being freed (mapping_put -> file_discard_all) only waits
  * for the folios it still finds in the index, so a remover that does not
  * hold a reference to m (reclaim) must not touch m after that.
  */

@@ -106,7 +106,7 @@ struct pc_mapping {
 	pc_errseq_t wb_err;
 	/* Writeback of this file keeps failing (negative errno, 0: not):
 	 * new writes fail up front until it succeeds again, or the caller
-	 * truncates, punches or retries fsync (see mapping_set_failing). */
+	 * truncates, punches or retries fsync (see failing_set). */
 	_Atomic int wb_failing;
 	/* on the writeback domain's list of dirty files (dirty.c), under
 	 * dom->lock */
@@ -114,7 +114,7 @@ struct pc_mapping {
 	_Atomic bool on_dirty_list;
 	_Atomic uint64_t dirtied_when_ms; /* oldest dirty data, 0: clean */
 	_Atomic int64_t nr_dirty, nr_uncached, nr_edges;
-	/* edges of this file completed, and pc_now_ms of the latest (edges.c) */
+	/* edges of this file completed, and now_ms of the latest (edges.c) */
 	_Atomic uint64_t edges_completed, edge_completed_ms;
 	_Atomic uint64_t last_error_ms; /* back off retries after errors */
 	/* POSIX_FADV_NOREUSE range; len 0 with set: to EOF */

@@ -7,7 +7,7 @@
  * was accessed again since it entered moves to the main queue; one that was
  * not is evicted at once.  "Again": the use that brought it in (the read
  * that missed, a read-ahead folio's first reader going through it) is no
- * reuse (folio_mark_accessed), else a scan would be promoted as a whole.
+ * reuse (lru_mark_accessed), else a scan would be promoted as a whole.
  * At the head of the main queue an accessed folio gets a second chance
  * (moved to the tail, its bit cleared).  Why: a scan
  * (a large sequential read or write touched once) passes through the small
@@ -36,7 +36,7 @@ static uint32_t *queue_tail(struct pc_cache *c, bool main) { return main ? &c->m
 
 static void queue_push_tail(struct pc_cache *c, struct pc_folio *f, bool main)
 {
-	uint32_t pfn = folio_pfn(c, f);
+	uint32_t pfn = arena_pfn(c, f);
 	uint32_t *tail = queue_tail(c, main);
 	f->lru_next = PC_NONE;
 	f->lru_prev = *tail;
@@ -112,7 +112,7 @@ static unsigned eighth_of(const struct pc_folio *f, size_t foff)
 	return (unsigned)((foff << 3) >> (PC_PAGE_SHIFT + f->order));
 }
 
-void folio_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues)
+void lru_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues)
 {
 	uint32_t fl = atomic_load_explicit(&f->flags, memory_order_acquire);
 	if (fl & PF_REFERENCED)
@@ -202,7 +202,7 @@ static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
 			queue_push_tail(c, f, true);
 		leaf_unlock(&c->lru_lock);
 	}
-	folio_release(c, f);
+	reclaim_release_folio(c, f);
 	return ok ? pages : 0;
 }
 
@@ -255,7 +255,7 @@ static int alloc_stuck_error(struct pc_cache *c)
 	return atomic_load(&c->last_wb_error);
 }
 
-struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order, bool nowait, int *err)
+struct pc_folio *reclaim_alloc_folio(struct pc_cache *c, unsigned order, unsigned min_order, bool nowait, int *err)
 {
 	unsigned stuck = 0;
 
@@ -290,7 +290,7 @@ struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_or
 	}
 }
 
-bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
+bool reclaim_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 {
 	if (!folio_test(f, PF_DROPBEHIND) || folio_test(f, PF_DIRTY | PF_WRITEBACK))
 		return false;
@@ -316,13 +316,13 @@ bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked)
 	return ok;
 }
 
-void folio_drop_behind(struct pc_cache *c, struct pc_folio *f)
+void reclaim_drop_behind(struct pc_cache *c, struct pc_folio *f)
 {
-	if (!folio_test(f, PF_DROPBEHIND) || folio_try_drop(c, f, false))
+	if (!folio_test(f, PF_DROPBEHIND) || reclaim_try_drop(c, f, false))
 		return;
 	/* Busy: the read that brought it in is still letting go of it (the
 	 * folio lock, its reference), or someone else holds it.  Whoever lets
-	 * go last drops it (folio_release); a cached use meanwhile keeps it. */
+	 * go last drops it (reclaim_release_folio); a cached use meanwhile keeps it. */
 	if (!folio_test(f, PF_USED))
 		folio_set(f, PF_DROP_PENDING);
 }
@@ -343,7 +343,7 @@ HIDDEN void (*reclaim_test_before_last_step)(struct pc_folio *f);
  * Writeback completion tries first, but a reader or a batch walk may hold a
  * reference at that moment; then it sets PF_DROP_PENDING and whoever lets
  * go last does it.  (For folios of uncached reads only once their reader
- * is done with them, folio_drop_behind: read-ahead must not lose them
+ * is done with them, reclaim_drop_behind: read-ahead must not lose them
  * before the reader copies them.)  Only with the folio lock (trylock),
  * which keeps its mapping alive.
  *
@@ -362,7 +362,7 @@ HIDDEN void (*reclaim_test_before_last_step)(struct pc_folio *f);
  * lets go as a user once more: the folio may even have been reused by
  * then, and a user of it may drop it as well as any other.
  */
-void folio_release(struct pc_cache *c, struct pc_folio *f)
+void reclaim_release_folio(struct pc_cache *c, struct pc_folio *f)
 {
 	int32_t r = atomic_load_explicit(&f->refcount, memory_order_seq_cst);
 	for (;;) {
@@ -377,11 +377,11 @@ void folio_release(struct pc_cache *c, struct pc_folio *f)
 			return;
 		}
 		if (drop_pending(f)) {
-			/* A reference taken meanwhile makes folio_try_drop
+			/* A reference taken meanwhile makes reclaim_try_drop
 			 * decline: look again, its holder may be the last user
 			 * now (drop_pending fails for good on every other reason
-			 * folio_try_drop has to decline). */
-			if (folio_try_drop(c, f, false)) {
+			 * reclaim_try_drop has to decline). */
+			if (reclaim_try_drop(c, f, false)) {
 				folio_put(c, f);
 				return;
 			}

@@ -17,7 +17,7 @@ struct pc_folio;
  * PF_REFERENCED, with no write when it is marked already (reclaim.c says
  * why); continues: it starts where an earlier access of the same reader
  * ended. */
-HIDDEN void folio_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues);
+HIDDEN void lru_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues);
 /* Put a new folio on the small queue / take it off its queue. */
 HIDDEN void lru_add(struct pc_cache *c, struct pc_folio *f);
 HIDDEN void lru_del(struct pc_cache *c, struct pc_folio *f);
@@ -26,22 +26,22 @@ HIDDEN uint64_t reclaim_pages(struct pc_cache *c, uint64_t pages);
 /* Allocate a folio of `order` pages (falling back to lower orders down to
  * `min_order`), evicting and waiting for writeback as needed.  Returns the
  * folio (refcount 1, no mapping) or NULL with -EAGAIN (nowait) / -ENOMEM. */
-HIDDEN struct pc_folio *folio_alloc(struct pc_cache *c, unsigned order, unsigned min_order,
-				    bool nowait, int *err);
+HIDDEN struct pc_folio *reclaim_alloc_folio(struct pc_cache *c, unsigned order, unsigned min_order,
+					    bool nowait, int *err);
 /* Drop a clean, unused drop-behind folio now if possible (trylock unless
  * `locked`: the caller holds the folio lock);
  * returns true if it was removed.  Never sleeps. */
-HIDDEN bool folio_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
+HIDDEN bool reclaim_try_drop(struct pc_cache *c, struct pc_folio *f, bool locked);
 /* A reader is done with drop-behind folio f: drop it now, or (busy) mark
  * it so that its last user drops it. */
-HIDDEN void folio_drop_behind(struct pc_cache *c, struct pc_folio *f);
+HIDDEN void reclaim_drop_behind(struct pc_cache *c, struct pc_folio *f);
 /* Let go of a folio one used (not the index's reference): the last user of
  * a drop-behind folio whose write-back ended while others used it
  * (PF_DROP_PENDING) drops it from the cache first; then folio_put.  Every
  * path above this layer lets go with it, so folio_put, below, only counts
  * and frees. */
-HIDDEN void folio_release(struct pc_cache *c, struct pc_folio *f);
-/* Tests only (test_mt_release.c): called by folio_release when it is about
+HIDDEN void reclaim_release_folio(struct pc_cache *c, struct pc_folio *f);
+/* Tests only (test_mt_release.c): called by reclaim_release_folio when it is about
  * to step a folio down to the index's reference alone, no drop pending. */
 HIDDEN extern void (*reclaim_test_before_last_step)(struct pc_folio *f);
 

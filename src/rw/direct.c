@@ -148,11 +148,11 @@ static ssize_t uncached_piece(struct pc_file *h, const struct iovec *iov, int io
 			return -ENOMEM;
 		iov_copy_from(iov, iovcnt, skip, tmp, len);
 		struct iovec v = { tmp, len };
-		ssize_t r = pc_write_iter(h, &v, 1, off, len, flags);
+		ssize_t r = write_iter(h, &v, 1, off, len, flags);
 		free(tmp);
 		return r;
 	}
-	return pc_write_iter(h, local, k, off, len, flags);
+	return write_iter(h, local, k, off, len, flags);
 }
 
 /*

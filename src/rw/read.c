@@ -39,27 +39,27 @@ static void clear_dropbehind(struct pc_mapping *m, struct pc_folio *f)
 		return;
 	if (folio_test(f, PF_DROPBEHIND) && !folio_test(f, PF_WRITEBACK)) {
 		folio_clear(f, PF_DROPBEHIND | PF_DROP_PENDING);
-		account_uncached(m, -(int64_t)folio_dirty_bytes(m, f));
+		account_uncached(m, -(int64_t)bs_dirty_bytes(m, f));
 	}
 	folio_unlock(f);
 }
 
 /* Make [foff, foff+n) of f readable; *waited tells if I/O was needed. */
-int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
-			bool *waited)
+int read_fill_folio(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
+		    bool *waited)
 {
-	if (folio_range_uptodate(m, f, foff, n))
+	if (bs_range_uptodate(m, f, foff, n))
 		return 0;
 	*waited = true;
 	if (nowait) {
 		if (!folio_trylock(f))
 			return -EAGAIN;
-		bool ok = folio_range_uptodate(m, f, foff, n);
+		bool ok = bs_range_uptodate(m, f, foff, n);
 		folio_unlock(f);
 		return ok ? 0 : -EAGAIN;
 	}
 	folio_lock(f); /* waits for a read in flight */
-	int err = folio_range_uptodate(m, f, foff, n) ? 0 : folio_fill_range(m, f, foff, n);
+	int err = bs_range_uptodate(m, f, foff, n) ? 0 : fill_range(m, f, foff, n);
 	folio_unlock(f);
 	return err;
 }
@@ -68,7 +68,7 @@ int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, s
 static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const struct iovec *iov, int iovcnt,
 			    uint64_t at, size_t foff, size_t n, bool waited)
 {
-	iov_copy_to(iov, iovcnt, at, folio_data(m->c, f) + foff, n);
+	iov_copy_to(iov, iovcnt, at, arena_data(m->c, f) + foff, n);
 	if (waited) {
 		atomic_fetch_add_explicit(&m->st_miss, n, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->c->st_miss, n, memory_order_relaxed);
@@ -82,7 +82,7 @@ static void read_from_folio(struct pc_mapping *m, struct pc_folio *f, const stru
  * device, and no next read of a stream, nor the file, needs it; a folio it
  * found read ahead is a stream's, for that stream's reader to drop); a
  * cached one marks it accessed (as a reader's next read of it if
- * `continues`, see folio_mark_accessed). */
+ * `continues`, see lru_mark_accessed). */
 static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool dontcache,
 			   bool last, bool stream, bool waited, uint64_t size, bool continues)
 {
@@ -90,15 +90,15 @@ static void read_done_with(struct pc_mapping *m, struct pc_folio *f, size_t foff
 		bool done_with = foff + n == folio_size(f) || folio_pos(f) + foff + n >= size ||
 				 (last && !stream && waited);
 		if (done_with)
-			folio_drop_behind(m->c, f);
+			reclaim_drop_behind(m->c, f);
 	} else {
 		/* A drop-behind folio read cached is kept: always a use. */
-		folio_mark_accessed(f, foff, n, continues && !folio_test(f, PF_DROPBEHIND));
+		lru_mark_accessed(f, foff, n, continues && !folio_test(f, PF_DROPBEHIND));
 		clear_dropbehind(m, f);
 	}
 }
 
-ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
+ssize_t read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
 {
 	struct pc_mapping *m = h->m;
 	struct pc_cache *c = m->c;
@@ -149,21 +149,21 @@ ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		 * neither the data before the truncate nor its end). */
 		uint64_t now = (uint64_t)atomic_load(&m->i_size);
 		if (pos >= now) {
-			folio_release(c, f);
+			reclaim_release_folio(c, f);
 			break;
 		}
 		end = pc_min_u64(end, now);
 		size_t foff = pos - folio_pos(f);
 		size_t n = pc_min_u64(folio_size(f) - foff, end - pos);
-		err = folio_make_readable(m, f, foff, n, nowait, &waited);
+		err = read_fill_folio(m, f, foff, n, nowait, &waited);
 		if (err) {
-			folio_release(c, f);
+			reclaim_release_folio(c, f);
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
 		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, waited, size,
 			       pos == off && continues);
-		folio_release(c, f);
+		reclaim_release_folio(c, f);
 		pos += n;
 	}
 	if (pos > off)

@@ -18,12 +18,12 @@ struct pc_mapping;
 /* Tests only: called before a read miss (pc_pread, a read span) is read
  * in, with no lock held, e.g. to truncate the file under the read. */
 HIDDEN extern void (*read_test_before_miss)(struct pc_file *h);
-HIDDEN ssize_t pc_read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
-			    int flags);
+HIDDEN ssize_t read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
+			 int flags);
 
 /* Make [foff, foff+n) of f readable (nowait: -EAGAIN rather than wait
  * for its lock or a read); *waited is set when I/O or a wait was needed. */
-HIDDEN int folio_make_readable(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
-			       bool *waited);
+HIDDEN int read_fill_folio(struct pc_mapping *m, struct pc_folio *f, size_t foff, size_t n, bool nowait,
+			   bool *waited);
 
 #endif

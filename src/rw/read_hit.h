@@ -177,7 +177,7 @@ HIT_INLINE ssize_t hit_offset(const struct pc_cache *c, struct pc_folio *f, uint
 	/* The copy stays in the arena (no test of c->max_order: an order up
 	 * to PC_MAX_ORDER that fits is as safe, and hit_is_files declines a
 	 * folio that is not the file's). */
-	if (folio_pfn(c, f) + (1ull << order) > c->npages)
+	if (arena_pfn(c, f) + (1ull << order) > c->npages)
 		return -1;
 	uint64_t foff = off & mask;
 	if (foff + len > mask + 1)
@@ -235,7 +235,7 @@ HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_fol
 	if (foff < 0)
 		return false;
 	hit_hook(hooked, m, off, HIT_HOOK_BEFORE_COPY);
-	hit_copy(buf, folio_data(c, f) + foff, len);
+	hit_copy(buf, arena_data(c, f) + foff, len);
 	/* The copy's loads complete before the generation is read again.
 	 * Whose folio it is is checked only now, once: with the generation
 	 * unchanged since before the copy, f was this file's folio at `off`
@@ -266,9 +266,9 @@ HIT_INLINE bool copy_hit(struct pc_cache *c, struct pc_mapping *m, struct pc_fol
 	bool ok = foff >= 0 && hit_is_files(m, f, off, (uint64_t)foff);
 	if (ok) {
 		hit_hook(hooked, m, off, HIT_HOOK_BEFORE_COPY);
-		memcpy(buf, folio_data(c, f) + foff, len);
+		memcpy(buf, arena_data(c, f) + foff, len);
 	}
-	folio_release(c, f);
+	reclaim_release_folio(c, f);
 	return ok;
 }
 #endif

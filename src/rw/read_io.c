@@ -51,17 +51,17 @@ static void rd_done(struct pc_ioreq *io, ssize_t res)
 		} else {
 			/* Past the end of the backing file: zeros. */
 			if (got < sz)
-				memset(folio_data(m->c, f) + got, 0, sz - got);
+				memset(arena_data(m->c, f) + got, 0, sz - got);
 			got = got > sz ? got - sz : 0;
-			folio_mark_all_uptodate(m, f);
+			bs_mark_all_uptodate(m, f);
 		}
 		/* The lock goes first, then our reference.  A reader of an
 		 * uncached folio may be done with it before we let go (it saw
 		 * it uptodate, or woke on the lock): its drop then finds the
 		 * folio busy and leaves it to the last user, which is us, in
-		 * folio_release, once nothing holds the lock. */
+		 * reclaim_release_folio, once nothing holds the lock. */
 		folio_unlock(f);
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 	}
 	mapping_put(m);
 	free(r);
@@ -94,7 +94,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 	size_t acc = 0;
 	while (acc < want) {
 		size_t l = pc_min_u64(folio_size(r->f[k]), want - acc);
-		r->iov[k] = (struct iovec){ folio_data(m->c, r->f[k]), l };
+		r->iov[k] = (struct iovec){ arena_data(m->c, r->f[k]), l };
 		acc += l;
 		k++;
 	}
@@ -157,7 +157,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 			*first = f;
 		}
 		if (!created) {
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 			rd_submit(m, r, rf);
 			rf = r ? rf & ~RF_SYNC : rf;
 			r = NULL;
@@ -177,7 +177,7 @@ int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigne
 				/* No memory for the request: leave it not uptodate;
 				 * a reader will fill it synchronously. */
 				folio_unlock(f);
-				folio_release(m->c, f);
+				reclaim_release_folio(m->c, f);
 				break;
 			}
 			r->m = m;

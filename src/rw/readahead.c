@@ -101,7 +101,7 @@ static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit
 		if (!f)
 			break;
 		pos = folio_pos(f);
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 	}
 	return pc_min_u64(off - pos, limit);
 }
@@ -116,7 +116,7 @@ static uint64_t next_uncached(struct pc_mapping *m, uint64_t off, uint64_t limit
 		if (!f)
 			return pos;
 		pos = folio_pos(f) + folio_size(f);
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 	}
 	return off + limit;
 }
@@ -131,7 +131,7 @@ static void set_mark(struct pc_mapping *m, uint64_t pos, uint64_t window)
 		unsigned order = (unsigned)__builtin_ctzll(pc_roundup_pow2(pc_max_u64(window / PC_PAGE_SIZE, 1)));
 		folio_ra_byte_set(f, RA_ORDER_MASK, order < RA_ORDER_MASK ? order : RA_ORDER_MASK);
 		folio_set(f, PF_READAHEAD); /* a release: the order is seen with it */
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 	}
 }
 

@@ -24,7 +24,7 @@ static uint64_t first_cached_from(struct pc_mapping *m, uint64_t pos)
 {
 	struct pc_folio *f = mapping_lookup(m, pos);
 	if (f) {
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 		return pos;
 	}
 	uint64_t idx = pos >> PC_PAGE_SHIFT;
@@ -32,7 +32,7 @@ static uint64_t first_cached_from(struct pc_mapping *m, uint64_t pos)
 	if (!mapping_gather(m, &idx, UINT64_MAX, -1, batch, 1))
 		return UINT64_MAX;
 	uint64_t at = folio_pos(batch[0]);
-	folio_release(m->c, batch[0]);
+	reclaim_release_folio(m->c, batch[0]);
 	return at > pos ? at : pos;
 }
 
@@ -43,7 +43,7 @@ static uint64_t cached_run_end(struct pc_mapping *m, uint64_t pos)
 	struct pc_folio *f;
 	while ((f = mapping_lookup(m, pos))) {
 		uint64_t end = folio_pos(f) + folio_size(f);
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 		if (end <= pos)
 			break; /* raced with a change of the index: stop here */
 		pos = end;

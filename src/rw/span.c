@@ -8,7 +8,7 @@
  * not reused, until pc_read_end drops the reference; eviction passes
  * referenced folios over.  It is found, read and counted as pc_pread finds,
  * reads and counts it (mapping_lookup, cache_read_range,
- * folio_make_readable), and holds no lock.
+ * read_fill_folio), and holds no lock.
  *
  * A write span is one folio of a buffered write, stopped between its steps
  * (write.c): pc_write_begin is write_folio_begin (the folio locked and
@@ -114,15 +114,15 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 	 * (read.c): a truncate meanwhile ends the span at the new end. */
 	size = (uint64_t)atomic_load(&m->i_size);
 	if (off >= size) {
-		folio_release(c, f);
+		reclaim_release_folio(c, f);
 		return 0;
 	}
 	len = (size_t)pc_min_u64(len, size - off);
 	size_t foff = off - folio_pos(f);
 	size_t n = pc_min_u64(folio_size(f) - foff, len);
-	err = folio_make_readable(m, f, foff, n, nowait, &waited);
+	err = read_fill_folio(m, f, foff, n, nowait, &waited);
 	if (err) {
-		folio_release(c, f);
+		reclaim_release_folio(c, f);
 		return err;
 	}
 	if (waited) {
@@ -132,10 +132,10 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 		count_hit_bytes(m, n);
 	}
 	/* A cached read keeps the folio cached, as pc_pread does: a drop-behind
-	 * folio seen referenced is kept when its drop comes (folio_try_drop). */
+	 * folio seen referenced is kept when its drop comes (reclaim_try_drop). */
 	if (!dontcache)
-		folio_mark_accessed(f, foff, n, false);
-	s->data = folio_data(c, f) + foff;
+		lru_mark_accessed(f, foff, n, false);
+	s->data = arena_data(c, f) + foff;
 	s->len = n;
 	s->priv = (struct pc_span_private){ .cache = c, .folio = f, .off = off, .len = n, .flags = flags,
 					    .state = SPAN_READ };
@@ -151,8 +151,8 @@ void span_read_end(struct pc_span *s)
 	 * goes, unless somebody else uses it.  Out of the index already (a
 	 * truncate), it is only ours: dropping it then does nothing. */
 	if (s->priv.flags & PC_DONTCACHE)
-		folio_drop_behind(c, f);
-	folio_release(c, f); /* may free it: never touched after this */
+		reclaim_drop_behind(c, f);
+	reclaim_release_folio(c, f); /* may free it: never touched after this */
 	s->priv.folio = NULL;
 }
 
@@ -188,7 +188,7 @@ static int save_dirty_bytes(struct pc_mapping *m, const struct write_folio *wf, 
 	unsigned from = (unsigned)(wf->foff >> m->block_shift);
 	unsigned end_blk = (unsigned)((wf->foff + wf->n - 1) >> m->block_shift) + 1;
 	unsigned first, count, lo_blk = UINT32_MAX, hi_blk = 0;
-	while (from < end_blk && folio_next_dirty_run(m, wf->f, from, &first, &count) && first < end_blk) {
+	while (from < end_blk && bs_next_dirty_run(m, wf->f, from, &first, &count) && first < end_blk) {
 		if (lo_blk == UINT32_MAX)
 			lo_blk = first;
 		hi_blk = (unsigned)pc_min_u64(first + count, end_blk);
@@ -201,7 +201,7 @@ static int save_dirty_bytes(struct pc_mapping *m, const struct write_folio *wf, 
 	void *save = malloc(hi - lo);
 	if (!save)
 		return -ENOMEM;
-	memcpy(save, folio_data(m->c, wf->f) + lo, hi - lo);
+	memcpy(save, arena_data(m->c, wf->f) + lo, hi - lo);
 	p->save = save;
 	p->save_off = lo;
 	p->save_len = hi - lo;
@@ -214,7 +214,7 @@ static void restore_dirty_bytes(struct pc_mapping *m, const struct write_folio *
 {
 	size_t lo = pc_max_u64(from, s->priv.save_off), hi = s->priv.save_off + s->priv.save_len;
 	if (lo < hi)
-		memcpy(folio_data(m->c, wf->f) + lo, (uint8_t *)s->priv.save + (lo - s->priv.save_off), hi - lo);
+		memcpy(arena_data(m->c, wf->f) + lo, (uint8_t *)s->priv.save + (lo - s->priv.save_off), hi - lo);
 }
 
 ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags, struct pc_span *s)
@@ -254,7 +254,7 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 	 * the record back. */
 	lock_note_give(&m->inval_lock);
 	atomic_fetch_add(&m->refs, 1); /* dropped by span_write_end */
-	s->data = folio_data(m->c, wf.f) + wf.foff;
+	s->data = arena_data(m->c, wf.f) + wf.foff;
 	s->len = wf.n;
 	return (ssize_t)wf.n;
 }

@@ -34,7 +34,7 @@
 static bool folio_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t s, size_t e)
 {
 	unsigned first, count;
-	return folio_next_dirty_run(m, f, (unsigned)(s >> m->block_shift), &first, &count) &&
+	return bs_next_dirty_run(m, f, (unsigned)(s >> m->block_shift), &first, &count) &&
 	       ((size_t)first << m->block_shift) < e;
 }
 
@@ -45,7 +45,7 @@ static void invalidate_folio(struct pc_mapping *m, struct pc_folio *f, uint64_t 
 	if (start <= fs && end >= fe) {
 		if (how == INVAL_STALE && folio_test(f, PF_DIRTY))
 			return;
-		size_t d = folio_invalidate_blocks(m, f, 0, folio_size(f), false);
+		size_t d = bs_invalidate_blocks(m, f, 0, folio_size(f), false);
 		account_dirty(m, f, -(int64_t)d);
 		mapping_remove_folio(m, f);
 		return;
@@ -54,9 +54,9 @@ static void invalidate_folio(struct pc_mapping *m, struct pc_folio *f, uint64_t 
 	if (how == INVAL_STALE && folio_range_dirty(m, f, s, e - s))
 		return; /* written after our device write: newer than it */
 	if (how == INVAL_ZERO)
-		memset(folio_data(m->c, f) + s, 0, e - s);
+		memset(arena_data(m->c, f) + s, 0, e - s);
 	bool was_dirty = folio_test(f, PF_DIRTY);
-	size_t d = folio_invalidate_blocks(m, f, s, e - s, how == INVAL_ZERO);
+	size_t d = bs_invalidate_blocks(m, f, s, e - s, how == INVAL_ZERO);
 	account_dirty(m, f, -(int64_t)d);
 	if (was_dirty && !folio_test(f, PF_DIRTY))
 		mapping_untag_dirty(m, f);
@@ -76,7 +76,7 @@ void invalidate_range(struct pc_mapping *m, uint64_t start, uint64_t end, int ho
 			if (folio_test(f, PF_INDEXED) && f->mapping == m)
 				invalidate_folio(m, f, start, end, how);
 			folio_unlock(f);
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 		}
 	}
 }
@@ -96,8 +96,8 @@ int truncate_mapping(struct pc_mapping *m, uint64_t size)
 		err = backing_set_size(m, size);
 	}
 	/* After the writeback of what went has ended: the caller may have
-	 * made room, so writes may try again (see mapping_set_failing). */
-	mapping_clear_failing(m);
+	 * made room, so writes may try again (see failing_set). */
+	failing_clear(m);
 	inval_unlock(m);
 	return err;
 }
@@ -160,7 +160,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	}
 	if (!err && !keep)
 		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
-	mapping_clear_failing(m); /* room may have been made, as at truncate */
+	failing_clear(m); /* room may have been made, as at truncate */
 	inval_unlock(m);
 	return err;
 }
@@ -182,7 +182,7 @@ void fadvise_dontneed(struct pc_mapping *m, uint64_t start, uint64_t end)
 					mapping_remove_if_unused(m, f, 2);
 				folio_unlock(f);
 			}
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 		}
 	}
 }

@@ -80,14 +80,14 @@ static bool partial_block_complete(struct pc_mapping *m, struct pc_folio *f, uns
 				   bool *has_valid, uint32_t *vs, uint32_t *ve)
 {
 	*has_valid = false;
-	if (folio_block_uptodate(m, f, blk))
+	if (bs_block_uptodate(m, f, blk))
 		return true;
-	*has_valid = folio_block_valid(m, f, blk, vs, ve);
+	*has_valid = bs_block_valid(m, f, blk, vs, ve);
 	uint64_t bpos = folio_pos(f) + ((uint64_t)blk << m->block_shift);
 	bool rest_is_zero = s == 0 && bpos + e >= (uint64_t)atomic_load(&m->data_end);
 	if (*has_valid || !(rest_is_zero || block_has_no_data(m, bpos)))
 		return false;
-	uint8_t *p = folio_data(m->c, f) + ((size_t)blk << m->block_shift);
+	uint8_t *p = arena_data(m->c, f) + ((size_t)blk << m->block_shift);
 	memset(p, 0, s);
 	memset(p + e, 0, m->block_size - e);
 	return true;
@@ -143,7 +143,7 @@ static int prepare_partial_block(const struct write_ctx *w, struct pc_folio *f, 
 	}
 	if (w->flags & PC_NOWAIT)
 		return -EAGAIN;
-	int err = folio_fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
+	int err = fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
 	if (err)
 		return err;
 	/* Past the size at open only our own writes put data: the rest of
@@ -198,12 +198,12 @@ static bool completes_edge(struct pc_mapping *m, struct pc_folio *f, size_t foff
 	uint32_t vs, ve;
 	if (foff % bs) {
 		unsigned b = (unsigned)(foff >> m->block_shift);
-		if (folio_block_uptodate(m, f, b) || folio_block_valid(m, f, b, &vs, &ve))
+		if (bs_block_uptodate(m, f, b) || bs_block_valid(m, f, b, &vs, &ve))
 			return true;
 	}
 	if (end % bs) {
 		unsigned b = (unsigned)((end - 1) >> m->block_shift);
-		if (folio_block_uptodate(m, f, b) || folio_block_valid(m, f, b, &vs, &ve))
+		if (bs_block_uptodate(m, f, b) || bs_block_valid(m, f, b, &vs, &ve))
 			return true;
 	}
 	return false;
@@ -227,10 +227,10 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 		/* A cached write: whatever an uncached call left stays cached. */
 		if (folio_test(f, PF_DROPBEHIND)) {
 			folio_clear(f, PF_DROPBEHIND | PF_DROP_PENDING);
-			account_uncached(m, -(int64_t)folio_dirty_bytes(m, f));
+			account_uncached(m, -(int64_t)bs_dirty_bytes(m, f));
 		}
 		mapping_clear_edge(m, f);
-		folio_mark_accessed(f, foff, n, false);
+		lru_mark_accessed(f, foff, n, false);
 		return;
 	}
 	if (created) {
@@ -251,7 +251,7 @@ static void mark_for_write(const struct write_ctx *w, struct pc_folio *f, bool c
 	if (completes && folio_test(f, PF_EDGE)) {
 		mapping_clear_edge(m, f);
 		folio_set(f, PF_DROPBEHIND);
-		account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
+		account_uncached(m, (int64_t)bs_dirty_bytes(m, f));
 		edge_completed(m);
 		thread_edges_made--;
 	}
@@ -275,7 +275,7 @@ int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_foli
 	int err = prepare_edges(w, f, foff, n, &head_full, &tail_full, &awaits);
 	if (err) {
 		folio_unlock(f);
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 		return err;
 	}
 	mark_for_write(w, f, created, foff, n, completes, awaits);
@@ -288,13 +288,13 @@ void write_folio_commit(const struct write_ctx *w, const struct write_folio *wf)
 	struct pc_mapping *m = w->m;
 	struct pc_folio *f = wf->f;
 	bool was_dirty = folio_test(f, PF_DIRTY);
-	size_t newly = folio_write_end(m, f, wf->foff, wf->n, wf->head_full, wf->tail_full);
+	size_t newly = bs_write_end(m, f, wf->foff, wf->n, wf->head_full, wf->tail_full);
 	account_dirty(m, f, (int64_t)newly);
 	if (!was_dirty)
-		mapping_dirtied(m, f);
+		dirty_file_dirtied(m, f);
 	atomic_raise_i64(&m->i_size, (int64_t)(folio_pos(f) + wf->foff + wf->n));
 	folio_unlock(f);
-	folio_release(m->c, f);
+	reclaim_release_folio(m->c, f);
 }
 
 void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf)
@@ -305,7 +305,7 @@ void write_folio_abandon(const struct write_ctx *w, const struct write_folio *wf
 	if (wf->created)
 		mapping_remove_if_unused(m, wf->f, 2);
 	folio_unlock(wf->f);
-	folio_release(m->c, wf->f);
+	reclaim_release_folio(m->c, wf->f);
 }
 
 /* Write the part of the request that falls in one folio; returns bytes. */
@@ -315,7 +315,7 @@ static ssize_t write_one_folio(const struct write_ctx *w, uint64_t pos)
 	int err = write_folio_begin(w, pos, &wf);
 	if (err)
 		return err;
-	iov_copy_from(w->iov, w->iovcnt, pos - w->off, folio_data(w->m->c, wf.f) + wf.foff, wf.n);
+	iov_copy_from(w->iov, w->iovcnt, pos - w->off, arena_data(w->m->c, wf.f) + wf.foff, wf.n);
 	write_folio_commit(w, &wf);
 	return (ssize_t)wf.n;
 }
@@ -333,8 +333,8 @@ static void forget_clean_blocks(struct pc_mapping *m, struct pc_folio *f, size_t
 	size_t bs = m->block_size;
 	for (size_t b = start; b < end; b += bs) {
 		unsigned blk = (unsigned)(b >> m->block_shift);
-		if (folio_block_uptodate(m, f, blk) && !folio_block_dirty(m, f, blk))
-			folio_invalidate_blocks(m, f, b, bs, false);
+		if (bs_block_uptodate(m, f, blk) && !bs_block_dirty(m, f, blk))
+			bs_invalidate_blocks(m, f, b, bs, false);
 	}
 }
 
@@ -345,12 +345,12 @@ static void forget_clean_blocks(struct pc_mapping *m, struct pc_folio *f, size_t
  */
 static int fill_around_written(struct pc_mapping *m, struct pc_folio *f, unsigned blk, uint32_t s, uint32_t e)
 {
-	uint8_t *p = folio_data(m->c, f) + ((size_t)blk << m->block_shift);
+	uint8_t *p = arena_data(m->c, f) + ((size_t)blk << m->block_shift);
 	uint8_t *keep = malloc(e - s);
 	if (!keep)
 		return -ENOMEM;
 	memcpy(keep, p + s, e - s);
-	int err = folio_fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
+	int err = fill_range(m, f, (size_t)blk << m->block_shift, m->block_size);
 	memcpy(p + s, keep, e - s);
 	free(keep);
 	return err ? err : 1;
@@ -402,7 +402,7 @@ int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf, size_
 /*
  * Make a PC_DSYNC write durable: its own range only, written with
  * RWF_DSYNC (the file system makes the size that covers it durable too).
- * The exact byte size is left to fsync/close: see mapping_sync_size().
+ * The exact byte size is left to fsync/close: see backing_sync_size().
  */
 static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
@@ -467,7 +467,7 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 
 int write_admit(struct pc_mapping *m, uint64_t off, uint64_t end, int flags)
 {
-	int err = mapping_write_error(m);
+	int err = failing_write_error(m);
 	if (err)
 		return err;
 	if (end > (uint64_t)atomic_load_explicit(&m->reserve_end, memory_order_relaxed)) {
@@ -509,7 +509,7 @@ static uint64_t write_piece(const struct pc_mapping *m)
 	return pc_max_u64(m->c->cfg.max_io_bytes, m->c->cfg.dirty_limit_bytes / 8);
 }
 
-ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
+ssize_t write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
 {
 	struct pc_mapping *m = h->m;
 	struct write_ctx w = { m, iov, iovcnt, off, off + len, flags };

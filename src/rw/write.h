@@ -15,8 +15,8 @@ struct pc_mapping;
 /* A buffered write of [off, off+len) of h from iov, with PC_* flags as
  * api.c made them (PC_DIRECT goes to direct_write, whose unaligned ends
  * come back here). */
-HIDDEN ssize_t pc_write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
-			     int flags);
+HIDDEN ssize_t write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len,
+			  int flags);
 
 /* The steps of a buffered write, shared with the write spans (span.c).
  * A buffered write of [off, end) of m with PC_* flags, its data in iov
@@ -35,10 +35,10 @@ struct write_folio {
 	bool created;        /* this write created f */
 	bool head_full, tail_full; /* its partly covered first / last block is
 				    * valid around it (zeroed or read), else
-				    * deferred: see folio_write_end */
+				    * deferred: see bs_write_end */
 };
 /* Before a write dirties anything: a file whose writeback keeps failing
- * takes no new data (mapping_set_failing), space for a write that extends
+ * takes no new data (failing_set), space for a write that extends
  * the file is reserved (a full file system fails the write here, as the
  * kernel's buffered write does, not at fsync), and PC_NOWAIT meets the
  * dirty throttle (-EAGAIN past the limit). */

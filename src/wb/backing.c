@@ -263,7 +263,7 @@ void backing_release_reserve(struct pc_mapping *m)
  * without us), while writers that fill the file out of order, and run up
  * to a few hundred MiB apart, find it allocated.  How often: in steps of
  * at least EXTEND_STEP, or up to i_size, since XFS drains all direct I/O
- * in flight for a fallocate.  See mapping_sync_size() for the exact size.
+ * in flight for a fallocate.  See backing_sync_size() for the exact size.
  */
 #define EXTEND_RATIO 4u
 #define EXTEND_STEP (8ull << 20)
@@ -339,7 +339,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	pthread_mutex_unlock(&m->size_lock);
 	if (tail) {
 		folio_unlock(tail);
-		folio_release(m->c, tail);
+		reclaim_release_folio(m->c, tail);
 	}
 	return err;
 }
@@ -406,7 +406,7 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
  * written past the i_size we read, so writers (who raise i_size under
  * inval_lock, shared) are held off meanwhile.
  */
-int mapping_sync_size(struct pc_mapping *m)
+int backing_sync_size(struct pc_mapping *m)
 {
 	int err = 0;
 	if (atomic_load(&m->disk_size) == atomic_load(&m->i_size))

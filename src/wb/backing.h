@@ -36,6 +36,6 @@ HIDDEN void backing_extend(struct pc_mapping *m);
  * exclusively. */
 HIDDEN int backing_set_size(struct pc_mapping *m, uint64_t size);
 /* Make the backing file's size equal i_size (ftruncate) if it differs. */
-HIDDEN int mapping_sync_size(struct pc_mapping *m);
+HIDDEN int backing_sync_size(struct pc_mapping *m);
 
 #endif

@@ -67,7 +67,7 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 /*
  * The flusher looks only at files on its domain's dirty list, not at every
  * file of the cache (a hundred thousand closed, clean ones cost nothing).
- * A file goes on it when it gets dirty data (mapping_dirtied) and off it
+ * A file goes on it when it gets dirty data (dirty_file_dirtied) and off it
  * when a flusher round finds nothing left to do for it.  Taking it off
  * races with a writer dirtying it again: the flusher clears the flag first
  * and looks again, the writer counts its data first and looks at the flag
@@ -104,7 +104,7 @@ void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
 	m->dirty_prev = m->dirty_next = NULL;
 }
 
-void mapping_forget_dirty(struct pc_mapping *m)
+void dirty_forget_file(struct pc_mapping *m)
 {
 	struct pc_domain *d = m->dom;
 	bool was = false;
@@ -125,7 +125,7 @@ bool flusher_has_work_in(struct pc_mapping *m)
 	       atomic_load(&m->closed_dirty);
 }
 
-void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
+void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
 {
 	/* The bytes were counted (relaxed) before: order that before looking
 	 * at the flag, which the flusher clears before looking at them. */
@@ -138,7 +138,7 @@ void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f)
 	mapping_tag_dirty(m, f);
 	uint64_t zero = 0;
 	if (!atomic_load_explicit(&m->dirtied_when_ms, memory_order_relaxed))
-		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, pc_now_ms());
+		atomic_compare_exchange_strong(&m->dirtied_when_ms, &zero, now_ms());
 }
 
 /* The dirty bytes of files whose write-back keeps failing, which the
@@ -151,7 +151,7 @@ int64_t files_failing_dirty(struct pc_cache *c)
 	files_lock(&c->files_lock);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
-			if (mapping_failing(m))
+			if (failing_error(m))
 				sum += pc_max_i64(0, atomic_load(&m->nr_dirty));
 	files_unlock(&c->files_lock);
 	return sum;

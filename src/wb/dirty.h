@@ -21,9 +21,9 @@ HIDDEN void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t byte
 HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
 /* Take a gone file (unlinked) off its domain's dirty list now, so that
  * its last reference, and descriptor, can go at once. */
-HIDDEN void mapping_forget_dirty(struct pc_mapping *m);
+HIDDEN void dirty_forget_file(struct pc_mapping *m);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
-HIDDEN void mapping_dirtied(struct pc_mapping *m, struct pc_folio *f);
+HIDDEN void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f);
 /* Whether m has anything for the flusher (dirty or uncached data, edges). */
 HIDDEN bool flusher_has_work_in(struct pc_mapping *m);
 /* Take m off domain d's dirty list (d->lock held). */

@@ -132,7 +132,7 @@ void edge_keep(struct pc_mapping *m, struct pc_folio *f)
 
 	assert_folio_locked(f);
 	mapping_set_edge(m, f);
-	struct pc_edge_ref e = { folio_pfn(c, f), folio_generation(f) };
+	struct pc_edge_ref e = { arena_pfn(c, f), folio_generation(f) };
 	pthread_mutex_lock(&c->edge_lock);
 	/* Out of memory for the FIFO: the edge is kept untracked (it still
 	 * goes at fsync, close, completion or memory pressure). */
@@ -154,7 +154,7 @@ static bool edge_let_go(struct pc_mapping *m, struct pc_folio *f)
 	if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
 		mapping_clear_edge(m, f);
 		folio_set(f, PF_DROPBEHIND);
-		account_uncached(m, (int64_t)folio_dirty_bytes(m, f));
+		account_uncached(m, (int64_t)bs_dirty_bytes(m, f));
 		flusher_kick(m->dom);
 		return true;
 	}
@@ -184,7 +184,7 @@ static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_r
 		if (entry_live(c, out))
 			*f = g;
 		else
-			folio_release(c, g);
+			reclaim_release_folio(c, g);
 	}
 	return true;
 }
@@ -240,14 +240,14 @@ static void trim_to_budget(struct pc_cache *c)
 			continue;
 		if (folio_test(f, PF_DIRTY | PF_WRITEBACK)) {
 			push_newest(c, &e);
-			folio_release(c, f);
+			reclaim_release_folio(c, f);
 			continue;
 		}
 		if (!folio_trylock(f)) {
 			/* Being written or completed right now: try again at
 			 * the next trim rather than wait (callers hold locks). */
 			push_oldest_back(c, &e);
-			folio_release(c, f);
+			reclaim_release_folio(c, f);
 			return;
 		}
 		/* Indexed and locked by us: its mapping cannot go meanwhile. */
@@ -260,7 +260,7 @@ static void trim_to_budget(struct pc_cache *c)
 			}
 		}
 		folio_unlock(f);
-		folio_release(c, f);
+		reclaim_release_folio(c, f);
 	}
 }
 
@@ -289,7 +289,7 @@ void edge_completed(struct pc_mapping *m)
 {
 	atomic_fetch_add_explicit(&m->c->st_edge_completed, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->edges_completed, 1, memory_order_relaxed);
-	uint64_t now = pc_now_ms();
+	uint64_t now = now_ms();
 	if (atomic_load_explicit(&m->edge_completed_ms, memory_order_relaxed) != now)
 		atomic_store_explicit(&m->edge_completed_ms, now, memory_order_relaxed);
 }
@@ -297,13 +297,13 @@ void edge_completed(struct pc_mapping *m)
 void edges_wait_for_neighbours(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
-	uint64_t start = pc_now_ms();
+	uint64_t start = now_ms();
 	uint64_t last_change = atomic_load_explicit(&m->edge_completed_ms, memory_order_relaxed);
 	uint64_t done = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);
 	if (edges_over_budget(c))
 		atomic_fetch_add_explicit(&c->st_edge_waits, 1, memory_order_relaxed);
 	while (edges_over_budget(c)) {
-		uint64_t now = pc_now_ms();
+		uint64_t now = now_ms();
 		uint64_t d = atomic_load_explicit(&m->edges_completed, memory_order_relaxed);
 		if (d != done) {
 			done = d;
@@ -331,7 +331,7 @@ void drop_edges(struct pc_mapping *m)
 					atomic_fetch_add(&m->c->st_edge_expired, 1);
 				folio_unlock(f);
 			}
-			folio_release(m->c, f);
+			reclaim_release_folio(m->c, f);
 		}
 	}
 }

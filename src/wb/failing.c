@@ -30,7 +30,7 @@ static bool device_wide(int err)
 	return err == -ENOSPC || err == -EDQUOT;
 }
 
-void mapping_set_failing(struct pc_mapping *m, int err)
+void failing_set(struct pc_mapping *m, int err)
 {
 	atomic_store(&m->c->last_wb_error, err);
 	if (device_wide(err))
@@ -39,7 +39,7 @@ void mapping_set_failing(struct pc_mapping *m, int err)
 		atomic_fetch_add(&m->c->nr_failing, 1);
 }
 
-void mapping_clear_failing(struct pc_mapping *m)
+void failing_clear(struct pc_mapping *m)
 {
 	atomic_store(&m->dom->nospace, 0);
 	if (atomic_exchange(&m->wb_failing, 0) != 0)
@@ -49,9 +49,9 @@ void mapping_clear_failing(struct pc_mapping *m)
 void writeback_failed(struct pc_mapping *m, int err)
 {
 	errseq_set(&m->wb_err, err);
-	atomic_store(&m->last_error_ms, pc_now_ms());
+	atomic_store(&m->last_error_ms, now_ms());
 	atomic_fetch_add_explicit(&m->c->st_write_errors, 1, memory_order_relaxed);
-	mapping_set_failing(m, err);
+	failing_set(m, err);
 }
 
 /* A write of a failing file went through: the fault is gone (space came
@@ -59,7 +59,7 @@ void writeback_failed(struct pc_mapping *m, int err)
 void writeback_recovered(struct pc_mapping *m)
 {
 	if (atomic_load(&m->nr_dirty) <= 0)
-		mapping_clear_failing(m);
+		failing_clear(m);
 	else
 		atomic_store(&m->dom->nospace, 0);
 }

@@ -75,7 +75,7 @@ void flusher_write_soon(struct pc_mapping *m)
 {
 	if (atomic_load(&m->nr_dirty) <= 0)
 		return;
-	uint64_t when = dirtied_to_expire_in(m->c, pc_now_ms(), FLUSH_SOON_MS);
+	uint64_t when = dirtied_to_expire_in(m->c, now_ms(), FLUSH_SOON_MS);
 	uint64_t cur = atomic_load(&m->dirtied_when_ms);
 	while ((cur == 0 || cur > when) && !atomic_compare_exchange_weak(&m->dirtied_when_ms, &cur, when))
 		;
@@ -140,7 +140,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 			  int patience)
 {
 	struct pc_cache *c = d->c;
-	uint64_t now = pc_now_ms();
+	uint64_t now = now_ms();
 	int64_t submitted = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];

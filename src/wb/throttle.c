@@ -73,7 +73,7 @@ static uint64_t take_unpaced(void)
  * Dirty data of files whose writeback keeps failing does not count: it
  * cannot be cleaned until the fault clears, and waiting on it would stall
  * writers of every other file and device for ever.  It is bounded anyway:
- * those files take no new writes meanwhile (mapping_set_failing).
+ * those files take no new writes meanwhile (failing_set).
  */
 static bool over_limit_with(struct pc_cache *c, uint64_t room)
 {
@@ -165,7 +165,7 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 	struct pc_cache *c = m->c;
 	int err = 0;
 	while (c->throttle_head != w || over_limit_with(c, w->room)) {
-		err = mapping_write_error(m);
+		err = failing_write_error(m);
 		if (err)
 			break;
 		*waited = true;
@@ -203,7 +203,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 		lock_check_may_wait(LOCK_TREE);
 	room = pc_min_u64(room, c->cfg.dirty_limit_bytes / 8);
 	kick_flusher_past_thresholds(m, uncached);
-	int err = mapping_write_error(m);
+	int err = failing_write_error(m);
 	if (err)
 		return err;
 	uint64_t unpaced = nowait ? 0 : take_unpaced();

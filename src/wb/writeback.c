@@ -9,6 +9,11 @@
  * writers wait for writeback to end before changing a folio (stable pages),
  * so a failed write can simply set the same dirty bits again: the data is
  * never lost, and the error is recorded for fsync/close to report.
+ *
+ * About 640 lines, one file on purpose: building a request, its completion
+ * and the redirtying after a failure share the request's state and its
+ * invariants (which blocks are under write-back, who drops the folio), and
+ * split apart each half would read as if the other could change alone.
  */
 #include "wb/writeback.h"
 
@@ -109,10 +114,10 @@ static void segment_redirty_on_error(struct pc_mapping *m, struct wb_seg *s, int
 	int64_t bytes = (int64_t)s->count << m->block_shift;
 	if (err) {
 		bool was_dirty = folio_test(f, PF_DIRTY);
-		folio_redirty_blocks(m, f, s->first, s->count);
+		bs_redirty_blocks(m, f, s->first, s->count);
 		account_dirty(m, f, bytes);
 		if (!was_dirty)
-			mapping_dirtied(m, f);
+			dirty_file_dirtied(m, f);
 	}
 	atomic_fetch_sub_explicit(&m->dom->writeback, bytes, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&m->c->writeback, bytes, memory_order_relaxed);
@@ -129,10 +134,10 @@ static void segment_release(struct pc_mapping *m, struct wb_seg *s, int err)
 	struct pc_folio *f = s->f;
 	if (atomic_fetch_sub(&f->wb_pending, 1) == 1) {
 		folio_clear_and_wake(f, PF_WRITEBACK);
-		if (!err && folio_test(f, PF_DROPBEHIND) && !folio_try_drop(m->c, f, false))
+		if (!err && folio_test(f, PF_DROPBEHIND) && !reclaim_try_drop(m->c, f, false))
 			folio_set(f, PF_DROP_PENDING);
 	}
-	folio_release(m->c, f);
+	reclaim_release_folio(m->c, f);
 }
 
 /*
@@ -181,7 +186,7 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	 * syncer waiting for the folios finds the error recorded. */
 	if (err)
 		writeback_failed(m, err);
-	else if (mapping_failing(m))
+	else if (failing_error(m))
 		writeback_recovered(m);
 	for (int i = 0; i < r->nseg; i++)
 		segment_release(m, &r->seg[i], err);
@@ -283,7 +288,7 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
 	}
 	folio_get(f);
 	r->seg[r->nseg] = (struct wb_seg){ f, first, count };
-	r->iov[r->nseg] = (struct iovec){ folio_data(m->c, f) + ((size_t)first << m->block_shift), len };
+	r->iov[r->nseg] = (struct iovec){ arena_data(m->c, f) + ((size_t)first << m->block_shift), len };
 	r->nseg++;
 	r->io.len += len;
 	return 0;
@@ -318,11 +323,11 @@ static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t
 		return false;
 	uint64_t disk = pc_round_up((uint64_t)atomic_load(&m->disk_size), bs);
 	unsigned blk = (unsigned)((last - fpos) >> m->block_shift);
-	if (last < disk || !folio_block_dirty(m, f, blk))
+	if (last < disk || !bs_block_dirty(m, f, blk))
 		return false;
 	unsigned lo = blk;
 	while (small && lo > 0 && fpos + ((uint64_t)(lo - 1) << m->block_shift) >= disk &&
-	       folio_block_dirty(m, f, lo - 1))
+	       bs_block_dirty(m, f, lo - 1))
 		lo--;
 	*first = lo;
 	*count = blk - lo + 1;
@@ -345,9 +350,9 @@ static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned 
 	/* An earlier direct write of these blocks may still be in flight: the
 	 * buffered write must not race it for the same pages. */
 	folio_wait_clear(f, PF_WRITEBACK);
-	if (backing_write_tail(m, folio_data(m->c, f) + boff, pos, len) != 0)
+	if (backing_write_tail(m, arena_data(m->c, f) + boff, pos, len) != 0)
 		return;
-	size_t cleared = folio_clear_range_dirty(m, f, boff, run);
+	size_t cleared = bs_clear_range_dirty(m, f, boff, run);
 	account_dirty(m, f, -(int64_t)cleared);
 }
 
@@ -359,8 +364,8 @@ static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned 
 static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struct pc_folio *f,
 				 struct pc_wb_waiter *w, int mode, int64_t *submitted)
 {
-	if (folio_has_partial(f)) {
-		int err = folio_merge_partials(m, f);
+	if (bs_has_partial(f)) {
+		int err = fill_merge_partials(m, f);
 		if (err) {
 			/* Its data cannot go: as a failed write (the throttle
 			 * must not wait for it, and fsync reports it). */
@@ -373,7 +378,7 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 	if (closed_kernel_run(m, f, size, &first, &count))
 		write_closed_run(m, f, first, count, size);
 	int err = 0;
-	while (folio_next_dirty_run(m, f, from, &first, &count)) {
+	while (bs_next_dirty_run(m, f, from, &first, &count)) {
 		err = req_add_run(rp, m, f, first, count, w, mode);
 		if (err)
 			break; /* no memory: the rest stays dirty, the caller hears it */
@@ -385,7 +390,7 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 		/* Account before clearing so counters never go negative. */
 		atomic_fetch_add_explicit(&m->dom->writeback, (int64_t)bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->c->writeback, (int64_t)bytes, memory_order_relaxed);
-		size_t cleared = folio_clear_range_dirty(m, f, (size_t)first << m->block_shift, bytes);
+		size_t cleared = bs_clear_range_dirty(m, f, (size_t)first << m->block_shift, bytes);
 		account_dirty(m, f, -(int64_t)cleared);
 		*submitted += (int64_t)bytes;
 		from = first + count;
@@ -395,7 +400,7 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 		/* Clean with nothing in flight (its tail went through the
 		 * kernel): an uncached folio goes now, not at a completion. */
 		if (!folio_test(f, PF_WRITEBACK))
-			folio_try_drop(m->c, f, true);
+			reclaim_try_drop(m->c, f, true);
 	}
 	return err;
 }
@@ -420,7 +425,7 @@ static bool uncached_candidate(struct pc_folio *f)
  */
 static bool partial_is_young(struct pc_mapping *m, struct pc_folio *f)
 {
-	if (!folio_test(f, PF_EDGE) && !folio_has_partial(f))
+	if (!folio_test(f, PF_EDGE) && !bs_has_partial(f))
 		return false;
 	return folio_age_ms(m->c, f) < m->c->cfg.edge_expire_ms;
 }
@@ -450,7 +455,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 	struct pc_mapping *m = k->m;
 	int mode = k->mode;
 	if (k->budget && k->submitted >= k->budget) {
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 		return;
 	}
 	/* A walk behind a sequential writer can last as long as the writer
@@ -468,7 +473,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		locked = true;
 	}
 	if (!locked) {
-		folio_release(m->c, f);
+		reclaim_release_folio(m->c, f);
 		return;
 	}
 	bool ok = folio_test(f, PF_INDEXED) && f->mapping == m;
@@ -489,7 +494,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 			k->err = err;
 	}
 	folio_unlock(f);
-	folio_release(m->c, f);
+	reclaim_release_folio(m->c, f);
 }
 
 /*
@@ -526,7 +531,7 @@ static void run_flush(struct wb_walk *k, struct short_run *s)
 static void run_close(struct wb_walk *k, struct short_run *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
-		folio_release(k->m->c, s->f[i]);
+		reclaim_release_folio(k->m->c, s->f[i]);
 	*s = (struct short_run){ .n = 0 };
 }
 
@@ -600,7 +605,7 @@ void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			folio_wait_clear(batch[i], PF_WRITEBACK);
-			folio_release(m->c, batch[i]);
+			reclaim_release_folio(m->c, batch[i]);
 		}
 	}
 }
@@ -627,11 +632,11 @@ int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 	return err;
 }
 
-int mapping_flush(struct pc_mapping *m)
+int writeback_file(struct pc_mapping *m)
 {
 	if (!m->writable)
 		return 0;
 	int err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
-	int e2 = mapping_sync_size(m);
+	int e2 = backing_sync_size(m);
 	return err ? err : e2;
 }

@@ -61,6 +61,6 @@ HIDDEN void waiter_destroy(struct pc_wb_waiter *w);
 
 /* Write back all dirty data of a writable file, wait, and set the backing
  * file's exact size (fsync, close, cache destroy); the first error. */
-HIDDEN int mapping_flush(struct pc_mapping *m);
+HIDDEN int writeback_file(struct pc_mapping *m);
 
 #endif
