@@ -148,6 +148,7 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 /* Unlink from the open list and park in the quarantine (files_lock held). */
 static void handle_retire(struct pc_cache *c, struct pc_file *h)
 {
+	assert_held(&c->files_lock);
 	if (h->open_prev)
 		h->open_prev->open_next = h->open_next;
 	else

@@ -29,8 +29,8 @@
  * space.  So is a mapping that gave its descriptor up and whose data has
  * all been evicted.
  *
- * Everything here runs under files_lock, except settling, which takes
- * locks that come before it (inval_lock, size_lock).
+ * Everything here runs under files_lock, except settling, which does I/O
+ * under inval_lock and size_lock and so runs outside files_lock.
  */
 #include "api/closed.h"
 
@@ -172,6 +172,7 @@ static bool mapping_clean(struct pc_mapping *m)
 
 bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 {
+	assert_held(&c->files_lock);
 	if (!needs_settling(m)) {
 		keep_settled(c, m);
 		return false;
@@ -200,6 +201,7 @@ void closed_release_fds(struct pc_cache *c)
 
 void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
 {
+	assert_held(&c->files_lock);
 	if (atomic_load(&m->closed_dirty))
 		dirty_list_del(c, m);
 	if (m->on_closed_list)
@@ -238,8 +240,8 @@ void closed_settle(struct pc_mapping *m)
 	int fd = still_to_settle(c, m);
 	if (fd < 0)
 		return;
-	/* Exact size and reservations first, outside files_lock (they take
-	 * inval_lock and size_lock, which come before it).  A failure waits
+	/* Exact size and reservations first, outside files_lock (they do I/O
+	 * under inval_lock and size_lock).  A failure waits
 	 * a while before the next try (the flusher would spin on it). */
 	if (backing_sync_size(m) != 0) {
 		atomic_store(&m->last_error_ms, now_ms());
@@ -357,6 +359,7 @@ static bool unlinked(const struct pc_mapping *m, int fd)
  * caller's now. */
 static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_unlinked)
 {
+	assert_held(&c->files_lock);
 	if (m->nhandles != 0 || m->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
 		return false;
 	if (fd >= 0 ? !fd_unlinked : !mapping_forgettable(m))

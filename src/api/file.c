@@ -184,6 +184,7 @@ static void domain_probe(struct pc_domain *d, int fd, bool direct)
 static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool lazy, bool writable,
 				      const struct stat *st, int *err)
 {
+	assert_held(&c->files_lock);
 	struct pc_mapping *m = calloc(1, sizeof(*m));
 	if (!m) {
 		*err = -ENOMEM;
@@ -380,6 +381,7 @@ static void revalidate_locked(struct pc_mapping *m)
  * needs, and take it off the closed lists. */
 static int attach_handle(struct pc_mapping *m, bool want_write)
 {
+	assert_held(&m->c->files_lock);
 	int err = 0;
 	if (m->nhandles == 0 && !m->closed_dirty) {
 		/* Reopened after a clean close: the lock was released. */

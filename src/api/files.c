@@ -3,9 +3,9 @@
  * found by device and inode (a hash that grows as files are opened), and
  * what pc_cache_destroy does to all of them at once.
  *
- * The table is under cache->files_lock, the outermost lock (mem/mapping.h):
- * an open finds or inserts a file's mapping and attaches a handle in one
- * hold of it.
+ * The table is under cache->files_lock (its place in the lock order is in
+ * mem/mapping.h): an open finds or inserts a file's mapping and attaches a
+ * handle in one hold of it.
  */
 #include "api/files.h"
 
@@ -29,6 +29,7 @@ static unsigned hash_of(struct pc_cache *c, dev_t dev, ino_t ino)
 
 struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
 {
+	assert_held(&c->files_lock);
 	for (struct pc_mapping *m = c->file_hash[hash_of(c, dev, ino)]; m; m = m->hash_next)
 		if (m->dev == dev && m->ino == ino)
 			return m;
@@ -37,6 +38,7 @@ struct pc_mapping *files_hash_find(struct pc_cache *c, dev_t dev, ino_t ino)
 
 void files_hash_remove(struct pc_cache *c, struct pc_mapping *m)
 {
+	assert_held(&c->files_lock);
 	struct pc_mapping **pp = &c->file_hash[hash_of(c, m->dev, m->ino)];
 	while (*pp && *pp != m)
 		pp = &(*pp)->hash_next;
@@ -72,6 +74,7 @@ static void hash_grow(struct pc_cache *c)
 
 void files_hash_insert(struct pc_cache *c, struct pc_mapping *m)
 {
+	assert_held(&c->files_lock);
 	if (c->nr_mappings >= 2 * c->file_hash_size)
 		hash_grow(c);
 	unsigned h = hash_of(c, m->dev, m->ino);

@@ -19,8 +19,10 @@
 static const char *level_name(int level)
 {
 	switch (level) {
-	case LOCK_FILES: return "files_lock";
 	case LOCK_INVAL: return "inval_lock";
+	case LOCK_THROTTLE: return "throttle_lock";
+	case LOCK_FILES: return "files_lock";
+	case LOCK_SIZE: return "size_lock";
 	case LOCK_FOLIO: return "folio lock";
 	case LOCK_TREE: return "tree_lock";
 	case LOCK_STATE: return "block-state spinlock";

@@ -23,8 +23,10 @@
  * recorded.  The folio lock is a bit that I/O completions release on
  * another thread, so it is not recorded per thread: folio_lock checks only
  * that the thread holds nothing after it (lock_check_may_wait), and
- * assert_folio_locked (mem/folio.h) checks the bit.  Every other wait (for
- * I/O, memory, the throttle) checks the same at LOCK_TREE.
+ * assert_folio_locked (mem/folio.h) checks the bit.  Waits for memory, the
+ * I/O queue's room, write-back progress and the throttle check the same at
+ * LOCK_TREE; a synchronous device call (pread/pwrite, ftruncate) is not
+ * checked as a wait.
  */
 #ifndef PC_CHECK_H
 #define PC_CHECK_H
@@ -36,12 +38,14 @@
 #endif
 
 enum pc_lock_level {
-	LOCK_FILES = 1, /* cache->files_lock: opens and closes, the file table */
-	LOCK_INVAL = 2, /* mapping->inval_lock */
-	LOCK_FOLIO = 3, /* the folio lock (not recorded, see above) */
-	LOCK_TREE = 4,  /* mapping->tree_lock */
-	LOCK_STATE = 5, /* a folio's block-state spinlock */
-	LOCK_LEAF = 6,  /* lru, arena, domain: nothing is taken after them */
+	LOCK_INVAL = 1,    /* mapping->inval_lock */
+	LOCK_THROTTLE = 2, /* cache->throttle_lock (asks the file table) */
+	LOCK_FILES = 3,    /* cache->files_lock: opens and closes, the file table */
+	LOCK_SIZE = 4,     /* mapping->size_lock: the backing file's size */
+	LOCK_FOLIO = 5,    /* the folio lock (not recorded, see above) */
+	LOCK_TREE = 6,     /* mapping->tree_lock */
+	LOCK_STATE = 7,    /* a folio's block-state spinlock */
+	LOCK_LEAF = 8,     /* lru, arena, domain, edges, pacing: nothing after them */
 };
 
 /* How a lock is taken (lock_note_take's `how`). */
@@ -100,19 +104,27 @@ HIDDEN bool lock_held_excl(const void *lock);
 #define lock_check_may_wait(level) ((void)0)
 #define lock_note_take(lock, level, how) ((void)(lock))
 #define lock_note_give(lock) ((void)(lock))
-#define lock_note_take_from(lock, level, how) ((void)(lock), (void)file, (void)line)
+#define lock_note_take_from(lock, level, how) ((void)(lock), (void)(level), (void)file, (void)line)
 #define lock_note_give_from(lock) ((void)(lock), (void)file, (void)line)
 #define PC_ASSERT_HELD(lock) ((void)sizeof(lock))
 #define PC_ASSERT_HELD_EXCL(lock) ((void)sizeof(lock))
 
 #endif
 
-/* A leaf mutex (LOCK_LEAF): the lock and its record in one call, which
- * records where its caller took it. */
-static inline void leaf_lock_at(pthread_mutex_t *mu, const char *file, int line)
+/* A mutex of the order at `level`: the lock and its record in one call,
+ * which records where its caller took it. */
+static inline void noted_lock_at(pthread_mutex_t *mu, enum pc_lock_level level, const char *file, int line)
 {
-	lock_note_take_from(mu, LOCK_LEAF, TAKE_WAITS | TAKE_EXCL);
+	lock_note_take_from(mu, level, TAKE_WAITS | TAKE_EXCL);
 	pthread_mutex_lock(mu);
+}
+
+static inline bool noted_trylock_at(pthread_mutex_t *mu, enum pc_lock_level level, const char *file, int line)
+{
+	if (pthread_mutex_trylock(mu))
+		return false;
+	lock_note_take_from(mu, level, TAKE_TRY | TAKE_EXCL);
+	return true;
 }
 
 static inline void noted_unlock_at(pthread_mutex_t *mu, const char *file, int line)
@@ -120,17 +132,16 @@ static inline void noted_unlock_at(pthread_mutex_t *mu, const char *file, int li
 	lock_note_give_from(mu);
 	pthread_mutex_unlock(mu);
 }
-#define leaf_lock(mu) leaf_lock_at((mu), __FILE__, __LINE__)
-#define leaf_unlock(mu) noted_unlock_at((mu), __FILE__, __LINE__)
-
-/* cache->files_lock, the outermost lock: an open revalidates (and may
- * discard) a file's folios under it. */
-static inline void files_lock_at(pthread_mutex_t *mu, const char *file, int line)
-{
-	lock_note_take_from(mu, LOCK_FILES, TAKE_WAITS | TAKE_EXCL);
-	pthread_mutex_lock(mu);
-}
-#define files_lock(mu) files_lock_at((mu), __FILE__, __LINE__)
-#define files_unlock(mu) noted_unlock_at((mu), __FILE__, __LINE__)
+#define noted_lock(mu, level) noted_lock_at((mu), (level), __FILE__, __LINE__)
+#define noted_trylock(mu, level) noted_trylock_at((mu), (level), __FILE__, __LINE__)
+#define noted_unlock(mu) noted_unlock_at((mu), __FILE__, __LINE__)
+#define leaf_lock(mu) noted_lock((mu), LOCK_LEAF)
+#define leaf_unlock(mu) noted_unlock(mu)
+/* cache->files_lock: an open revalidates (and may discard) a file's folios
+ * under it, so it comes before the folio lock. */
+#define files_lock(mu) noted_lock((mu), LOCK_FILES)
+#define files_unlock(mu) noted_unlock(mu)
+/* A "caller holds mu" rule, for the mutexes above. */
+#define assert_held(mu) PC_ASSERT_HELD(mu)
 
 #endif

@@ -59,6 +59,7 @@
 #include "mem/arena.h"
 
 #include "api/cache.h"
+#include "lib/check.h"
 #include "mem/folio.h"
 #include "pagecache.h"
 #include "lib/sysmem.h"
@@ -443,6 +444,7 @@ static unsigned largest_block_at(const struct pc_cache *c, uint32_t pfn)
  * memory that is not listed. */
 static bool carve_fresh_block(struct pc_cache *c)
 {
+	assert_held(&c->arena_lock);
 	uint32_t pfn = atomic_load_explicit(&c->fresh_pfn, memory_order_relaxed);
 	if (pfn >= c->npages)
 		return false;

@@ -104,6 +104,7 @@ static bool bits_any(const uint64_t *w, unsigned nblocks)
 /* Bring the folio flags in line with the bitmaps (state lock held). */
 static void sync_folio_flags(struct pc_mapping *m, struct pc_folio *f)
 {
+	PC_ASSERT_HELD(&f->flags); /* the state lock */
 	unsigned n = bs_nblocks(m, f);
 	if (bits_all(ubits(f), 0, n))
 		folio_set(f, PF_UPTODATE);
@@ -228,6 +229,7 @@ void bs_mark_all_uptodate(struct pc_mapping *m, struct pc_folio *f)
 /* Drop block blk's valid range (state lock held). */
 static void valid_forget(struct pc_folio *f, unsigned blk)
 {
+	PC_ASSERT_HELD(&f->flags); /* the state lock */
 	if (f->bx && f->bx->valid && f->bx->valid[blk].end) {
 		f->bx->valid[blk].start = f->bx->valid[blk].end = 0;
 		f->bx->nr_partial--;

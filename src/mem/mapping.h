@@ -4,15 +4,18 @@
  * the calls of mapping.c: the file's folio index (find, create, remove
  * folios, tags), built on radix.h.
  *
- * Lock order (outer first):
+ * Lock order (outer first; lib/check.h has the levels):
+ *   mapping->inval_lock (rwlock; writers, readers creating folios and
+ *                        direct I/O: shared; truncate, punch: exclusive)
+ *   cache->throttle_lock (the dirty throttle's queue; it asks the file
+ *                         table how much dirty data is failing)
  *   cache->files_lock (opens, closes, the file table: an open revalidates,
  *                      and may discard, a file's folios under it)
- *   mapping->inval_lock (rwlock; writers, readers creating folios: shared;
- *                        truncate/punch/direct invalidation: exclusive)
+ *   mapping->size_lock (the backing file's size and reservations)
  *   folio lock (PF_LOCKED bit, sleeps on a futex)
  *   mapping->tree_lock (rwlock; index and tags, never held across I/O)
  *   folio block-state spinlock
- *   cache->lru_lock, cache->arena_lock, domain->lock (leaves)
+ *   leaves: cache->lru_lock, arena_lock, edge_lock, pace_lock, domain->lock
  * Nothing waits for I/O, memory or the throttle while holding tree_lock or
  * any lock after it.  Completion callbacks only trylock folios.  Checking
  * builds check this order, per thread, on every lock taken (lib/check.h).

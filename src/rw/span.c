@@ -248,8 +248,9 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 		return err; /* api.c marks the span ended */
 	}
 	/* The span holds inval_lock and the folio lock from here to its end,
-	 * across the caller's other calls and perhaps to another thread's
-	 * pc_write_end: the lock is the span's, not this thread's, so the
+	 * across the caller's other calls, which may take another file's
+	 * inval_lock (the header allows a write to another file): the lock is
+	 * the span's, not one the thread's later calls nest in, so the
 	 * per-thread record lets go of it (lib/check.h); span_write_end takes
 	 * the record back. */
 	lock_note_give(&m->inval_lock);

@@ -121,6 +121,7 @@ static bool renewal_due(struct pc_mapping *m, uint64_t end)
  * reserves nothing, from now on. */
 static int reserve_range(struct pc_mapping *m, uint64_t from, uint64_t to)
 {
+	assert_held(&m->size_lock);
 	int err = reserve_blocks(m, from, to);
 	if (reserve_unsupported(err)) {
 		atomic_store(&m->no_reserve, true);
@@ -144,7 +145,7 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 		return 0;
 	uint64_t bs = m->block_size;
 	int err = 0;
-	pthread_mutex_lock(&m->size_lock);
+	noted_lock(&m->size_lock, LOCK_SIZE);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	if (end > have && !atomic_load(&m->no_reserve)) {
 		uint64_t need = pc_round_up(end, bs);
@@ -159,7 +160,7 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 		if (!err)
 			atomic_store(&m->reserve_bg_failed, false);
 	}
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 	return err;
 }
 
@@ -194,7 +195,7 @@ void backing_reserve_background(struct pc_mapping *m)
 	 * the caller may be a write-back walk holding folios under writeback
 	 * it has not submitted yet; busy, the request stays for the next
 	 * walk or round (the writer reserves itself if none comes). */
-	if (pthread_mutex_trylock(&m->size_lock))
+	if (!noted_trylock(&m->size_lock, LOCK_SIZE))
 		return;
 	uint64_t end = (uint64_t)atomic_exchange(&m->reserve_want, 0);
 	/* Due still (under the lock, no one reserved meanwhile): the target,
@@ -202,7 +203,7 @@ void backing_reserve_background(struct pc_mapping *m)
 	if (end && renewal_due(m, end) &&
 	    reserve_to(m, (uint64_t)atomic_load(&m->reserve_end), reserve_target(m, end)))
 		atomic_store(&m->reserve_bg_failed, true);
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 }
 
 /*
@@ -221,28 +222,28 @@ void backing_release_reserve(struct pc_mapping *m)
 		return;
 	/* A reservation ahead asked for and not yet made: not to be made any
 	 * more (no writer is left), see backing_reserve_background. */
-	pthread_mutex_lock(&m->size_lock);
+	noted_lock(&m->size_lock, LOCK_SIZE);
 	atomic_store(&m->reserve_want, 0);
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 	/* (Not compared with disk_size: allocation ahead may have raised
 	 * that past i_size until the size was made exact.) */
 	if (
 	    atomic_load(&m->reserve_end) <= (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
 	inval_lock_excl(m);
-	pthread_mutex_lock(&m->size_lock);
+	noted_lock(&m->size_lock, LOCK_SIZE);
 	uint64_t size = pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
 	uint64_t keep = pc_round_up(size, m->block_size);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	bool freed = have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
 					      (off_t)(have - keep)) == 0;
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 	if (have > keep && backing_set_size(m, size) == 0)
 		freed = true;
 	if (freed) {
-		pthread_mutex_lock(&m->size_lock);
+		noted_lock(&m->size_lock, LOCK_SIZE);
 		atomic_store(&m->reserve_end, (int64_t)keep);
-		pthread_mutex_unlock(&m->size_lock);
+		noted_unlock(&m->size_lock);
 	}
 	inval_unlock(m);
 }
@@ -281,7 +282,7 @@ void backing_extend(struct pc_mapping *m)
 	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
 	if (target <= done || (target < want && target - done < EXTEND_STEP))
 		return;
-	pthread_mutex_lock(&m->size_lock);
+	noted_lock(&m->size_lock, LOCK_SIZE);
 	done = (uint64_t)atomic_load(&m->alloc_end);
 	/* From a size inside a block the file system would zero that block's
 	 * tail through its page cache: leave that to the writes themselves. */
@@ -290,7 +291,7 @@ void backing_extend(struct pc_mapping *m)
 		atomic_raise_i64(&m->alloc_end, (int64_t)target);
 		atomic_raise_i64(&m->disk_size, (int64_t)target);
 	}
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 }
 
 
@@ -308,7 +309,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		folio_wait_clear(tail, PF_WRITEBACK);
 	}
 	int err = 0;
-	pthread_mutex_lock(&m->size_lock);
+	noted_lock(&m->size_lock, LOCK_SIZE);
 	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
 	if (ftruncate(m->fd, (off_t)size) == 0) {
 		atomic_store(&m->disk_size, (int64_t)size);
@@ -336,7 +337,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 	}
-	pthread_mutex_unlock(&m->size_lock);
+	noted_unlock(&m->size_lock);
 	if (tail) {
 		folio_unlock(tail);
 		reclaim_release_folio(m->c, tail);

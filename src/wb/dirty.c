@@ -93,6 +93,7 @@ static void dirty_list_add(struct pc_mapping *m)
 
 void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
 {
+	assert_held(&d->lock);
 	if (m->dirty_prev)
 		m->dirty_prev->dirty_next = m->dirty_next;
 	else

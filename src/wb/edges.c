@@ -89,6 +89,7 @@ static struct pc_edge_ref *fifo_at(struct pc_cache *c, uint32_t i)
 /* Squeeze stale entries out, keeping the order (edge_lock held). */
 static void fifo_compact(struct pc_cache *c)
 {
+	assert_held(&c->edge_lock);
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < c->edge_count; i++) {
 		struct pc_edge_ref e = *fifo_at(c, i);
@@ -101,6 +102,7 @@ static void fifo_compact(struct pc_cache *c)
 /* Twice the room, the entries moved to the front (edge_lock held). */
 static bool fifo_grow(struct pc_cache *c)
 {
+	assert_held(&c->edge_lock);
 	uint32_t cap = c->edge_cap ? 2 * c->edge_cap : EDGE_FIFO_MIN;
 	struct pc_edge_ref *v = malloc((size_t)cap * sizeof(*v));
 	if (!v)
@@ -118,6 +120,7 @@ static bool fifo_grow(struct pc_cache *c)
  * grown when most are live (edge_lock held). */
 static bool fifo_make_room(struct pc_cache *c)
 {
+	assert_held(&c->edge_lock);
 	if (c->edge_count < c->edge_cap)
 		return true;
 	fifo_compact(c);
@@ -133,14 +136,14 @@ void edge_keep(struct pc_mapping *m, struct pc_folio *f)
 	assert_folio_locked(f);
 	mapping_set_edge(m, f);
 	struct pc_edge_ref e = { arena_pfn(c, f), folio_generation(f) };
-	pthread_mutex_lock(&c->edge_lock);
+	leaf_lock(&c->edge_lock);
 	/* Out of memory for the FIFO: the edge is kept untracked (it still
 	 * goes at fsync, close, completion or memory pressure). */
 	if (fifo_make_room(c)) {
 		*fifo_at(c, c->edge_count) = e;
 		c->edge_count++;
 	}
-	pthread_mutex_unlock(&c->edge_lock);
+	leaf_unlock(&c->edge_lock);
 }
 
 /*
@@ -169,15 +172,15 @@ static bool edge_let_go(struct pc_mapping *m, struct pc_folio *f)
  * is empty.  *f gets the folio with a reference, or NULL (a stale entry). */
 static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_ref *out)
 {
-	pthread_mutex_lock(&c->edge_lock);
+	leaf_lock(&c->edge_lock);
 	if (!c->edge_count) {
-		pthread_mutex_unlock(&c->edge_lock);
+		leaf_unlock(&c->edge_lock);
 		return false;
 	}
 	*out = *fifo_at(c, 0);
 	c->edge_head = (c->edge_head + 1) % c->edge_cap;
 	c->edge_count--;
-	pthread_mutex_unlock(&c->edge_lock);
+	leaf_unlock(&c->edge_lock);
 	struct pc_folio *g = &c->folios[out->pfn];
 	*f = NULL;
 	if (entry_live(c, out) && folio_try_get(g)) {
@@ -192,25 +195,25 @@ static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_r
 /* Put an entry back at the head (its folio was busy). */
 static void push_oldest_back(struct pc_cache *c, const struct pc_edge_ref *e)
 {
-	pthread_mutex_lock(&c->edge_lock);
+	leaf_lock(&c->edge_lock);
 	if (fifo_make_room(c)) {
 		c->edge_head = (c->edge_head + c->edge_cap - 1) % c->edge_cap;
 		c->edge_count++;
 		*fifo_at(c, 0) = *e;
 	}
-	pthread_mutex_unlock(&c->edge_lock);
+	leaf_unlock(&c->edge_lock);
 }
 
 /* Put a live entry back at the tail: a dirty edge, which the budget does
  * not count (edge_keep's order is kept for the clean ones). */
 static void push_newest(struct pc_cache *c, const struct pc_edge_ref *e)
 {
-	pthread_mutex_lock(&c->edge_lock);
+	leaf_lock(&c->edge_lock);
 	if (fifo_make_room(c)) {
 		*fifo_at(c, c->edge_count) = *e;
 		c->edge_count++;
 	}
-	pthread_mutex_unlock(&c->edge_lock);
+	leaf_unlock(&c->edge_lock);
 }
 
 bool edges_over_budget(struct pc_cache *c)
@@ -228,9 +231,9 @@ bool edges_over_budget(struct pc_cache *c)
 
 static void trim_to_budget(struct pc_cache *c)
 {
-	pthread_mutex_lock(&c->edge_lock);
+	leaf_lock(&c->edge_lock);
 	uint32_t scan = c->edge_count; /* each entry once: dirty ones go round */
-	pthread_mutex_unlock(&c->edge_lock);
+	leaf_unlock(&c->edge_lock);
 	while (scan-- && edges_over_budget(c)) {
 		struct pc_folio *f;
 		struct pc_edge_ref e;

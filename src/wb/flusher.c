@@ -256,6 +256,7 @@ static void *flusher_main(void *arg)
 
 int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 {
+	assert_held(&c->files_lock);
 	for (struct pc_domain *d = c->domains; d; d = d->next)
 		if (d->dev == dev) {
 			*out = d;

@@ -43,6 +43,7 @@
 #include "wb/pace.h"
 
 #include "api/cache.h"
+#include "lib/check.h"
 
 #include <errno.h>
 #include <time.h>
@@ -190,6 +191,7 @@ static uint64_t busy_time(struct pc_cache *c, uint64_t now)
 /* A new window of measurement from now (under pace_lock). */
 static void window_start(struct pc_cache *c, uint64_t now, uint64_t done, uint64_t dirtied, uint64_t busy)
 {
+	assert_held(&c->pace_lock);
 	c->pace_stamp_ns = now;
 	c->pace_done = done;
 	c->pace_busy = busy;
@@ -232,6 +234,7 @@ void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
  */
 static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy, uint64_t last, bool freerun)
 {
+	assert_held(&c->pace_lock);
 	uint64_t bw = (uint64_t)((long double)(done - c->pace_learn_done) * NS_PER_S / (busy - c->pace_learn_busy));
 	return freerun && bw < last ? last : bw;
 }
@@ -258,7 +261,7 @@ static bool learnt_enough(const struct pc_cache *c, uint64_t done)
  */
 void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 {
-	if (pthread_mutex_trylock(&c->pace_lock))
+	if (!noted_trylock(&c->pace_lock, LOCK_LEAF))
 		return;
 	uint64_t done = atomic_load_explicit(&c->wb_done_bytes, memory_order_relaxed);
 	uint64_t busy = busy_time(c, now);
@@ -292,7 +295,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		if (learning)
 			atomic_store_explicit(&c->pace_samples, samples + 1, memory_order_relaxed);
 	}
-	pthread_mutex_unlock(&c->pace_lock);
+	leaf_unlock(&c->pace_lock);
 }
 
 void pace_note_freerun(struct pc_cache *c)

@@ -98,6 +98,7 @@ bool throttle_has_waiters(struct pc_cache *c)
 /* The first waiter changed (under throttle_lock): publish its time. */
 static void head_changed(struct pc_cache *c)
 {
+	assert_held(&c->throttle_lock);
 	atomic_store(&c->throttle_head_vtime, c->throttle_head ? c->throttle_head->vtime : UINT64_MAX);
 }
 
@@ -128,6 +129,7 @@ static bool far_ahead_of_waiters(struct pc_cache *c)
 /* The first waiter, if any, may go now: wake it.  Under throttle_lock. */
 static void wake_first(struct pc_cache *c)
 {
+	assert_held(&c->throttle_lock);
 	if (c->throttle_head)
 		pthread_cond_signal(&c->throttle_head->cv);
 }
@@ -148,6 +150,7 @@ static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
 /* Take w out of the queue, wherever it is (under throttle_lock). */
 static void dequeue_waiter(struct pc_cache *c, struct throttle_waiter *w)
 {
+	assert_held(&c->throttle_lock);
 	struct throttle_waiter **p = &c->throttle_head;
 	while (*p && *p != w)
 		p = &(*p)->next;
@@ -162,6 +165,7 @@ static void dequeue_waiter(struct pc_cache *c, struct throttle_waiter *w)
  */
 static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *waited)
 {
+	assert_held(&m->c->throttle_lock);
 	struct pc_cache *c = m->c;
 	int err = 0;
 	while (c->throttle_head != w || over_limit_with(c, w->room)) {
@@ -179,9 +183,9 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		uint64_t seen = progress_begin(&c->wb_progress);
 		if (over_limit_with(c, w->room)) {
 			flusher_kick(m->dom);
-			pthread_mutex_unlock(&c->throttle_lock);
+			noted_unlock(&c->throttle_lock);
 			progress_wait(&c->wb_progress, seen, 20);
-			pthread_mutex_lock(&c->throttle_lock);
+			noted_lock(&c->throttle_lock, LOCK_THROTTLE);
 		}
 		progress_end(&c->wb_progress);
 	}
@@ -216,7 +220,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 		return dirty_over_limit(c) ? -EAGAIN : 0;
 	struct throttle_waiter w;
 	cond_init_monotonic(&w.cv);
-	pthread_mutex_lock(&c->throttle_lock);
+	noted_lock(&c->throttle_lock, LOCK_THROTTLE);
 	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
 	w.vtime = thread_dirtied;
@@ -231,7 +235,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 		c->throttle_vclock = w.vtime;
 	/* There may be room for the next one too: it checks for itself. */
 	wake_first(c);
-	pthread_mutex_unlock(&c->throttle_lock);
+	noted_unlock(&c->throttle_lock);
 	pthread_cond_destroy(&w.cv);
 	thread_paced = thread_dirtied; /* moved up to the queue's clock: not dirtied */
 	if (waited)
