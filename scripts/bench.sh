@@ -23,7 +23,7 @@ BENCHDIR=$ROOT/build/benchdata
 mkdir -p "$BENCHDIR"
 
 if [ ! -x "$ROOT/build/pcbench" ]; then
-	echo "bench.sh: build/pcbench was not built (tools/pcbench.c missing?)" >&2
+	echo "bench.sh: build/pcbench was not built (tools/pcbench/ missing?)" >&2
 	exit 1
 fi
 

@@ -333,8 +333,8 @@ static void test_faults(struct pc_ioq *q)
 	CHECK(k1.rios == k0.rios + 1 && k1.rbytes == k0.rbytes + 4096);
 	/* Synchronous calls go through the hook too. */
 	struct iovec v = {r, 4096};
-	CHECK(backend_preadv(cache, fd, &v, 1, 4096) == -EIO);
-	CHECK(backend_preadv(cache, fd, &v, 1, 8192) == 4096);
+	CHECK(sync_io_preadv(cache, fd, &v, 1, 4096) == -EIO);
+	CHECK(sync_io_preadv(cache, fd, &v, 1, 8192) == 4096);
 	CHECK(same(r, 4096, 8192, 3));
 
 	/* A failed write leaves the file as it was. */
@@ -343,7 +343,7 @@ static void test_faults(struct pc_ioq *q)
 	fill(w, len, 0, 4);
 	CHECK(do_io(q, IO_WRITE, w, 4096, 0, 0) == -EIO);
 	struct iovec wv = {w, 4096};
-	CHECK(backend_pwritev(cache, fd, &wv, 1, 0, 0) == -EIO);
+	CHECK(sync_io_pwritev(cache, fd, &wv, 1, 0, 0) == -EIO);
 	CHECK(counters_now().wios == k1.wios);
 	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
 	CHECK(same(r, 4096, 0, 3));
@@ -427,7 +427,7 @@ static void test_rule_fail(struct pc_ioq *q)
 	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);      /* ends at the start */
 	CHECK(same(r, 4096, 0, 11));
 	struct iovec v = {r, 4096};
-	CHECK(backend_preadv(cache, fd, &v, 1, 4096) == -EIO);
+	CHECK(sync_io_preadv(cache, fd, &v, 1, 4096) == -EIO);
 	CHECK(counters_now().rios == k0.rios + 2);
 	CHECK(pc_fault_count(cache, id) == 3);
 	CHECK(pc_fault_count(cache, -1) == all0 + 3);
@@ -443,7 +443,7 @@ static void test_rule_fail(struct pc_ioq *q)
 	fill(w2, len, 0, 12);
 	CHECK(do_io(q, IO_WRITE, w2, len, 0, 0) == -ENOSPC);
 	struct iovec wv = {w2, 4096};
-	CHECK(backend_pwritev(cache, fd, &wv, 1, 0, 0) == -ENOSPC);
+	CHECK(sync_io_pwritev(cache, fd, &wv, 1, 0, 0) == -ENOSPC);
 	CHECK(pc_fault_count(cache, id) == 2);
 	CHECK(pc_fault_remove(cache, id) == 0);
 	CHECK(do_io(q, IO_READ, r, len, 0, 0) == (ssize_t)len);
@@ -457,12 +457,12 @@ static void test_rule_fail(struct pc_ioq *q)
 	id = inject(&f);
 	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == -EIO);
 	CHECK(do_io(q, IO_FDATASYNC, NULL, 0, 0, 0) == -EIO);
-	CHECK(backend_fsync(cache, fd, false) == -EIO);
+	CHECK(sync_io_fsync(cache, fd, false) == -EIO);
 	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
 	CHECK(pc_fault_count(cache, id) == 3);
 	CHECK(pc_fault_remove(cache, id) == 0);
 	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == 0);
-	CHECK(backend_fsync(cache, fd, true) == 0);
+	CHECK(sync_io_fsync(cache, fd, true) == 0);
 
 	/* Allocation faults are asked for by writeback (fault_check) only. */
 	f = rule_of(PC_FAULT_ALLOC, PC_FAULT_FAIL);
@@ -489,7 +489,7 @@ static void test_rule_short(struct pc_ioq *q)
 	fill(w, len, 0, 13);
 	struct pc_fault f = rule_of(PC_FAULT_READ | PC_FAULT_WRITE, PC_FAULT_SHORT);
 	int id = inject(&f);
-	CHECK(backend_short_len(fd, len) > 0 && backend_short_len(fd, len) <= len / 2);
+	CHECK(probe_short_len(fd, len) > 0 && probe_short_len(fd, len) <= len / 2);
 
 	/* A vectored write cut inside its second iovec, then a vectored read. */
 	long c0 = atomic_load(&backend_test_continued);
@@ -519,7 +519,7 @@ static void test_rule_short(struct pc_ioq *q)
 	struct iovec v[2] = {{r, len / 4}, {r + len / 4, 3 * len / 4}};
 	memset(r, 0, len);
 	long c1 = atomic_load(&backend_test_continued);
-	CHECK(backend_preadv(cache, fd, v, 2, 0) == (ssize_t)len);
+	CHECK(sync_io_preadv(cache, fd, v, 2, 0) == (ssize_t)len);
 	CHECK(same(r, len, 0, 13));
 	CHECK(atomic_load(&backend_test_continued) == c1 + 1);
 	CHECK(pc_fault_count(cache, id) == 5);
@@ -527,7 +527,7 @@ static void test_rule_short(struct pc_ioq *q)
 	/* An I/O too small to cut (one direct-I/O unit) passes whole and is
 	 * not a fault. */
 	size_t unit = 1;
-	while (backend_short_len(fd, 2 * unit) == 0)
+	while (probe_short_len(fd, 2 * unit) == 0)
 		unit *= 2;
 	CHECK(do_io(q, IO_READ, r, unit, 0, 0) == (ssize_t)unit);
 	CHECK(pc_fault_count(cache, id) == 5);
@@ -1046,7 +1046,7 @@ static void test_sync_vectors(void)
 	struct iovec wv[3] = {{w, 100}, {w + 100, 0}, {w + 100, 20000}};
 	struct iovec wv_copy[3];
 	memcpy(wv_copy, wv, sizeof(wv));
-	CHECK(backend_pwritev(NULL, bfd, wv, 3, 0, 0) == 20100);
+	CHECK(sync_io_pwritev(NULL, bfd, wv, 3, 0, 0) == 20100);
 	CHECK(memcmp(wv, wv_copy, sizeof(wv)) == 0);
 
 	/* Read across EOF mid-iovec: total up to EOF, array untouched. */
@@ -1054,17 +1054,17 @@ static void test_sync_vectors(void)
 	struct iovec rv[3] = {{r, 4096}, {r + 4096, 4096}, {r + 8192, 20000}};
 	struct iovec rv_copy[3];
 	memcpy(rv_copy, rv, sizeof(rv));
-	CHECK(backend_preadv(NULL, bfd, rv, 3, 0) == 20100);
+	CHECK(sync_io_preadv(NULL, bfd, rv, 3, 0) == 20100);
 	CHECK(same(r, 20100, 0, 9));
 	CHECK(memcmp(rv, rv_copy, sizeof(rv)) == 0);
-	CHECK(backend_preadv(NULL, bfd, rv, 3, 20100) == 0);
-	CHECK(backend_preadv(NULL, bfd, rv, 0, 0) == 0);
-	CHECK(backend_preadv(NULL, bfd, rv, -1, 0) == -EINVAL);
-	CHECK(backend_preadv(NULL, bfd, rv, IOV_MAX + 1, 0) == -EINVAL);
+	CHECK(sync_io_preadv(NULL, bfd, rv, 3, 20100) == 0);
+	CHECK(sync_io_preadv(NULL, bfd, rv, 0, 0) == 0);
+	CHECK(sync_io_preadv(NULL, bfd, rv, -1, 0) == -EINVAL);
+	CHECK(sync_io_preadv(NULL, bfd, rv, IOV_MAX + 1, 0) == -EINVAL);
 
 	/* Counters with a cache, requested bytes. */
 	struct counters k0 = counters_now();
-	CHECK(backend_preadv(cache, bfd, rv, 3, 10000) == 10100);
+	CHECK(sync_io_preadv(cache, bfd, rv, 3, 10000) == 10100);
 	struct counters k1 = counters_now();
 	CHECK(k1.rios == k0.rios + 1 && k1.rbytes == k0.rbytes + 28192);
 
@@ -1078,12 +1078,12 @@ static void test_sync_vectors(void)
 	rl.rlim_cur = 30000;
 	if (setrlimit(RLIMIT_FSIZE, &rl) == 0) {
 		struct iovec big[2] = {{w, 5000}, {w + 5000, 20000}};
-		CHECK(backend_pwritev(NULL, bfd, big, 2, 10000, 0) == -EFBIG);
+		CHECK(sync_io_pwritev(NULL, bfd, big, 2, 10000, 0) == -EFBIG);
 		/* the part below the limit was written */
 		CHECK(pread(bfd, r, 20000, 10000) == 20000);
 		CHECK(memcmp(r, w, 20000) == 0);
 		struct iovec fits = {w, 9000};
-		CHECK(backend_pwritev(NULL, bfd, &fits, 1, 20000, RWF_DSYNC) == 9000);
+		CHECK(sync_io_pwritev(NULL, bfd, &fits, 1, 20000, RWF_DSYNC) == 9000);
 		setrlimit(RLIMIT_FSIZE, &old_rl);
 	}
 	sigaction(SIGXFSZ, &old_sa, NULL);
@@ -1093,7 +1093,7 @@ static void test_sync_vectors(void)
 	REQUIRE(many);
 	for (int i = 0; i < IOV_MAX; i++)
 		many[i] = (struct iovec){w + i * 16, 16};
-	CHECK(backend_pwritev(NULL, bfd, many, IOV_MAX, 0, 0) == IOV_MAX * 16);
+	CHECK(sync_io_pwritev(NULL, bfd, many, IOV_MAX, 0, 0) == IOV_MAX * 16);
 	memset(r, 0, 65536);
 	CHECK(pread(bfd, r, IOV_MAX * 16, 0) == IOV_MAX * 16);
 	CHECK(memcmp(r, w, IOV_MAX * 16) == 0);
@@ -1123,7 +1123,7 @@ static bool pow2(unsigned x) { return x && !(x & (x - 1)); }
 static void test_dio_align(void)
 {
 	unsigned oa = 1, ma = 1;
-	CHECK(backend_dio_align(fd, &oa, &ma) == 0);
+	CHECK(probe_dio_align(fd, &oa, &ma) == 0);
 	printf("dio_align: offset %u, memory %u (%s descriptor)\n", oa, ma, direct ? "O_DIRECT" : "buffered");
 	if (direct) {
 		CHECK(pow2(oa) && oa >= 512 && oa <= 65536);
@@ -1137,7 +1137,7 @@ static void test_dio_align(void)
 	} else {
 		CHECK(oa == 0 || pow2(oa));
 	}
-	CHECK(backend_dio_align(-1, &oa, &ma) == -EBADF);
+	CHECK(probe_dio_align(-1, &oa, &ma) == -EBADF);
 }
 
 static void test_holes(void)
@@ -1158,16 +1158,16 @@ static void test_holes(void)
 	if (!seek_data)
 		printf("is_hole: SEEK_DATA does not report holes here (%lld); checking the safe answer\n",
 		       (long long)probe);
-	CHECK(backend_is_hole(sfd, 0, 64 * 1024) == seek_data);
-	CHECK(backend_is_hole(sfd, 0, 512 * 1024) == seek_data);
-	CHECK(!backend_is_hole(sfd, 0, 512 * 1024 + 1));
-	CHECK(!backend_is_hole(sfd, 512 * 1024, 4096));
-	CHECK(!backend_is_hole(sfd, 500 * 1024, 16 * 1024));
-	CHECK(!backend_is_hole(sfd, 512 * 1024 + 4095, 1));
-	CHECK(backend_is_hole(sfd, 600 * 1024, 64 * 1024) == seek_data);
-	CHECK(backend_is_hole(sfd, 516 * 1024, 1 << 20) == seek_data); /* hole to EOF and past */
-	CHECK(backend_is_hole(sfd, 2 << 20, 4096));                  /* past EOF */
-	CHECK(!backend_is_hole(-1, 0, 4096));                         /* error: "might be data" */
+	CHECK(probe_is_hole(sfd, 0, 64 * 1024) == seek_data);
+	CHECK(probe_is_hole(sfd, 0, 512 * 1024) == seek_data);
+	CHECK(!probe_is_hole(sfd, 0, 512 * 1024 + 1));
+	CHECK(!probe_is_hole(sfd, 512 * 1024, 4096));
+	CHECK(!probe_is_hole(sfd, 500 * 1024, 16 * 1024));
+	CHECK(!probe_is_hole(sfd, 512 * 1024 + 4095, 1));
+	CHECK(probe_is_hole(sfd, 600 * 1024, 64 * 1024) == seek_data);
+	CHECK(probe_is_hole(sfd, 516 * 1024, 1 << 20) == seek_data); /* hole to EOF and past */
+	CHECK(probe_is_hole(sfd, 2 << 20, 4096));                  /* past EOF */
+	CHECK(!probe_is_hole(-1, 0, 4096));                         /* error: "might be data" */
 	close(sfd);
 	unlink(p2);
 }
@@ -1224,7 +1224,7 @@ int main(void)
 	test_holes();
 
 	close(fd);
-	fault_destroy(cache);
+	fault_rules_destroy(cache);
 	free(cache);
 	test_rmdir(dir);
 	return test_done();

@@ -90,7 +90,7 @@ static void *writer_main(void *arg)
 	while (!atomic_load(&w->stop)) {
 		unsigned pass = w->passes + 1;
 		for (uint64_t at = 0; at < REGION; at += RECORD) {
-			size_t n = (size_t)pc_min_u64(RECORD, REGION - at);
+			size_t n = (size_t)u64_min(RECORD, REGION - at);
 			fill_record(buf, w->id, pass, at, n);
 			int flags = ((at / RECORD) % 3 == 0) ? PC_DONTCACHE : 0;
 			if (pc_pwrite(w->f, buf, n, (off_t)(base + at), flags) != (ssize_t)n)

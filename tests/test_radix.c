@@ -612,7 +612,7 @@ static void test_random(void)
 			}
 		} else if (op < 60) {
 			/* remove a whole region of items in one call */
-			uint64_t end = pc_min_u64(WIN, i + 1 + (x >> 40) % 2000);
+			uint64_t end = u64_min(WIN, i + 1 + (x >> 40) % 2000);
 			struct mitem *it = m->slot[w][i];
 			if (it)
 				i = it->index - win_base[w];

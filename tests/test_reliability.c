@@ -110,7 +110,7 @@ static bool device_has(const char *name, uint64_t len, unsigned salt)
 	uint8_t *buf = malloc(MiB), *want = malloc(MiB);
 	bool ok = true;
 	for (uint64_t at = 0; at < len && ok; at += MiB) {
-		size_t n = (size_t)pc_min_u64(MiB, len - at);
+		size_t n = (size_t)u64_min(MiB, len - at);
 		ok = pread(fd, buf, n, (off_t)at) == (ssize_t)n;
 		fill(want, n, at, salt);
 		ok = ok && memcmp(buf, want, n) == 0;
@@ -540,7 +540,7 @@ static void write_sequential(struct pc_file *f, uint64_t size, unsigned salt)
 {
 	static uint8_t buf[MiB];
 	for (uint64_t at = 0; at < size; at += MiB) {
-		size_t n = (size_t)pc_min_u64(MiB, size - at);
+		size_t n = (size_t)u64_min(MiB, size - at);
 		fill(buf, n, at, salt);
 		CHECK(pc_pwrite(f, buf, n, (off_t)at, 0) == (ssize_t)n);
 	}
@@ -641,7 +641,7 @@ static void test_first_reservation_covers_burst(void)
 	CHECK(pc_pwrite(f, buf, MiB, 0, PC_DONTCACHE) == (ssize_t)MiB);
 	uint64_t limit = c->cfg.dirty_limit_bytes;
 	CHECK((uint64_t)atomic_load(&f->m->reserve_end) >= MiB + limit);
-	uint64_t burst = pc_round_up(limit, MiB);
+	uint64_t burst = round_up(limit, MiB);
 	for (uint64_t at = MiB; at < burst; at += MiB) {
 		fill(buf, MiB, at, 6);
 		CHECK(pc_pwrite(f, buf, MiB, (off_t)at, PC_DONTCACHE) == (ssize_t)MiB);
@@ -735,12 +735,12 @@ static void test_clock_wrap(void)
 	struct pc_folio f;
 	memset(&f, 0, sizeof(f));
 	c.start_ms = now_ms() - (UINT32_MAX - 1000ull);
-	atomic_store(&f.stamp, cache_clock_ms(&c));
+	atomic_store(&f.stamp, folio_clock_ms(&c));
 	c.start_ms -= 6000;
 	uint64_t age = folio_age_ms(&c, &f);
 	CHECK(age >= 6000 && age < 7000);
 	/* A stamp a moment in the future (set after the clock was read). */
-	atomic_store(&f.stamp, cache_clock_ms(&c) + 5);
+	atomic_store(&f.stamp, folio_clock_ms(&c) + 5);
 	CHECK(folio_age_ms(&c, &f) == 0);
 }
 

@@ -198,7 +198,7 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	/* Read-only too: a closed file's end may have gone through the
 	 * kernel's page cache (pc_close), and fsync is allowed on any
 	 * descriptor. */
-	int serr = m->fd >= 0 ? backend_fsync(m->c, m->fd, datasync) : 0;
+	int serr = m->fd >= 0 ? sync_io_fsync(m->c, m->fd, datasync) : 0;
 	if (serr && !err)
 		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
@@ -244,7 +244,7 @@ int pc_close(struct pc_file *h)
 static void flush_start(struct pc_mapping *m)
 {
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
-	uint64_t whole = pc_round_down(size, m->block_size);
+	uint64_t whole = round_down(size, m->block_size);
 	if (size > PC_SMALL_FILE_BYTES && whole > 0)
 		writeback_range(m, 0, whole, WB_ALL, NULL); /* started, not waited for */
 	flusher_write_soon(m);
@@ -475,7 +475,7 @@ int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 	case POSIX_FADV_WILLNEED: {
 		uint64_t size = (uint64_t)atomic_load(&m->i_size);
 		if (start < size)
-			cache_read_range(m, start, end < size ? end : size, 0, NULL);
+			read_io_range(m, start, end < size ? end : size, 0, NULL);
 		return 0;
 	}
 	case POSIX_FADV_NOREUSE:

@@ -88,7 +88,7 @@ static int config_validate(struct pc_config *cfg)
 		return -EINVAL;
 	if (!cfg->memory_limit)
 		cfg->memory_limit = 256 * (size_t)MIB;
-	cfg->memory_limit = pc_round_down(cfg->memory_limit, PC_PAGE_SIZE);
+	cfg->memory_limit = round_down(cfg->memory_limit, PC_PAGE_SIZE);
 	if (cfg->memory_limit < MIB || cfg->memory_limit < 16 * cfg->max_folio_size ||
 	    (cfg->memory_limit >> PC_PAGE_SHIFT) >= PC_NONE)
 		return -EINVAL;
@@ -228,7 +228,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	int err = files_writeback_all(c);
 	domains_drain(c);
 	/* No I/O from here on; the rules' file references go before the files. */
-	fault_destroy(c);
+	fault_rules_destroy(c);
 	handles_free_all(c);
 	files_free_all(c);
 	domains_destroy(c);

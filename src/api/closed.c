@@ -162,7 +162,7 @@ static bool needs_settling(struct pc_mapping *m)
 {
 	return atomic_load(&m->changed) || atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->wb_inflight) > 0 ||
 	       atomic_load(&m->disk_size) != atomic_load(&m->i_size) ||
-	       atomic_load(&m->reserve_end) > (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
+	       atomic_load(&m->reserve_end) > (int64_t)round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
 }
 
 static bool mapping_clean(struct pc_mapping *m)

@@ -1,7 +1,7 @@
 /*
  * fault_rules.c - the rules of test-only fault injection: pc_fault_inject,
  * pc_fault_remove, pc_fault_count, and their end with the cache
- * (fault_destroy).  Which rule fires for a device I/O is io/fault.c's.
+ * (fault_rules_destroy).  Which rule fires for a device I/O is io/fault.c's.
  *
  * The rules live in a struct fault_set (io/fault_set.h) created on first
  * use: a cache that is never given a rule allocates nothing.  A rule with
@@ -99,7 +99,7 @@ static bool rule_ok(struct pc_cache *c, const struct pc_fault *r)
 	return r->ops && !(r->ops & ~FAULT_OPS) && action_ok(r) && range_ok(r) && file_ok(c, r->file);
 }
 
-void fault_destroy(struct pc_cache *c)
+void fault_rules_destroy(struct pc_cache *c)
 {
 	struct fault_set *s = atomic_exchange(&c->faults, NULL);
 	if (!s)

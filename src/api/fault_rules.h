@@ -12,6 +12,6 @@ struct pc_cache;
 
 /* Remove every rule (their files' references go) and free the rule state
  * (pc_cache_destroy, once no I/O is in flight, before the files are freed). */
-HIDDEN void fault_destroy(struct pc_cache *c);
+HIDDEN void fault_rules_destroy(struct pc_cache *c);
 
 #endif

@@ -175,7 +175,7 @@ static void domain_probe(struct pc_domain *d, int fd, bool direct)
 	if (d->probed || !direct)
 		return;
 	d->max_bytes = probe_max_bytes(fd);
-	if (backend_dio_align(fd, &d->dio_off_align, &d->dio_mem_align) != 0)
+	if (probe_dio_align(fd, &d->dio_off_align, &d->dio_mem_align) != 0)
 		d->dio_off_align = d->dio_mem_align = 0;
 	d->probed = true;
 }
@@ -220,8 +220,8 @@ static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, b
 	}
 	/* Device writes are whole blocks: the last block must fit too. */
 	int64_t max = m->dom->probed && direct ? m->dom->max_bytes : probe_max_bytes(fd);
-	m->max_bytes = (int64_t)pc_round_down((uint64_t)max, m->block_size);
-	atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
+	m->max_bytes = (int64_t)round_down((uint64_t)max, m->block_size);
+	atomic_store(&m->reserve_end, (int64_t)round_up((uint64_t)st->st_size, m->block_size));
 	pthread_mutex_init(&m->size_lock, NULL);
 	pthread_rwlock_init(&m->inval_lock, NULL);
 	pthread_rwlock_init(&m->tree_lock, NULL);
@@ -308,7 +308,7 @@ static void revalidate(struct pc_mapping *m, const struct stat *st)
 		atomic_store(&m->data_end, st->st_size);
 		written_reset(&m->written, (uint64_t)st->st_size);
 		atomic_store(&m->alloc_end, st->st_size);
-		atomic_store(&m->reserve_end, (int64_t)pc_round_up((uint64_t)st->st_size, m->block_size));
+		atomic_store(&m->reserve_end, (int64_t)round_up((uint64_t)st->st_size, m->block_size));
 		m->alloc_base = (uint64_t)st->st_size;
 	}
 	file_save_attrs(m, st); /* what this cache now holds */

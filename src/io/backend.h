@@ -11,8 +11,8 @@
  *   io/probe.h    the questions asked of the backing file system:
  *                 direct-I/O alignment, holes (probe.c)
  *
- * The bottom of the library: it calls nothing above it but the fault
- * rules (fault.h), and tells its callers of completions only through
+ * The io layer calls only lib (src/layers.txt): it asks io/fault.c which
+ * injected fault fires, and tells its callers of completions only through
  * their done() callbacks.
  */
 #ifndef PC_BACKEND_H

@@ -14,7 +14,7 @@
  * mapping's current or previous backing descriptor), and the I/O overlaps
  * [start, end) (a flush covers the whole file; an I/O of 0 bytes is the
  * byte at its offset).  A SHORT rule sees only reads and writes that can be
- * cut (backend_short_len).  Of the I/Os a rule sees, the first `skip` pass;
+ * cut (probe_short_len).  Of the I/Os a rule sees, the first `skip` pass;
  * after that each fires (with one_in > 1: with probability 1/one_in, from
  * the rule's own seeded generator, so a run is reproducible given the same
  * order of I/Os), until `count` have fired (0: no limit).
@@ -100,7 +100,7 @@ static struct fault_verdict rules_decide(struct fault_set *s, unsigned op_mask, 
 			if (!cut)
 				continue;
 			if (cut_len == SIZE_MAX)
-				cut_len = backend_short_len(fd, len);
+				cut_len = probe_short_len(fd, len);
 			if (!cut_len)
 				continue; /* too small to cut: not seen */
 		}

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-size_t backend_short_len(int fd, size_t len)
+size_t probe_short_len(int fd, size_t len)
 {
 	size_t unit = 1;
 	int fl = fcntl(fd, F_GETFL);
@@ -26,7 +26,7 @@ size_t backend_short_len(int fd, size_t len)
 		return 0;
 	if (fl & O_DIRECT) {
 		unsigned oa = 0, ma = 0;
-		if (backend_dio_align(fd, &oa, &ma) < 0)
+		if (probe_dio_align(fd, &oa, &ma) < 0)
 			return 0;
 		unit = oa > ma ? oa : ma;
 		if (!unit)
@@ -47,7 +47,7 @@ size_t backend_short_len(int fd, size_t len)
  * direct I/O known to work on this descriptor".  Returns 0 or -errno (the
  * descriptor could not be queried).
  */
-int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align)
+int probe_dio_align(int fd, unsigned *offset_align, unsigned *mem_align)
 {
 	unsigned oa = 0, ma = 0;
 	struct statx stx;
@@ -102,7 +102,7 @@ HIDDEN _Atomic long backend_test_hole_queries;
  * as zeros anyway.  lseek moves the descriptor's file position, which
  * nothing here uses (all I/O is positional).
  */
-bool backend_is_hole(int fd, off_t off, size_t len)
+bool probe_is_hole(int fd, off_t off, size_t len)
 {
 	atomic_fetch_add_explicit(&backend_test_hole_queries, 1, memory_order_relaxed);
 	if (off < 0)

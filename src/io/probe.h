@@ -11,10 +11,10 @@
 /* The first part of an injected short transfer of `len` bytes on fd: about
  * half, rounded down to the direct-I/O alignment of an O_DIRECT fd; 0 when
  * the I/O cannot be cut (too small). */
-HIDDEN size_t backend_short_len(int fd, size_t len);
+HIDDEN size_t probe_short_len(int fd, size_t len);
 /* Block size and memory alignment for direct I/O on fd (statx DIOALIGN). */
-HIDDEN int backend_dio_align(int fd, unsigned *offset_align, unsigned *mem_align);
+HIDDEN int probe_dio_align(int fd, unsigned *offset_align, unsigned *mem_align);
 /* Is [off, off+len) of the backing file a hole (no data)?  Uses SEEK_DATA. */
-HIDDEN bool backend_is_hole(int fd, off_t off, size_t len);
+HIDDEN bool probe_is_hole(int fd, off_t off, size_t len);
 
 #endif

@@ -5,7 +5,7 @@
  *
  * Why a file of its own (it was part of backend.c): synchronous I/O is
  * one concern with two kinds of callers.  The calls below
- * (backend_preadv, backend_pwritev, backend_fsync) serve callers that
+ * (sync_io_preadv, sync_io_pwritev, sync_io_fsync) serve callers that
  * wait for their I/O; and the I/O queue (ioq.c) runs here every request
  * that does not go through io_uring: all of them when io_uring is not
  * built in, not wanted or cannot be set up (the synchronous fallback),
@@ -29,7 +29,7 @@
  *   with that errno without doing it; in io_uring mode that result still
  *   travels through the ring (a NOP), so done() runs on the completion
  *   thread like a real device error would.  A PC_FAULT_SHORT rule makes the
- *   device move only the first part of the I/O (backend_short_len, probe.c:
+ *   device move only the first part of the I/O (probe_short_len, probe.c:
  *   about half, aligned for O_DIRECT): io_uring gets an SQE for that part
  *   (its shortened iovec kept in a struct ioq_cut until completion) and
  *   ioq_finish (ioq.c) continues the rest; synchronously rw_head moves the
@@ -249,7 +249,7 @@ static ssize_t rw_cut(bool write, int fd, const struct iovec *iov, int iovcnt, o
 	return rw_loop(write, fd, iov, iovcnt, off, rw_flags, total, done);
 }
 
-/* backend_preadv and backend_pwritev_alias: hooked and counted as fd's
+/* sync_io_preadv and sync_io_pwritev_alias: hooked and counted as fd's
  * I/O, done through alias_fd (fd itself for a read). */
 static ssize_t sync_rw(struct pc_cache *c, bool write, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
 		       off_t off, int rw_flags)
@@ -264,21 +264,21 @@ static ssize_t sync_rw(struct pc_cache *c, bool write, int fd, int alias_fd, con
 	return rw_cut(write, alias_fd, iov, iovcnt, off, rw_flags, (size_t)total, cut);
 }
 
-ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off)
+ssize_t sync_io_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	return sync_rw(c, false, fd, fd, iov, iovcnt, off, 0);
 }
 
-ssize_t backend_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
+ssize_t sync_io_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
 			      off_t off, int rw_flags)
 {
 	return sync_rw(c, true, fd, alias_fd, iov, iovcnt, off, rw_flags);
 }
 
-ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
+ssize_t sync_io_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
 			int rw_flags)
 {
-	return backend_pwritev_alias(c, fd, fd, iov, iovcnt, off, rw_flags);
+	return sync_io_pwritev_alias(c, fd, fd, iov, iovcnt, off, rw_flags);
 }
 
 static int sync_flush(int fd, bool datasync)
@@ -292,7 +292,7 @@ static int sync_flush(int fd, bool datasync)
 	}
 }
 
-int backend_fsync(struct pc_cache *c, int fd, bool datasync)
+int sync_io_fsync(struct pc_cache *c, int fd, bool datasync)
 {
 	size_t cut;
 	int e = io_account(c, datasync ? IO_FDATASYNC : IO_FSYNC, fd, 0, 0, &cut);

@@ -14,15 +14,15 @@ struct pc_ioreq;
 
 /* Synchronous I/O on the caller's thread; retries EINTR and partial
  * transfers (a read stops at EOF).  Returns bytes or negative errno. */
-HIDDEN ssize_t backend_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
-HIDDEN ssize_t backend_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
+HIDDEN ssize_t sync_io_preadv(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off);
+HIDDEN ssize_t sync_io_pwritev(struct pc_cache *c, int fd, const struct iovec *iov, int iovcnt, off_t off,
 			       int rw_flags);
 /* The same, written through alias_fd, another open file description of
  * fd's file: counted and fault-checked as fd's. */
-HIDDEN ssize_t backend_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
+HIDDEN ssize_t sync_io_pwritev_alias(struct pc_cache *c, int fd, int alias_fd, const struct iovec *iov, int iovcnt,
 				     off_t off, int rw_flags);
 /* fsync/fdatasync of a backing file, through the fault hooks (PC_FAULT_SYNC). */
-HIDDEN int backend_fsync(struct pc_cache *c, int fd, bool datasync);
+HIDDEN int sync_io_fsync(struct pc_cache *c, int fd, bool datasync);
 
 /* For the I/O queue (ioq.c). */
 

@@ -21,7 +21,7 @@
 
 #include <pthread.h>
 
-HIDDEN __thread int pc_counter_slot_plus1 PC_TLS_IE;
+HIDDEN __thread int counter_slot_plus1 PC_TLS_IE;
 
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool slot_taken[PC_COUNTER_SLOTS];
@@ -34,7 +34,7 @@ static void slot_release(void *arg)
 	int s = (int)(intptr_t)arg - 1;
 	/* Later destructors of this thread that count use `shared`, not a
 	 * slot that may already have a new owner. */
-	pc_counter_slot_plus1 = -1;
+	counter_slot_plus1 = -1;
 	pthread_mutex_lock(&slots_lock);
 	slot_taken[s] = false;
 	pthread_mutex_unlock(&slots_lock);
@@ -52,8 +52,8 @@ void counter_init(void)
 
 int counter_thread_slot(void)
 {
-	if (pc_counter_slot_plus1)
-		return pc_counter_slot_plus1 > 0 ? pc_counter_slot_plus1 - 1 : -1;
+	if (counter_slot_plus1)
+		return counter_slot_plus1 > 0 ? counter_slot_plus1 - 1 : -1;
 	pthread_once(&slot_key_once, slot_key_create);
 	int s = -1;
 	pthread_mutex_lock(&slots_lock);
@@ -70,7 +70,7 @@ int counter_thread_slot(void)
 	}
 	/* A thread that found none does not look again: it counts in
 	 * `shared` (-1 says so). */
-	pc_counter_slot_plus1 = s >= 0 ? s + 1 : -1;
+	counter_slot_plus1 = s >= 0 ? s + 1 : -1;
 	return s;
 }
 
@@ -80,7 +80,7 @@ void counter_fork_child(void)
 {
 	pthread_mutex_init(&slots_lock, NULL);
 	for (int i = 0; i < PC_COUNTER_SLOTS; i++)
-		slot_taken[i] = i == pc_counter_slot_plus1 - 1;
+		slot_taken[i] = i == counter_slot_plus1 - 1;
 }
 
 uint64_t counter_sum(struct pc_counter *c)

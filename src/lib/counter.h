@@ -41,10 +41,10 @@ HIDDEN void counter_init(void);
  * block (64 bytes) in the static TLS surplus that glibc keeps for
  * libraries, also for one loaded with dlopen (checked). */
 #define PC_TLS_IE __attribute__((tls_model("initial-exec")))
-HIDDEN extern __thread int pc_counter_slot_plus1 PC_TLS_IE;
+HIDDEN extern __thread int counter_slot_plus1 PC_TLS_IE;
 static inline void counter_add(struct pc_counter *c, uint64_t n)
 {
-	int s = pc_counter_slot_plus1 - 1;
+	int s = counter_slot_plus1 - 1;
 	if (__builtin_expect(s == -1, 0))
 		s = counter_thread_slot();
 	if (s >= 0) {

@@ -225,7 +225,7 @@ static bool covers_slot(uint64_t cur, uint64_t left, unsigned shift)
 /* [index, index + nr) holds RT_SLOTS indices aligned to RT_SLOTS. */
 static bool holds_aligned_leaf(uint64_t index, uint64_t nr)
 {
-	uint64_t first = pc_round_up(index, RT_SLOTS);
+	uint64_t first = round_up(index, RT_SLOTS);
 	return first >= index && first - index < nr && nr - (first - index) >= RT_SLOTS;
 }
 
@@ -412,7 +412,7 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 		void *p = n->slots[off];
 		if (n->shift) {
 			uint64_t span = (uint64_t)1 << n->shift;
-			uint64_t step = pc_min_u64(span - (cur & (span - 1)), left);
+			uint64_t step = u64_min(span - (cur & (span - 1)), left);
 			if (p && !covers_slot(cur, left, n->shift) && split_slot(r, n, off) == 0)
 				continue; /* walk down into the part to remove */
 			if (!p) {
@@ -431,7 +431,7 @@ static uint64_t remove_range(struct rt_root *r, uint64_t index, uint64_t nr)
 			left -= step;
 			continue;
 		}
-		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left);
+		unsigned cnt = (unsigned)u64_min(RT_SLOTS - off, left);
 		uint64_t mask = (cnt == 64 ? ~(uint64_t)0 : (((uint64_t)1 << cnt) - 1)) << off;
 		for (unsigned i = off; i < off + cnt; i++) {
 			p = n->slots[i];
@@ -516,7 +516,7 @@ static int insert_range(struct rt_root *r, uint64_t index, uint64_t nr, void *it
 		/* Whole slots of n, as many as the range fills (a leaf's slot
 		 * is one index). */
 		unsigned off = rt_offset(cur, n->shift);
-		unsigned cnt = (unsigned)pc_min_u64(RT_SLOTS - off, left >> n->shift);
+		unsigned cnt = (unsigned)u64_min(RT_SLOTS - off, left >> n->shift);
 		void *v = slot_value(item, n->shift);
 		for (unsigned i = off; i < off + cnt; i++)
 			SET_SLOT(n, i, v);

@@ -113,7 +113,7 @@ static uint64_t cgroup_path_room(const char *rel, const struct cgroup_files *cf)
 		return UINT64_MAX;
 	uint64_t room = UINT64_MAX;
 	for (;;) {
-		room = pc_min_u64(room, cgroup_dir_room(dir, cf));
+		room = u64_min(room, cgroup_dir_room(dir, cf));
 		char *slash = strrchr(dir, '/');
 		if (!slash || (size_t)(slash - dir) < root_len)
 			break;
@@ -139,12 +139,12 @@ static uint64_t cgroup_room(void)
 		*rel++ = '\0';
 		ctrl++;
 		if (*ctrl == '\0') {
-			room = pc_min_u64(room, cgroup_path_room(rel, &cgroup_v2));
+			room = u64_min(room, cgroup_path_room(rel, &cgroup_v2));
 			continue;
 		}
 		for (char *save, *name = strtok_r(ctrl, ",", &save); name; name = strtok_r(NULL, ",", &save))
 			if (strcmp(name, "memory") == 0)
-				room = pc_min_u64(room, cgroup_path_room(rel, &cgroup_v1));
+				room = u64_min(room, cgroup_path_room(rel, &cgroup_v1));
 	}
 	fclose(fp);
 	return room;
@@ -152,5 +152,5 @@ static uint64_t cgroup_room(void)
 
 uint64_t sysmem_available(void)
 {
-	return pc_min_u64(meminfo_available(), cgroup_room());
+	return u64_min(meminfo_available(), cgroup_room());
 }

@@ -63,13 +63,13 @@
 #define PC_PAGE_SHIFT 12
 #define PC_PAGE_SIZE (1u << PC_PAGE_SHIFT)
 
-static inline uint64_t pc_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static inline uint64_t pc_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline int64_t pc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline uint64_t pc_round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
-static inline uint64_t pc_round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+static inline uint64_t u64_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t u64_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline int64_t i64_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline uint64_t round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
+static inline uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 /* The smallest power of two >= x (1 for 0). */
-static inline uint64_t pc_roundup_pow2(uint64_t x) { return x <= 1 ? 1 : (uint64_t)1 << (64 - __builtin_clzll(x - 1)); }
+static inline uint64_t roundup_pow2(uint64_t x) { return x <= 1 ? 1 : (uint64_t)1 << (64 - __builtin_clzll(x - 1)); }
 /* *v = max(*v, x), atomically; returns the value it had. */
 static inline int64_t atomic_raise_i64(_Atomic int64_t *v, int64_t x)
 {

@@ -73,7 +73,7 @@ static size_t first_ending_after(const struct pc_written *w, uint64_t pos)
 static void give_up_tracking(struct pc_written *w)
 {
 	if (w->n)
-		w->base_end = pc_max_u64(w->base_end, w->r[w->n - 1].end);
+		w->base_end = u64_max(w->base_end, w->r[w->n - 1].end);
 	w->n = 0;
 }
 
@@ -99,7 +99,7 @@ static bool grow(struct pc_written *w)
 void written_add(struct pc_written *w, uint64_t start, uint64_t end)
 {
 	pthread_mutex_lock(&w->lock);
-	start = pc_max_u64(start, w->base_end);
+	start = u64_max(start, w->base_end);
 	if (start >= end) {
 		pthread_mutex_unlock(&w->lock);
 		return;
@@ -110,8 +110,8 @@ void written_add(struct pc_written *w, uint64_t start, uint64_t end)
 	while (j < w->n && w->r[j].start <= end)
 		j++;
 	if (j > i) {
-		start = pc_min_u64(start, w->r[i].start);
-		end = pc_max_u64(end, w->r[j - 1].end);
+		start = u64_min(start, w->r[i].start);
+		end = u64_max(end, w->r[j - 1].end);
 		w->r[i] = (struct pc_range){ start, end };
 		memmove(&w->r[i + 1], &w->r[j], (w->n - j) * sizeof(*w->r));
 		w->n -= j - i - 1;
@@ -121,7 +121,7 @@ void written_add(struct pc_written *w, uint64_t start, uint64_t end)
 		w->n++;
 	} else {
 		give_up_tracking(w);
-		w->base_end = pc_max_u64(w->base_end, end);
+		w->base_end = u64_max(w->base_end, end);
 	}
 	pthread_mutex_unlock(&w->lock);
 }
@@ -130,7 +130,7 @@ void written_add(struct pc_written *w, uint64_t start, uint64_t end)
 void written_truncate(struct pc_written *w, uint64_t size)
 {
 	pthread_mutex_lock(&w->lock);
-	w->base_end = pc_min_u64(w->base_end, size);
+	w->base_end = u64_min(w->base_end, size);
 	size_t i = first_ending_after(w, size);
 	if (i < w->n && w->r[i].start < size)
 		w->r[i++].end = size;

@@ -134,7 +134,7 @@ static size_t populate_step_len(const void *base, size_t bytes, size_t done)
 {
 	uintptr_t addr = (uintptr_t)base + done;
 	size_t len = POPULATE_STEP - (addr & (POPULATE_STEP - 1));
-	return (size_t)pc_min_u64(len, bytes - done);
+	return (size_t)u64_min(len, bytes - done);
 }
 
 /*
@@ -148,7 +148,7 @@ static size_t populate_step_len(const void *base, size_t bytes, size_t done)
 static void populate_table(struct pc_cache *c, size_t *done, uint64_t pages)
 {
 	size_t bytes = table_bytes(c);
-	size_t need = (size_t)pc_min_u64(pages * sizeof(struct pc_folio), bytes);
+	size_t need = (size_t)u64_min(pages * sizeof(struct pc_folio), bytes);
 	while (*done < need) {
 		size_t len = populate_step_len(c->folios, bytes, *done);
 		if (madvise((char *)c->folios + *done, len, MADV_POPULATE_WRITE) != 0) {
@@ -172,7 +172,7 @@ static size_t populate_lead_of(const struct pc_cache *c)
 	if (c->cfg.flags & PC_CFG_EAGER_MEMORY)
 		return c->arena_bytes;
 	size_t lead = c->arena_bytes / 16;
-	return (size_t)pc_min_u64(pc_max_u64(lead, POPULATE_STEP), (uint64_t)32 << 20);
+	return (size_t)u64_min(u64_max(lead, POPULATE_STEP), (uint64_t)32 << 20);
 }
 
 /* Where the thread's work ends for now: populate_lead past the memory
@@ -180,7 +180,7 @@ static size_t populate_lead_of(const struct pc_cache *c)
 static size_t populate_goal(struct pc_cache *c)
 {
 	size_t handed_out = (size_t)arena_used_pages(c) << PC_PAGE_SHIFT;
-	return (size_t)pc_min_u64((uint64_t)handed_out + c->populate_lead, c->arena_bytes);
+	return (size_t)u64_min((uint64_t)handed_out + c->populate_lead, c->arena_bytes);
 }
 
 static bool populate_stopping(struct pc_cache *c)
@@ -216,8 +216,8 @@ static void populate_wait_for_demand(struct pc_cache *c, size_t done)
  */
 static void advise_huge(struct pc_cache *c, size_t from, size_t to)
 {
-	uintptr_t end = pc_round_up((uintptr_t)c->arena + to, POPULATE_STEP);
-	size_t upto = (size_t)pc_min_u64(end - (uintptr_t)c->arena, c->arena_bytes);
+	uintptr_t end = round_up((uintptr_t)c->arena + to, POPULATE_STEP);
+	size_t upto = (size_t)u64_min(end - (uintptr_t)c->arena, c->arena_bytes);
 	if (upto > from)
 		madvise(c->arena + from, upto - from, MADV_HUGEPAGE);
 }

@@ -202,8 +202,8 @@ bool bs_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, siz
 static bool whole_blocks(const struct pc_mapping *m, size_t off, size_t len, unsigned *first, unsigned *end)
 {
 	size_t bs = m->block_size;
-	*first = (unsigned)(pc_round_up(off, bs) >> m->block_shift);
-	*end = (unsigned)(pc_round_down(off + len, bs) >> m->block_shift);
+	*first = (unsigned)(round_up(off, bs) >> m->block_shift);
+	*end = (unsigned)(round_down(off + len, bs) >> m->block_shift);
 	return *end > *first;
 }
 
@@ -292,8 +292,8 @@ size_t bs_write_end(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t
 				bits_assign(u, b, 1, true);
 				continue;
 			}
-			uint32_t s = (uint32_t)(pc_max_u64(off, bstart) - bstart);
-			uint32_t e = (uint32_t)(pc_min_u64(end, bend) - bstart);
+			uint32_t s = (uint32_t)(u64_max(off, bstart) - bstart);
+			uint32_t e = (uint32_t)(u64_min(end, bend) - bstart);
 			if (valid_add(m, f, b, s, e))
 				bits_assign(u, b, 1, true);
 		}

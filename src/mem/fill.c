@@ -22,16 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
+int fill_read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len)
 {
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
-	size_t want = off >= disk_end ? 0 : (size_t)pc_min_u64(len, disk_end - off);
+	uint64_t disk_end = round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
+	size_t want = off >= disk_end ? 0 : (size_t)u64_min(len, disk_end - off);
 	ssize_t got = 0;
 	if (want) {
 		struct iovec v = { buf, want };
 		atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
-		got = backend_preadv(m->c, io_fd(m), &v, 1, (off_t)off);
+		got = sync_io_preadv(m->c, io_fd(m), &v, 1, (off_t)off);
 		if (got < 0)
 			return (int)got;
 	}
@@ -49,7 +49,7 @@ static int merge_partial_block(struct pc_mapping *m, struct pc_folio *f, unsigne
 	if (!tmp)
 		return -ENOMEM;
 	uint8_t *dst = arena_data(m->c, f) + (size_t)blk * bs;
-	int err = read_blocks(m, tmp, folio_pos(f) + (uint64_t)blk * bs, bs);
+	int err = fill_read_blocks(m, tmp, folio_pos(f) + (uint64_t)blk * bs, bs);
 	if (!err) {
 		memcpy(dst, tmp, vs);
 		memcpy(dst + ve, tmp + ve, bs - ve);
@@ -88,7 +88,7 @@ static int fill_blocks(struct pc_mapping *m, struct pc_folio *f, unsigned first,
 		while (e < end && !bs_block_uptodate(m, f, e) && !bs_block_valid(m, f, e, &vs, &ve))
 			e++;
 		size_t off = (size_t)b * bs, len = (size_t)(e - b) * bs;
-		int err = read_blocks(m, arena_data(m->c, f) + off, folio_pos(f) + off, len);
+		int err = fill_read_blocks(m, arena_data(m->c, f) + off, folio_pos(f) + off, len);
 		if (err)
 			return err;
 		bs_set_range_uptodate(m, f, off, len);

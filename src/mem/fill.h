@@ -18,7 +18,7 @@ struct pc_mapping;
 HIDDEN int fill_range(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);
 /* Read block-aligned [off, off+len) of the file into buf (aligned for
  * direct I/O) with one device read; past the written data: zeros, no I/O. */
-HIDDEN int read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len);
+HIDDEN int fill_read_blocks(struct pc_mapping *m, uint8_t *buf, uint64_t off, size_t len);
 /* Merge device data into the folio's partly written blocks only (the
  * flusher, before writing them back). */
 HIDDEN int fill_merge_partials(struct pc_mapping *m, struct pc_folio *f);

@@ -98,7 +98,7 @@ void folio_put(struct pc_cache *c, struct pc_folio *f)
 	progress_signal(&c->mem_progress);
 }
 
-uint32_t cache_clock_ms(const struct pc_cache *c)
+uint32_t folio_clock_ms(const struct pc_cache *c)
 {
 	return (uint32_t)(now_ms() - c->start_ms);
 }
@@ -111,6 +111,6 @@ uint32_t cache_clock_ms(const struct pc_cache *c)
  */
 uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f)
 {
-	uint32_t age = cache_clock_ms(c) - atomic_load(&((struct pc_folio *)f)->stamp);
+	uint32_t age = folio_clock_ms(c) - atomic_load(&((struct pc_folio *)f)->stamp);
 	return age <= INT32_MAX ? age : 0;
 }

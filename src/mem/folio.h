@@ -163,7 +163,7 @@ static inline void folio_ra_byte_set(struct pc_folio *f, unsigned mask, unsigned
 /* The cache's own millisecond clock (since pc_cache_new), for folio stamps:
  * 32 bits, so that a stamp fits the 64-byte folio descriptor (ages are
  * taken modulo 2^32, see folio_age_ms). */
-HIDDEN uint32_t cache_clock_ms(const struct pc_cache *c);
+HIDDEN uint32_t folio_clock_ms(const struct pc_cache *c);
 /* How long ago the folio's stamp was set (0 if it looks newer than now). */
 HIDDEN uint64_t folio_age_ms(const struct pc_cache *c, const struct pc_folio *f);
 

@@ -299,7 +299,7 @@ void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f)
 {
 	if (atomic_fetch_or_explicit(&f->flags, PF_EDGE, memory_order_acq_rel) & PF_EDGE)
 		return;
-	f->stamp = cache_clock_ms(m->c);
+	f->stamp = folio_clock_ms(m->c);
 	atomic_fetch_add_explicit(&m->nr_edges, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->edge_bytes, (int64_t)folio_size(f), memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->c->st_edge_kept, 1, memory_order_relaxed);

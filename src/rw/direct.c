@@ -40,7 +40,7 @@ static bool iov_aligned(const struct pc_mapping *m, const struct iovec *iov, int
 			skip -= iov[i].iov_len;
 			continue;
 		}
-		size_t n = pc_min_u64(iov[i].iov_len - skip, len);
+		size_t n = u64_min(iov[i].iov_len - skip, len);
 		uintptr_t p = (uintptr_t)iov[i].iov_base + skip;
 		if (p % ma || n % bs)
 			return false;
@@ -61,7 +61,7 @@ static int iov_slice(const struct iovec *iov, int iovcnt, size_t skip, size_t le
 		}
 		if (k == max)
 			return -1;
-		size_t n = pc_min_u64(iov[i].iov_len - skip, len);
+		size_t n = u64_min(iov[i].iov_len - skip, len);
 		out[k++] = (struct iovec){ (uint8_t *)iov[i].iov_base + skip, n };
 		len -= n;
 		skip = 0;
@@ -85,21 +85,21 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 		int k = iov_slice(iov, iovcnt, skip, len, local, 64);
 		if (k > 0) {
 			count_write(m, len);
-			ssize_t r = backend_pwritev(m->c, io_fd(m), local, k, (off_t)off, rw_flags);
+			ssize_t r = sync_io_pwritev(m->c, io_fd(m), local, k, (off_t)off, rw_flags);
 			return r < 0 ? (int)r : ((size_t)r == len ? 0 : -EIO);
 		}
 	}
-	size_t chunk = pc_min_u64(len, DIRECT_CHUNK);
-	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, pc_round_up(chunk, 4096));
+	size_t chunk = u64_min(len, DIRECT_CHUNK);
+	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, round_up(chunk, 4096));
 	if (!bounce)
 		return -ENOMEM;
 	int err = 0;
 	for (size_t done = 0; done < len && !err; done += chunk) {
-		size_t n = pc_min_u64(chunk, len - done);
+		size_t n = u64_min(chunk, len - done);
 		iov_copy_from(iov, iovcnt, skip + done, bounce, n);
 		struct iovec v = { bounce, n };
 		count_write(m, n);
-		ssize_t r = backend_pwritev(m->c, io_fd(m), &v, 1, (off_t)(off + done), rw_flags);
+		ssize_t r = sync_io_pwritev(m->c, io_fd(m), &v, 1, (off_t)(off + done), rw_flags);
 		if (r < 0)
 			err = (int)r;
 		else if ((size_t)r != n)
@@ -165,7 +165,7 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 {
 	struct pc_mapping *m = h->m;
 	uint64_t bs = m->block_size, end = off + len;
-	uint64_t astart = pc_round_up(off, bs), aend = pc_round_down(end, bs);
+	uint64_t astart = round_up(off, bs), aend = round_down(end, bs);
 	int piece_flags = (flags & ~PC_DIRECT) | PC_DONTCACHE;
 	if (astart >= aend) /* no whole block: all of it is an edge */
 		return uncached_piece(h, iov, iovcnt, 0, off, len, piece_flags);
@@ -190,7 +190,7 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 	/* With PC_DSYNC the pieces synced themselves and the middle used
 	 * RWF_DSYNC; a buffered backend still needs the flush. */
 	if ((flags & PC_DSYNC) && !m->direct) {
-		int err = backend_fsync(m->c, m->fd, true);
+		int err = sync_io_fsync(m->c, m->fd, true);
 		if (err)
 			return err;
 	}
@@ -209,18 +209,18 @@ ssize_t direct_read(struct pc_file *h, const struct iovec *iov, int iovcnt, uint
 	if (err)
 		return err;
 	uint64_t bs = m->block_size;
-	uint64_t astart = pc_round_down(off, bs), aend = pc_round_up(off + len, bs);
-	size_t chunk = pc_min_u64(aend - astart, DIRECT_CHUNK);
-	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, pc_round_up(chunk, 4096));
+	uint64_t astart = round_down(off, bs), aend = round_up(off + len, bs);
+	size_t chunk = u64_min(aend - astart, DIRECT_CHUNK);
+	uint8_t *bounce = aligned_alloc(m->mem_align > 4096 ? m->mem_align : 4096, round_up(chunk, 4096));
 	if (!bounce)
 		return -ENOMEM;
 	size_t copied = 0;
 	for (uint64_t pos = astart; pos < aend && !err; pos += chunk) {
-		size_t n = pc_min_u64(chunk, aend - pos);
-		err = read_blocks(m, bounce, pos, n);
+		size_t n = u64_min(chunk, aend - pos);
+		err = fill_read_blocks(m, bounce, pos, n);
 		if (err)
 			break;
-		uint64_t s = pc_max_u64(pos, off), e = pc_min_u64(pos + n, off + len);
+		uint64_t s = u64_max(pos, off), e = u64_min(pos + n, off + len);
 		iov_copy_to(iov, iovcnt, copied, bounce + (s - pos), e - s);
 		copied += e - s;
 	}

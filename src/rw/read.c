@@ -152,9 +152,9 @@ ssize_t read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64
 			reclaim_release_folio(c, f);
 			break;
 		}
-		end = pc_min_u64(end, now);
+		end = u64_min(end, now);
 		size_t foff = pos - folio_pos(f);
-		size_t n = pc_min_u64(folio_size(f) - foff, end - pos);
+		size_t n = u64_min(folio_size(f) - foff, end - pos);
 		err = read_fill_folio(m, f, foff, n, nowait, &waited);
 		if (err) {
 			reclaim_release_folio(c, f);

@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapp
 {
 	/* counter_add twice, with this thread's slot looked up once (a hit
 	 * does little else, see above). */
-	int s = pc_counter_slot_plus1 - 1;
+	int s = counter_slot_plus1 - 1;
 	if (__builtin_expect(s < 0, 0)) {
 		counter_add(&m->hits, n);
 		counter_add(&m->c->hits, n);

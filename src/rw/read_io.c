@@ -79,12 +79,12 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 		return;
 	}
 	/* Only the part below the end of written data is read. */
-	uint64_t disk_end = pc_round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
+	uint64_t disk_end = round_up((uint64_t)atomic_load(&m->data_end), m->block_size);
 	uint64_t start = (uint64_t)r->io.off;
 	size_t total = 0;
 	for (int i = 0; i < r->n; i++)
 		total += folio_size(r->f[i]);
-	size_t want = start >= disk_end ? 0 : (size_t)pc_min_u64(total, disk_end - start);
+	size_t want = start >= disk_end ? 0 : (size_t)u64_min(total, disk_end - start);
 	atomic_fetch_add(&m->refs, 1); /* dropped by rd_done */
 	if (!want) {
 		rd_done(&r->io, 0);
@@ -93,7 +93,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 	int k = 0;
 	size_t acc = 0;
 	while (acc < want) {
-		size_t l = pc_min_u64(folio_size(r->f[k]), want - acc);
+		size_t l = u64_min(folio_size(r->f[k]), want - acc);
 		r->iov[k] = (struct iovec){ arena_data(m->c, r->f[k]), l };
 		acc += l;
 		k++;
@@ -107,7 +107,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 	atomic_fetch_add_explicit(&m->st_read_ios, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->st_read_bytes, want, memory_order_relaxed);
 	if (rf & RF_SYNC) {
-		rd_done(&r->io, backend_preadv(m->c, r->io.fd, r->iov, k, r->io.off));
+		rd_done(&r->io, sync_io_preadv(m->c, r->io.fd, r->iov, k, r->io.off));
 		if (read_io_test_sync_done)
 			read_io_test_sync_done();
 	} else {
@@ -122,13 +122,13 @@ static bool rd_full(const struct rd_req *r, const struct pc_folio *f, size_t max
 	       r->io.len + folio_size(f) > max_io;
 }
 
-int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf, struct pc_folio **first)
+int read_io_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf, struct pc_folio **first)
 {
 	struct rd_req *r = NULL;
 	int err = 0;
 	if (first)
 		*first = NULL;
-	uint64_t pos = pc_round_down(start, (uint64_t)PC_PAGE_SIZE << m->min_order);
+	uint64_t pos = round_down(start, (uint64_t)PC_PAGE_SIZE << m->min_order);
 	size_t max_io = m->c->cfg.max_io_bytes;
 	bool created_any = false;
 	if (!(rf & RF_NOWAIT))

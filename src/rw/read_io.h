@@ -21,7 +21,7 @@ enum {
  * locked until read; asynchronously, except the first run with RF_SYNC).
  * Error only if not even the first could be created.  With `first`, the
  * folio holding `start` (created or found) is returned with a reference. */
-HIDDEN int cache_read_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf,
-			    struct pc_folio **first);
+HIDDEN int read_io_range(struct pc_mapping *m, uint64_t start, uint64_t end, unsigned rf,
+			 struct pc_folio **first);
 
 #endif

@@ -62,7 +62,7 @@ static size_t ra_max_window(const struct pc_file *h)
 		return 0;
 	case PC_RA_SEQUENTIAL:
 		/* The same cap as readahead_max_bytes itself (cache.c). */
-		return max ? pc_min_u64(2 * (uint64_t)max, pc_max_u64(max, cfg->memory_limit / 4)) : 0;
+		return max ? u64_min(2 * (uint64_t)max, u64_max(max, cfg->memory_limit / 4)) : 0;
 	default:
 		return max;
 	}
@@ -81,7 +81,7 @@ static uint64_t initial_window(const struct pc_file *h, uint64_t want, size_t ma
 {
 	if (atomic_load_explicit(&h->ra_advice, memory_order_relaxed) == PC_RA_SEQUENTIAL)
 		return max;
-	uint64_t n = pc_roundup_pow2(want);
+	uint64_t n = roundup_pow2(want);
 	if (n <= max / 32)
 		n *= 4;
 	else if (n <= max / 4)
@@ -103,7 +103,7 @@ static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit
 		pos = folio_pos(f);
 		reclaim_release_folio(m->c, f);
 	}
-	return pc_min_u64(off - pos, limit);
+	return u64_min(off - pos, limit);
 }
 
 /* The first byte at or after off that no folio holds (a folio being read
@@ -128,7 +128,7 @@ static void set_mark(struct pc_mapping *m, uint64_t pos, uint64_t window)
 {
 	struct pc_folio *f = mapping_lookup(m, pos);
 	if (f) {
-		unsigned order = (unsigned)__builtin_ctzll(pc_roundup_pow2(pc_max_u64(window / PC_PAGE_SIZE, 1)));
+		unsigned order = (unsigned)__builtin_ctzll(roundup_pow2(u64_max(window / PC_PAGE_SIZE, 1)));
 		folio_ra_byte_set(f, RA_ORDER_MASK, order < RA_ORDER_MASK ? order : RA_ORDER_MASK);
 		folio_set(f, PF_READAHEAD); /* a release: the order is seen with it */
 		reclaim_release_folio(m->c, f);
@@ -207,15 +207,15 @@ bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)
 		return true;
 	}
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
-	uint64_t next = pc_min_u64(2 * window, max);
-	uint64_t to = pc_min_u64(from + next, size);
+	uint64_t next = u64_min(2 * window, max);
+	uint64_t to = u64_min(from + next, size);
 	if (from >= to)
 		return true;
 	count_window(m, true, to - from);
 	/* Speculative: a reader that reaches the mark must not sleep for
 	 * memory (or behind a truncate) for data it has not asked for; a
 	 * window cut short only means the next miss starts a new one. */
-	if (cache_read_range(m, from, to, rf | RF_NOWAIT, NULL) == 0)
+	if (read_io_range(m, from, to, rf | RF_NOWAIT, NULL) == 0)
 		set_mark(m, from, next);
 	return true;
 }
@@ -225,7 +225,7 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 {
 	struct pc_mapping *m = h->m;
 	size_t max = ra_max_window(h);
-	uint64_t want = pc_min_u64(end - pos, m->c->cfg.max_io_bytes);
+	uint64_t want = u64_min(end - pos, m->c->cfg.max_io_bytes);
 	*read_to = pos + want;
 	uint64_t window = 0;
 	if (max && *stream) {
@@ -241,7 +241,7 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 			/* Twice the read: a small start, as random reads in a
 			 * partly cached region pass this test too; a real
 			 * stream doubles from here at each mark. */
-			window = pc_min_u64(2 * want, max);
+			window = u64_min(2 * want, max);
 			*stream = true;
 		}
 	}
@@ -254,10 +254,10 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 			atomic_fetch_add_explicit(&m->st_ra_random, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&m->c->st_ra_random, 1, memory_order_relaxed);
 		}
-		return cache_read_range(m, pos, *read_to, rf | RF_SYNC, f);
+		return read_io_range(m, pos, *read_to, rf | RF_SYNC, f);
 	}
 	uint64_t size = (uint64_t)atomic_load(&m->i_size);
-	uint64_t to = pc_min_u64(pos + window, size);
+	uint64_t to = u64_min(pos + window, size);
 	if (to <= pos) {
 		/* A truncate since the caller read the size ended the file
 		 * before pos: nothing to read (the caller looks at the size
@@ -266,7 +266,7 @@ int readahead_miss(struct pc_file *h, uint64_t pos, uint64_t end, unsigned rf, b
 		return 0;
 	}
 	count_window(m, false, to - pos);
-	int err = cache_read_range(m, pos, to, rf | RF_SYNC, f);
+	int err = read_io_range(m, pos, to, rf | RF_SYNC, f);
 	if (!err && *read_to < to)
 		set_mark(m, *read_to, to - pos);
 	return err;

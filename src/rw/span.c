@@ -7,7 +7,7 @@
  * file (truncate, punch, invalidation), but its memory is not freed, so
  * not reused, until pc_read_end drops the reference; eviction passes
  * referenced folios over.  It is found, read and counted as pc_pread finds,
- * reads and counts it (mapping_lookup, cache_read_range,
+ * reads and counts it (mapping_lookup, read_io_range,
  * read_fill_folio), and holds no lock.
  *
  * A write span is one folio of a buffered write, stopped between its steps
@@ -83,7 +83,7 @@ static int span_find_folio(struct pc_file *h, uint64_t off, uint64_t to, bool no
 			return -EAGAIN;
 		if (__builtin_expect(read_test_before_miss != NULL, 0))
 			read_test_before_miss(h);
-		int err = cache_read_range(m, off, to, RF_SYNC | (dontcache ? RF_DONTCACHE : 0), &f);
+		int err = read_io_range(m, off, to, RF_SYNC | (dontcache ? RF_DONTCACHE : 0), &f);
 		if (err)
 			return err;
 		*missed = true;
@@ -103,10 +103,10 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 	span_set_empty(s);
 	if (off >= size || !len)
 		return 0;
-	len = (size_t)pc_min_u64(len, size - off);
+	len = (size_t)u64_min(len, size - off);
 	struct pc_folio *f;
 	bool waited;
-	int err = span_find_folio(h, off, pc_min_u64(off + len, off + c->cfg.max_io_bytes), nowait, dontcache, &f,
+	int err = span_find_folio(h, off, u64_min(off + len, off + c->cfg.max_io_bytes), nowait, dontcache, &f,
 				  &waited);
 	if (err)
 		return err;
@@ -117,9 +117,9 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 		reclaim_release_folio(c, f);
 		return 0;
 	}
-	len = (size_t)pc_min_u64(len, size - off);
+	len = (size_t)u64_min(len, size - off);
 	size_t foff = off - folio_pos(f);
-	size_t n = pc_min_u64(folio_size(f) - foff, len);
+	size_t n = u64_min(folio_size(f) - foff, len);
 	err = read_fill_folio(m, f, foff, n, nowait, &waited);
 	if (err) {
 		reclaim_release_folio(c, f);
@@ -191,13 +191,13 @@ static int save_dirty_bytes(struct pc_mapping *m, const struct write_folio *wf, 
 	while (from < end_blk && bs_next_dirty_run(m, wf->f, from, &first, &count) && first < end_blk) {
 		if (lo_blk == UINT32_MAX)
 			lo_blk = first;
-		hi_blk = (unsigned)pc_min_u64(first + count, end_blk);
+		hi_blk = (unsigned)u64_min(first + count, end_blk);
 		from = first + count;
 	}
 	if (lo_blk == UINT32_MAX)
 		return 0;
-	size_t lo = pc_max_u64(wf->foff, (size_t)lo_blk << m->block_shift);
-	size_t hi = pc_min_u64(wf->foff + wf->n, (size_t)hi_blk << m->block_shift);
+	size_t lo = u64_max(wf->foff, (size_t)lo_blk << m->block_shift);
+	size_t hi = u64_min(wf->foff + wf->n, (size_t)hi_blk << m->block_shift);
 	void *save = malloc(hi - lo);
 	if (!save)
 		return -ENOMEM;
@@ -212,7 +212,7 @@ static int save_dirty_bytes(struct pc_mapping *m, const struct write_folio *wf, 
 static void restore_dirty_bytes(struct pc_mapping *m, const struct write_folio *wf, const struct pc_span *s,
 				size_t from)
 {
-	size_t lo = pc_max_u64(from, s->priv.save_off), hi = s->priv.save_off + s->priv.save_len;
+	size_t lo = u64_max(from, s->priv.save_off), hi = s->priv.save_off + s->priv.save_len;
 	if (lo < hi)
 		memcpy(arena_data(m->c, wf->f) + lo, (uint8_t *)s->priv.save + (lo - s->priv.save_off), hi - lo);
 }
@@ -224,7 +224,7 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 	span_set_empty(s);
 	/* No longer than one folio can be (nothing is reserved for more), nor
 	 * past the largest file size. */
-	len = (size_t)pc_min_u64(pc_min_u64(len, mf - off % mf), (uint64_t)m->max_bytes - off);
+	len = (size_t)u64_min(u64_min(len, mf - off % mf), (uint64_t)m->max_bytes - off);
 	if (!len)
 		return 0;
 	struct write_ctx w = { m, NULL, 0, off, off + len, flags };

@@ -50,7 +50,7 @@ static void invalidate_folio(struct pc_mapping *m, struct pc_folio *f, uint64_t 
 		mapping_remove_folio(m, f);
 		return;
 	}
-	size_t s = (size_t)(pc_max_u64(start, fs) - fs), e = (size_t)(pc_min_u64(end, fe) - fs);
+	size_t s = (size_t)(u64_max(start, fs) - fs), e = (size_t)(u64_min(end, fe) - fs);
 	if (how == INVAL_STALE && folio_range_dirty(m, f, s, e - s))
 		return; /* written after our device write: newer than it */
 	if (how == INVAL_ZERO)
@@ -146,7 +146,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 		end = size;
 	if (off < end) {
 		uint64_t bs = m->block_size;
-		uint64_t astart = pc_round_up(off, bs), aend = pc_round_down(end, bs);
+		uint64_t astart = round_up(off, bs), aend = round_down(end, bs);
 		if (astart < aend) {
 			invalidate_range(m, astart, aend, INVAL_ZERO);
 			err = backing_zero(m, astart, aend, mode);

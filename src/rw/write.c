@@ -51,7 +51,7 @@ static unsigned write_order(const struct write_ctx *w, uint64_t pos)
 	if (!(w->flags & PC_DONTCACHE))
 		return mapping_order_for(m, pos, w->end - pos);
 	uint64_t min_fs = (uint64_t)PC_PAGE_SIZE << m->min_order;
-	uint64_t whole_end = pc_round_down(w->end, min_fs);
+	uint64_t whole_end = round_down(w->end, min_fs);
 	if (pos % min_fs || whole_end <= pos)
 		return m->min_order;
 	return mapping_order_for(m, pos, whole_end - pos);
@@ -65,7 +65,7 @@ static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
 		return true;
 	if (written_known_hole(&m->written, bpos, bpos + m->block_size))
 		return true;
-	return backend_is_hole(m->fd, (off_t)bpos, m->block_size);
+	return probe_is_hole(m->fd, (off_t)bpos, m->block_size);
 }
 
 /*
@@ -111,7 +111,7 @@ static int defer_partial_block(struct pc_mapping *m, struct pc_folio *f, bool ha
 		atomic_fetch_add_explicit(&m->st_deferred, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&m->c->st_deferred, 1, memory_order_relaxed);
 		if (!f->stamp) /* when it started waiting for a neighbour */
-			f->stamp = cache_clock_ms(m->c);
+			f->stamp = folio_clock_ms(m->c);
 	}
 	return 0;
 }
@@ -268,7 +268,7 @@ int write_folio_begin(const struct write_ctx *w, uint64_t pos, struct write_foli
 	if (IS_ERR_FOLIO(f))
 		return FOLIO_ERR(f);
 	size_t foff = pos - folio_pos(f);
-	size_t n = pc_min_u64(folio_size(f) - foff, w->end - pos);
+	size_t n = u64_min(folio_size(f) - foff, w->end - pos);
 	bool completes = (w->flags & PC_DONTCACHE) && !created && folio_test(f, PF_EDGE) &&
 			 completes_edge(m, f, foff, n);
 	bool head_full, tail_full, awaits;
@@ -383,7 +383,7 @@ int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf, size_
 	struct pc_mapping *m = w->m;
 	size_t bs = m->block_size;
 	size_t cut = wf->foff + copied, end = wf->foff + wf->n;
-	forget_clean_blocks(m, wf->f, pc_round_down(cut, bs), pc_round_up(end, bs));
+	forget_clean_blocks(m, wf->f, round_down(cut, bs), round_up(end, bs));
 	wf->n = copied;
 	if (!copied || cut % bs == 0)
 		return 0;
@@ -408,7 +408,7 @@ static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
 	int err = writeback_and_wait(m, off, end, WB_DSYNC);
 	if (!err && !m->direct)
-		err = backend_fsync(m->c, m->fd, true);
+		err = sync_io_fsync(m->c, m->fd, true);
 	return err;
 }
 
@@ -506,7 +506,7 @@ static uint64_t write_folios(const struct write_ctx *w, uint64_t pos, uint64_t e
  */
 static uint64_t write_piece(const struct pc_mapping *m)
 {
-	return pc_max_u64(m->c->cfg.max_io_bytes, m->c->cfg.dirty_limit_bytes / 8);
+	return u64_max(m->c->cfg.max_io_bytes, m->c->cfg.dirty_limit_bytes / 8);
 }
 
 ssize_t write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64_t off, size_t len, int flags)
@@ -518,7 +518,7 @@ ssize_t write_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint6
 		return err;
 	uint64_t pos = off;
 	while (pos < w.end && !err) {
-		uint64_t piece_end = pc_min_u64(w.end, pos + write_piece(m));
+		uint64_t piece_end = u64_min(w.end, pos + write_piece(m));
 		inval_lock_shared(m);
 		uint64_t n = write_folios(&w, pos, piece_end, &err);
 		inval_unlock(m);
@@ -545,10 +545,10 @@ int write_zeroes(struct pc_mapping *m, uint64_t off, uint64_t len)
 
 	assert_inval_locked(m);
 	while (pos < end) {
-		size_t chunk = pc_min_u64(end - pos, sizeof(v) / sizeof(v[0]) * sizeof(zeros));
+		size_t chunk = u64_min(end - pos, sizeof(v) / sizeof(v[0]) * sizeof(zeros));
 		int cnt = 0;
 		for (size_t d = 0; d < chunk; d += sizeof(zeros))
-			v[cnt++] = (struct iovec){ (void *)zeros, pc_min_u64(sizeof(zeros), chunk - d) };
+			v[cnt++] = (struct iovec){ (void *)zeros, u64_min(sizeof(zeros), chunk - d) };
 		struct write_ctx w = { m, v, cnt, pos, pos + chunk, 0 };
 		int err;
 		pos += write_folios(&w, pos, w.end, &err);

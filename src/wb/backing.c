@@ -73,7 +73,7 @@ static bool reserve_unsupported(int err)
 static uint64_t reserve_ahead(const struct pc_mapping *m, uint64_t end)
 {
 	uint64_t grown = end > m->alloc_base ? end - m->alloc_base : 0;
-	return pc_min_u64(pc_max_u64(grown / 8, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX);
+	return u64_min(u64_max(grown / 8, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX);
 }
 
 /* Where a reservation for a write ending at `end` ends: RESERVE_LEAD + 1
@@ -84,7 +84,7 @@ static uint64_t reserve_ahead(const struct pc_mapping *m, uint64_t end)
 #define RESERVE_LEAD 2u
 static uint64_t reserve_target(const struct pc_mapping *m, uint64_t end)
 {
-	return pc_round_up(end + (RESERVE_LEAD + 1) * reserve_ahead(m, end), m->block_size);
+	return round_up(end + (RESERVE_LEAD + 1) * reserve_ahead(m, end), m->block_size);
 }
 
 /*
@@ -100,8 +100,8 @@ static uint64_t reserve_target(const struct pc_mapping *m, uint64_t end)
  */
 static uint64_t inline_target(const struct pc_mapping *m, uint64_t end)
 {
-	uint64_t burst = pc_min_u64(m->c->cfg.dirty_limit_bytes, RESERVE_AHEAD_MAX);
-	return pc_round_up(reserve_target(m, end) + burst, m->block_size);
+	uint64_t burst = u64_min(m->c->cfg.dirty_limit_bytes, RESERVE_AHEAD_MAX);
+	return round_up(reserve_target(m, end) + burst, m->block_size);
 }
 
 static bool reserve_wanted(struct pc_mapping *m, uint64_t end)
@@ -148,10 +148,10 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 	noted_lock(&m->size_lock, LOCK_SIZE);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	if (end > have && !atomic_load(&m->no_reserve)) {
-		uint64_t need = pc_round_up(end, bs);
+		uint64_t need = round_up(end, bs);
 		atomic_fetch_add_explicit(&m->c->st_reserve_inline, 1, memory_order_relaxed);
 		if (off > have + RESERVE_AHEAD_MIN) {
-			err = reserve_range(m, pc_round_down(off, bs), need); /* sparse: its own blocks */
+			err = reserve_range(m, round_down(off, bs), need); /* sparse: its own blocks */
 		} else {
 			err = reserve_to(m, have, inline_target(m, end));
 			if (err == -ENOSPC || err == -EDQUOT)
@@ -228,12 +228,12 @@ void backing_release_reserve(struct pc_mapping *m)
 	/* (Not compared with disk_size: allocation ahead may have raised
 	 * that past i_size until the size was made exact.) */
 	if (
-	    atomic_load(&m->reserve_end) <= (int64_t)pc_round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
+	    atomic_load(&m->reserve_end) <= (int64_t)round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
 	inval_lock_excl(m);
 	noted_lock(&m->size_lock, LOCK_SIZE);
-	uint64_t size = pc_max_u64((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
-	uint64_t keep = pc_round_up(size, m->block_size);
+	uint64_t size = u64_max((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
+	uint64_t keep = round_up(size, m->block_size);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	bool freed = have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
 					      (off_t)(have - keep)) == 0;
@@ -272,14 +272,14 @@ void backing_release_reserve(struct pc_mapping *m)
 void backing_extend(struct pc_mapping *m)
 {
 	uint64_t bs = m->block_size;
-	uint64_t want = pc_round_up((uint64_t)atomic_load(&m->i_size), bs);
+	uint64_t want = round_up((uint64_t)atomic_load(&m->i_size), bs);
 	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
 	/* Small files: one fallocate more than their data is worth (and
 	 * their last block goes as backing_write_tail wants it). */
 	if (!m->writable || !m->direct || want <= done || want < EXTEND_FROM)
 		return;
 	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
-	uint64_t target = pc_round_down(pc_min_u64(want, allowed), bs);
+	uint64_t target = round_down(u64_min(want, allowed), bs);
 	if (target <= done || (target < want && target - done < EXTEND_STEP))
 		return;
 	noted_lock(&m->size_lock, LOCK_SIZE);
@@ -303,7 +303,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	assert_inval_locked_excl(m);
 	/* The block the file system will zero through its own page cache: no
 	 * direct write of ours may be in flight to it meanwhile. */
-	struct pc_folio *tail = partial ? mapping_lookup(m, pc_round_down(size, bs)) : NULL;
+	struct pc_folio *tail = partial ? mapping_lookup(m, round_down(size, bs)) : NULL;
 	if (tail) {
 		folio_lock(tail);
 		folio_wait_clear(tail, PF_WRITEBACK);
@@ -323,16 +323,16 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		 * old file's reservation standing for the new data); growth,
 		 * or the size the file already had, may free nothing:
 		 * backing_release_reserve gives that back. */
-		if (size < old && (uint64_t)atomic_load(&m->reserve_end) > pc_round_up(size, bs))
-			atomic_store(&m->reserve_end, (int64_t)pc_round_up(size, bs));
+		if (size < old && (uint64_t)atomic_load(&m->reserve_end) > round_up(size, bs))
+			atomic_store(&m->reserve_end, (int64_t)round_up(size, bs));
 	} else {
 		err = -errno;
 	}
 	/* Write and drop the kernel's cached copy of the zeroed block(s), so
 	 * later direct writes of them do not collide with it. */
 	if (!err && partial && m->direct) {
-		uint64_t lo = pc_round_down(pc_min_u64(size, old), bs);
-		uint64_t hi = pc_round_up(pc_max_u64(size, old), bs);
+		uint64_t lo = round_down(u64_min(size, old), bs);
+		uint64_t hi = round_up(u64_max(size, old), bs);
 		sync_file_range(m->fd, (off_t)lo, (off_t)(hi - lo),
 				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
@@ -384,7 +384,7 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 			return -errno;
 	}
 	struct iovec v = { (void *)buf, len };
-	ssize_t n = backend_pwritev_alias(m->c, m->fd, fd, &v, 1, (off_t)off, 0);
+	ssize_t n = sync_io_pwritev_alias(m->c, m->fd, fd, &v, 1, (off_t)off, 0);
 	if (alias)
 		close(fd);
 	if (n < 0)

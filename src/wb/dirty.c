@@ -27,7 +27,7 @@
 
 /* --------------------------------------------------------- accounting */
 
-void cache_update_peak_dirty(struct pc_cache *c)
+void dirty_update_peak(struct pc_cache *c)
 {
 	int64_t d = atomic_load_explicit(&c->dirty, memory_order_relaxed);
 	int64_t p = atomic_load_explicit(&c->peak_dirty, memory_order_relaxed);
@@ -58,7 +58,7 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 		account_uncached(m, bytes);
 	if (bytes > 0) {
 		atomic_fetch_add_explicit(&m->dirtied_total, (uint64_t)bytes, memory_order_relaxed);
-		cache_update_peak_dirty(m->c);
+		dirty_update_peak(m->c);
 	}
 }
 
@@ -120,7 +120,7 @@ void dirty_forget_file(struct pc_mapping *m)
 		mapping_put(m); /* the list's reference */
 }
 
-bool flusher_has_work_in(struct pc_mapping *m)
+bool dirty_has_work(struct pc_mapping *m)
 {
 	return atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->nr_uncached) > 0 || atomic_load(&m->nr_edges) > 0 ||
 	       atomic_load(&m->closed_dirty);
@@ -135,7 +135,7 @@ void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
 		dirty_list_add(m);
 	if (!atomic_load_explicit(&m->changed, memory_order_relaxed))
 		atomic_store_explicit(&m->changed, true, memory_order_relaxed);
-	f->stamp = cache_clock_ms(m->c); /* how long its data waited: see short_run */
+	f->stamp = folio_clock_ms(m->c); /* how long its data waited: see short_run */
 	mapping_tag_dirty(m, f);
 	uint64_t zero = 0;
 	if (!atomic_load_explicit(&m->dirtied_when_ms, memory_order_relaxed))
@@ -146,14 +146,14 @@ void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
  * throttle leaves out of the limit (throttle.c says why).  Walks the
  * cache's file table under files_lock: failing files are rare, and this
  * runs only while some are (c->nr_failing). */
-int64_t files_failing_dirty(struct pc_cache *c)
+int64_t dirty_failing_bytes(struct pc_cache *c)
 {
 	int64_t sum = 0;
 	files_lock(&c->files_lock);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
 			if (failing_error(m))
-				sum += pc_max_i64(0, atomic_load(&m->nr_dirty));
+				sum += i64_max(0, atomic_load(&m->nr_dirty));
 	files_unlock(&c->files_lock);
 	return sum;
 }

@@ -25,13 +25,13 @@ HIDDEN void dirty_forget_file(struct pc_mapping *m);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
 HIDDEN void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f);
 /* Whether m has anything for the flusher (dirty or uncached data, edges). */
-HIDDEN bool flusher_has_work_in(struct pc_mapping *m);
+HIDDEN bool dirty_has_work(struct pc_mapping *m);
 /* Take m off domain d's dirty list (d->lock held). */
 HIDDEN void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m);
 /* Raise the cache's peak_dirty (pc_stats) to its dirty count now. */
-HIDDEN void cache_update_peak_dirty(struct pc_cache *c);
+HIDDEN void dirty_update_peak(struct pc_cache *c);
 
 /* Dirty bytes of files whose writeback keeps failing (0 when none). */
-HIDDEN int64_t files_failing_dirty(struct pc_cache *c);
+HIDDEN int64_t dirty_failing_bytes(struct pc_cache *c);
 
 #endif

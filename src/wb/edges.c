@@ -226,7 +226,7 @@ bool edges_over_budget(struct pc_cache *c)
 	int64_t dirty = atomic_load_explicit(&c->dirty, memory_order_relaxed) +
 			atomic_load_explicit(&c->writeback, memory_order_relaxed);
 	int64_t edges = atomic_load_explicit(&c->edge_bytes, memory_order_relaxed);
-	return edges - pc_max_i64(dirty, 0) > (int64_t)edge_budget(c);
+	return edges - i64_max(dirty, 0) > (int64_t)edge_budget(c);
 }
 
 static void trim_to_budget(struct pc_cache *c)

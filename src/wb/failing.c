@@ -18,7 +18,7 @@
  * first failure new writes to the file fail up front with that error, as a
  * full file system refuses them, throttled writers of it get the error,
  * and its dirty bytes do not count against other files' room (see
- * dirty_over_limit).  It ends when its writeback succeeds with nothing
+ * throttle_over_limit).  It ends when its writeback succeeds with nothing
  * left dirty (the flusher retries every second), or when the caller
  * retries fsync, truncates or punches: space may be back.
  */
@@ -46,7 +46,7 @@ void failing_clear(struct pc_mapping *m)
 		atomic_fetch_sub(&m->c->nr_failing, 1);
 }
 
-void writeback_failed(struct pc_mapping *m, int err)
+void failing_wb_failed(struct pc_mapping *m, int err)
 {
 	errseq_set(&m->wb_err, err);
 	atomic_store(&m->last_error_ms, now_ms());
@@ -56,7 +56,7 @@ void writeback_failed(struct pc_mapping *m, int err)
 
 /* A write of a failing file went through: the fault is gone (space came
  * back), for its device too; the file is well once nothing is left. */
-void writeback_recovered(struct pc_mapping *m)
+void failing_wb_recovered(struct pc_mapping *m)
 {
 	if (atomic_load(&m->nr_dirty) <= 0)
 		failing_clear(m);

@@ -17,9 +17,9 @@ HIDDEN void failing_set(struct pc_mapping *m, int err);
 HIDDEN void failing_clear(struct pc_mapping *m);
 /* Write-back of m failed with err (a write, or the read merging a partial
  * block before it): recorded for fsync, counted, the file failing. */
-HIDDEN void writeback_failed(struct pc_mapping *m, int err);
+HIDDEN void failing_wb_failed(struct pc_mapping *m, int err);
 /* A write of a failing file went through: it may be well again. */
-HIDDEN void writeback_recovered(struct pc_mapping *m);
+HIDDEN void failing_wb_recovered(struct pc_mapping *m);
 /* Is m's write-back failing (its negative errno, or 0)? */
 static inline int failing_error(struct pc_mapping *m)
 {

@@ -110,9 +110,9 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 				break;
 			v = nv;
 		}
-		if (!flusher_has_work_in(m)) {
+		if (!dirty_has_work(m)) {
 			atomic_store(&m->on_dirty_list, false);
-			if (!flusher_has_work_in(m)) {
+			if (!dirty_has_work(m)) {
 				dirty_list_unlink(d, m);
 				v[n++] = m; /* the list's reference, dropped by the caller */
 				continue;
@@ -155,7 +155,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		int64_t unc = atomic_load(&m->nr_uncached);
 		int64_t keep = kicked ? (int64_t)c->cfg.uncached_kick_bytes : 0;
 		if (unc > keep)
-			submitted += pc_max_i64(0, writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience,
+			submitted += i64_max(0, writeback_some(m, 0, UINT64_MAX, WB_UNCACHED | WB_NOWAIT_LOCK | patience,
 								 NULL, keep ? unc - keep : 0));
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -175,7 +175,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		if (expired || background || want_free || closed) {
 			m->dirtied_when_ms = now;
 			int mode = WB_NOWAIT_LOCK | (closed ? 0 : patience);
-			submitted += pc_max_i64(0, writeback_range(m, 0, UINT64_MAX, mode, NULL));
+			submitted += i64_max(0, writeback_range(m, 0, UINT64_MAX, mode, NULL));
 			/* Expired data held back as a short young run (just
 			 * written after the rest) comes back once it is old
 			 * enough, not a whole expiry later. */
@@ -210,7 +210,7 @@ static int64_t flush_round(struct pc_domain *d)
 		/* Less patient passes only for writers that wait (for room
 		 * under the limit for their next write: the limit may not be
 		 * reached yet). */
-		if (t && !want_free && !dirty_over_limit(c) && !throttle_has_waiters(c))
+		if (t && !want_free && !throttle_over_limit(c) && !throttle_has_waiters(c))
 			break;
 		submitted = flush_pass(d, v, n, kicked, want_free, patience[t]);
 	}
@@ -273,7 +273,7 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 	pthread_cond_init(&d->io_cv, NULL);
 	/* A dirty limit's worth of latency is too much: an eighth of it, but
 	 * room for a few of the largest writes. */
-	d->inflight_cap = (int64_t)pc_max_u64(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
+	d->inflight_cap = (int64_t)u64_max(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
 	int err = ioq_create(c, c->cfg.queue_depth, c->use_uring, &d->ioq);
 	if (err)
 		goto fail;

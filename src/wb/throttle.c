@@ -81,11 +81,11 @@ static bool over_limit_with(struct pc_cache *c, uint64_t room)
 	if (used <= (int64_t)c->cfg.dirty_limit_bytes)
 		return false;
 	if (atomic_load_explicit(&c->nr_failing, memory_order_relaxed))
-		used -= files_failing_dirty(c);
+		used -= dirty_failing_bytes(c);
 	return used > (int64_t)c->cfg.dirty_limit_bytes;
 }
 
-bool dirty_over_limit(struct pc_cache *c)
+bool throttle_over_limit(struct pc_cache *c)
 {
 	return over_limit_with(c, 0);
 }
@@ -205,7 +205,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 	 * the limit is waited for, the piece size of larger writes. */
 	if (!nowait)
 		lock_check_may_wait(LOCK_TREE);
-	room = pc_min_u64(room, c->cfg.dirty_limit_bytes / 8);
+	room = u64_min(room, c->cfg.dirty_limit_bytes / 8);
 	kick_flusher_past_thresholds(m, uncached);
 	int err = failing_write_error(m);
 	if (err)
@@ -217,7 +217,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 		return 0;
 	}
 	if (nowait)
-		return dirty_over_limit(c) ? -EAGAIN : 0;
+		return throttle_over_limit(c) ? -EAGAIN : 0;
 	struct throttle_waiter w;
 	cond_init_monotonic(&w.cv);
 	noted_lock(&c->throttle_lock, LOCK_THROTTLE);

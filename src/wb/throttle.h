@@ -27,7 +27,7 @@ HIDDEN void throttle_account(size_t bytes);
 /* Are dirty + writeback bytes past the dirty limit?  Dirty data of files
  * whose writeback keeps failing does not count: it cannot be cleaned
  * until the fault clears. */
-HIDDEN bool dirty_over_limit(struct pc_cache *c);
+HIDDEN bool throttle_over_limit(struct pc_cache *c);
 /* Is a writer waiting in the throttle for room? */
 HIDDEN bool throttle_has_waiters(struct pc_cache *c);
 

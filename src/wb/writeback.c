@@ -185,9 +185,9 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	 * waiting in the throttle see the error.  Before the release: a
 	 * syncer waiting for the folios finds the error recorded. */
 	if (err)
-		writeback_failed(m, err);
+		failing_wb_failed(m, err);
 	else if (failing_error(m))
-		writeback_recovered(m);
+		failing_wb_recovered(m);
 	for (int i = 0; i < r->nseg; i++)
 		segment_release(m, &r->seg[i], err);
 	req_inflight_end(m, err);
@@ -317,11 +317,11 @@ static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t
 	if (!m->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty) || size == 0)
 		return false;
 	uint64_t fpos = folio_pos(f), bs = m->block_size;
-	uint64_t last = pc_round_down(size - 1, bs); /* the block holding the end */
+	uint64_t last = round_down(size - 1, bs); /* the block holding the end */
 	bool small = size <= PC_SMALL_FILE_BYTES;
 	if ((!small && size % bs == 0) || last < fpos || last >= fpos + folio_size(f))
 		return false;
-	uint64_t disk = pc_round_up((uint64_t)atomic_load(&m->disk_size), bs);
+	uint64_t disk = round_up((uint64_t)atomic_load(&m->disk_size), bs);
 	unsigned blk = (unsigned)((last - fpos) >> m->block_shift);
 	if (last < disk || !bs_block_dirty(m, f, blk))
 		return false;
@@ -369,7 +369,7 @@ static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struc
 		if (err) {
 			/* Its data cannot go: as a failed write (the throttle
 			 * must not wait for it, and fsync reports it). */
-			writeback_failed(m, err);
+			failing_wb_failed(m, err);
 			return 0;
 		}
 	}
