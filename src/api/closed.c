@@ -100,7 +100,7 @@ static void files_list_del(struct pc_cache *c, struct pc_mapping *m)
 
 /* ------------------------------------------------------ descriptors */
 
-static bool mapping_empty(struct pc_mapping *m)
+static bool closed_file_empty(struct pc_mapping *m)
 {
 	tree_lock_shared(m);
 	bool empty = m->tree.nr_heads == 0;
@@ -112,9 +112,9 @@ static bool mapping_empty(struct pc_mapping *m)
  * forgotten: nothing of it cached, and no write error of it that no handle
  * reported (the next handle of the file must see that: it finds this
  * mapping again). */
-static bool mapping_forgettable(struct pc_mapping *m)
+static bool closed_file_forgettable(struct pc_mapping *m)
 {
-	return mapping_empty(m) && !errseq_unseen(&m->wb_err);
+	return closed_file_empty(m) && !errseq_unseen(&m->wb_err);
 }
 
 /* Give the descriptors up; a forgettable mapping goes too. */
@@ -124,7 +124,7 @@ static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 	 * the end that went through the kernel is synced first: a closed
 	 * descriptor could neither sync it nor hear its error. */
 	fs_sync_before_close(m);
-	if (mapping_forgettable(m)) {
+	if (closed_file_forgettable(m)) {
 		files_hash_remove(c, m);
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;
@@ -165,7 +165,7 @@ static bool needs_settling(struct pc_mapping *m)
 	       atomic_load(&m->reserve_end) > (int64_t)round_up((uint64_t)atomic_load(&m->i_size), m->block_size);
 }
 
-static bool mapping_clean(struct pc_mapping *m)
+static bool closed_file_clean(struct pc_mapping *m)
 {
 	return atomic_load(&m->nr_dirty) <= 0 && atomic_load(&m->wb_inflight) == 0;
 }
@@ -180,7 +180,7 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 	atomic_store(&m->closed_dirty, true);
 	list_push(&c->closed_dirty_head, &c->closed_dirty_tail, m);
 	__atomic_add_fetch(&c->nr_closed_dirty, 1, __ATOMIC_RELAXED);
-	if (!mapping_clean(m)) {
+	if (!closed_file_clean(m)) {
 		if (closed_fd_pressure(c))
 			flusher_kick(m->dom);
 		return false;
@@ -228,7 +228,7 @@ bool closed_must_wait(struct pc_cache *c)
 static int still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
 	files_lock(&c->files_lock);
-	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m);
+	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m);
 	int fd = yes ? m->fd : -1;
 	files_unlock(&c->files_lock);
 	return fd;
@@ -258,7 +258,7 @@ void closed_settle(struct pc_mapping *m)
 	if (known && (st.st_dev != m->dev || st.st_ino != m->ino))
 		return; /* the number is another file's now: not ours to judge */
 	files_lock(&c->files_lock);
-	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && mapping_clean(m) && m->fd == fd) {
+	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m) && m->fd == fd) {
 		dirty_list_del(c, m);
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
@@ -289,7 +289,7 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 	uint64_t now = now_ms();
 	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max && unwritten < SETTLE_LOOK;
 	     m = m->closed_next) {
-		if (!mapping_clean(m))
+		if (!closed_file_clean(m))
 			unwritten++;
 		else if (now - atomic_load(&m->last_error_ms) >= SETTLE_RETRY_MS) {
 			atomic_fetch_add(&m->refs, 1);
@@ -362,7 +362,7 @@ static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_
 	assert_held(&c->files_lock);
 	if (m->nhandles != 0 || m->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
 		return false;
-	if (fd >= 0 ? !fd_unlinked : !mapping_forgettable(m))
+	if (fd >= 0 ? !fd_unlinked : !closed_file_forgettable(m))
 		return false;
 	if (atomic_load(&m->closed_dirty))
 		dirty_list_del(c, m);

@@ -181,8 +181,8 @@ static void domain_probe(struct pc_domain *d, int fd, bool direct)
 }
 
 /* Under files_lock. */
-static struct pc_mapping *mapping_new(struct pc_cache *c, int fd, bool direct, bool lazy, bool writable,
-				      const struct stat *st, int *err)
+static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool direct, bool lazy, bool writable,
+					   const struct stat *st, int *err)
 {
 	assert_held(&c->files_lock);
 	struct pc_mapping *m = calloc(1, sizeof(*m));
@@ -487,7 +487,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			m->fd = -1;
 		}
 	} else if (!m) {
-		m = mapping_new(c, fd, direct, lazy, want_write, &st, &err);
+		m = file_mapping_new(c, fd, direct, lazy, want_write, &st, &err);
 		if (m) {
 			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
 			m->wrlocked = want_write;

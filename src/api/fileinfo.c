@@ -50,7 +50,7 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 /* The mapping of (dev, ino), with a reference, or NULL; *busy: closed with
  * data still to be written (its write-back would change the times
  * again). */
-static struct pc_mapping *mapping_of(struct pc_cache *c, dev_t dev, ino_t ino, bool *busy)
+static struct pc_mapping *fileinfo_mapping_of(struct pc_cache *c, dev_t dev, ino_t ino, bool *busy)
 {
 	files_lock(&c->files_lock);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
@@ -101,7 +101,7 @@ int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec ti
 	if (fstat(fd, &before) != 0)
 		return -1; /* EBADF */
 	bool busy;
-	struct pc_mapping *m = mapping_of(c, before.st_dev, before.st_ino, &busy);
+	struct pc_mapping *m = fileinfo_mapping_of(c, before.st_dev, before.st_ino, &busy);
 	if (busy) {
 		errno = EBUSY;
 		return -1;

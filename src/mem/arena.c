@@ -331,7 +331,7 @@ size_t arena_prefault_pending(struct pc_cache *c)
  * (a cache hit reads one line of it, not two), and its zeros stay unmapped
  * until touched.  All-zero is a valid unused descriptor (no flags, no
  * references, no mapping). */
-static struct pc_folio *folio_table_new(uint32_t npages)
+static struct pc_folio *arena_folio_table_new(uint32_t npages)
 {
 	_Static_assert(sizeof(struct pc_folio) == 64, "a descriptor is one cache line");
 	size_t bytes = (size_t)npages * sizeof(struct pc_folio);
@@ -361,7 +361,7 @@ int arena_init(struct pc_cache *c)
 	if (err)
 		return err;
 	/* A descriptor is written when its page is first handed out. */
-	c->folios = folio_table_new(c->npages);
+	c->folios = arena_folio_table_new(c->npages);
 	/* MAP_NORESERVE: memory is committed as it is faulted in. */
 	void *p = !c->folios ? MAP_FAILED
 			     : mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE,

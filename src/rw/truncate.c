@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 /* Does any dirty block overlap [s, e) of the folio? */
-static bool folio_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t s, size_t e)
+static bool truncate_range_dirty(struct pc_mapping *m, struct pc_folio *f, size_t s, size_t e)
 {
 	unsigned first, count;
 	return bs_next_dirty_run(m, f, (unsigned)(s >> m->block_shift), &first, &count) &&
@@ -51,7 +51,7 @@ static void invalidate_folio(struct pc_mapping *m, struct pc_folio *f, uint64_t 
 		return;
 	}
 	size_t s = (size_t)(u64_max(start, fs) - fs), e = (size_t)(u64_min(end, fe) - fs);
-	if (how == INVAL_STALE && folio_range_dirty(m, f, s, e - s))
+	if (how == INVAL_STALE && truncate_range_dirty(m, f, s, e - s))
 		return; /* written after our device write: newer than it */
 	if (how == INVAL_ZERO)
 		memset(arena_data(m->c, f) + s, 0, e - s);

@@ -52,7 +52,7 @@
 #define EDGE_WAIT_MAX_MS 2000
 #define EDGE_WAIT_IDLE_MS 100
 
-static uint32_t folio_generation(const struct pc_folio *f)
+static uint32_t edge_folio_generation(const struct pc_folio *f)
 {
 	return atomic_load_explicit(&((struct pc_folio *)f)->flags, memory_order_acquire) >> PF_GEN_SHIFT;
 }
@@ -135,7 +135,7 @@ void edge_keep(struct pc_mapping *m, struct pc_folio *f)
 
 	assert_folio_locked(f);
 	mapping_set_edge(m, f);
-	struct pc_edge_ref e = { arena_pfn(c, f), folio_generation(f) };
+	struct pc_edge_ref e = { arena_pfn(c, f), edge_folio_generation(f) };
 	leaf_lock(&c->edge_lock);
 	/* Out of memory for the FIFO: the edge is kept untracked (it still
 	 * goes at fsync, close, completion or memory pressure). */

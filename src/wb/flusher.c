@@ -129,7 +129,7 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 	return n;
 }
 
-static bool mapping_backing_off(struct pc_mapping *m, uint64_t now)
+static bool flusher_backing_off(struct pc_mapping *m, uint64_t now)
 {
 	uint64_t e = atomic_load(&m->last_error_ms);
 	return e && now - e < 1000;
@@ -144,7 +144,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 	int64_t submitted = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
-		if (mapping_backing_off(m, now))
+		if (flusher_backing_off(m, now))
 			continue;
 		/* Uncached dirty data first: its memory is meant to go now.
 		 * While uncached writers are active (they kicked), the newest
@@ -160,7 +160,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
-		if (mapping_backing_off(m, now) || atomic_load(&m->nr_dirty) <= 0) {
+		if (flusher_backing_off(m, now) || atomic_load(&m->nr_dirty) <= 0) {
 			if (atomic_load(&m->nr_dirty) <= 0)
 				m->dirtied_when_ms = 0;
 			continue;

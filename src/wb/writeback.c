@@ -361,8 +361,8 @@ static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned 
  * the request being built.  Partial blocks are merged with device data
  * first (deferred read-modify-write done by the flusher, not the writer).
  */
-static int folio_start_writeback(struct wb_req **rp, struct pc_mapping *m, struct pc_folio *f,
-				 struct pc_wb_waiter *w, int mode, int64_t *submitted)
+static int wb_start_folio(struct wb_req **rp, struct pc_mapping *m, struct pc_folio *f,
+			  struct pc_wb_waiter *w, int mode, int64_t *submitted)
 {
 	if (bs_has_partial(f)) {
 		int err = fill_merge_partials(m, f);
@@ -489,7 +489,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 	if (ok && mode_skips(m, mode, f))
 		ok = false;
 	if (ok && folio_test(f, PF_DIRTY)) {
-		int err = folio_start_writeback(&k->r, m, f, k->w, mode, &k->submitted);
+		int err = wb_start_folio(&k->r, m, f, k->w, mode, &k->submitted);
 		if (err && !k->err)
 			k->err = err;
 	}
