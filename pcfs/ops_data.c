@@ -158,6 +158,7 @@ static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
 	if (h->in) {
 		inode_open_count(fs, h->in, -1);
 		fd_put(fs, h->in);
+		user_fd_put(fs, h->uid); /* limits per user */
 	}
 	free(h->text);
 	free(h);
@@ -172,15 +173,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	struct pcfs_inode *in = inode_of(req, ino);
+	uid_t uid;
+	if (!user_fd_take_or_reply(req, &uid)) /* limits per user */
+		return;
 	struct pc_file *pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
 	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
 	if (!h) {
 		int err = errno;
 		if (pf)
 			pc_close(pf);
+		user_fd_put(fs, uid); /* limits per user */
 		fuse_reply_err(req, err);
 		return;
 	}
+	h->uid = uid; /* limits per user */
 	if (fi->flags & O_TRUNC)
 		times_data_changed(in);
 	if (reply_open_direct(req, (uint64_t)(uintptr_t)h) == -ENOENT)
@@ -199,6 +205,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
+	uid_t uid;
+	if (!user_fd_take_or_reply(req, &uid)) /* limits per user */
+		return;
 	int fl = pc_open_flags(fi->flags) | O_NOFOLLOW;
 	bool created;
 	struct pc_file *pf = create_at_inode(fs, dir, name, fl, mode, fi->flags & O_EXCL, &created);
@@ -210,6 +219,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		errno = err;
 	}
 	if (!pf) {
+		user_fd_put(fs, uid); /* limits per user */
 		fuse_reply_err(req, errno);
 		return;
 	}
@@ -224,9 +234,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		pc_close(pf);
 		if (created) /* the caller is told it failed: leave no file behind */
 			remove_created(fs, dir, name);
+		user_fd_put(fs, uid); /* limits per user */
 		fuse_reply_err(req, -err);
 		return;
 	}
+	h->uid = uid; /* limits per user */
 	times_data_changed(h->in);
 	if (reply_create_direct(req, &e, (uint64_t)(uintptr_t)h) == -ENOENT) {
 		struct pcfs_inode *in = h->in;

@@ -344,15 +344,21 @@ struct dir_handle {
 	DIR *dp;
 	off_t offset;
 	struct dirent *entry; /* read but not yet sent */
+	uid_t uid;            /* who opened it (limits per user) */
 };
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_inode *in = inode_of(req, ino);
-	int dirfd = fd_hold_or_reply(req, in);
-	if (dirfd < 0)
+	uid_t uid;
+	if (!user_fd_take_or_reply(req, &uid)) /* limits per user */
 		return;
+	int dirfd = fd_hold_or_reply(req, in);
+	if (dirfd < 0) {
+		user_fd_put(fs, uid); /* limits per user */
+		return;
+	}
 	int fd = fds_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fd_put(fs, in);
 	struct dir_handle *d = fd >= 0 ? calloc(1, sizeof(*d)) : NULL;
@@ -363,13 +369,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (fd >= 0)
 			close(fd);
 		free(d);
+		user_fd_put(fs, uid); /* limits per user */
 		fuse_reply_err(req, err);
 		return;
 	}
+	d->uid = uid; /* limits per user */
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		closedir(d->dp);
 		free(d);
+		user_fd_put(fs, uid); /* limits per user */
 	}
 }
 
@@ -419,6 +428,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	(void)ino;
 	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
 	closedir(d->dp);
+	user_fd_put(fuse_req_userdata(req), d->uid); /* limits per user */
 	free(d);
 	fuse_reply_err(req, 0);
 }

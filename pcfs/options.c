@@ -53,6 +53,11 @@ void usage(FILE *out)
 		"     close_to_open        every close(2) writes the file back and waits\n"
 		"     stats_file=PATH      kill -USR1 writes the counters there too (mode 0600),\n"
 		"                          and the last ones with unmount_status at exit\n"
+		"     user_fd_limit=N      open files and directories one user may hold through\n"
+		"                          the mount; one more gets EMFILE (root and pcfs's own\n"
+		"                          user: no limit).  0: no limit.  Default: a sixteenth\n"
+		"                          of RLIMIT_NOFILE, at least 64 (user_fd_limit in the\n"
+		"                          stats; user_fds.UID: what each user holds)\n"
 		"     ro                   read-only mount\n"
 		"     allow_other          let other users in (needs user_allow_other in\n"
 		"                          /etc/fuse.conf for non-root)\n"
@@ -252,6 +257,15 @@ static void parse_one_option(struct cmdline *cl, char *o)
 			die("-o threads=%ld is too %s: %s", n, n < 1 ? "small" : "large",
 			    n < 1 ? "at least 1" : "at most 256");
 		opt->threads = (unsigned)n;
+	} else if (!strcmp(o, "user_fd_limit")) {
+		char *end;
+		errno = 0;
+		unsigned long long n = v && isdigit((unsigned char)*v) ? strtoull(v, &end, 10) : 0;
+		if (!v || !isdigit((unsigned char)*v) || *end || errno || n > (1ull << 30))
+			die("bad value for -o user_fd_limit: '%s' (a number, 0 for no limit, at most 1073741824)",
+			    v ? v : "");
+		opt->user_fd_limit = (size_t)n;
+		opt->user_fd_limit_given = true;
 	} else if (!strcmp(o, "ro") && !v)
 		opt->ro = true;
 	else if (!strcmp(o, "allow_other") && !v)
@@ -357,8 +371,8 @@ static bool path_within(const char *p, const char *dir)
 	return !strcmp(dir, "/") || (!strncmp(p, dir, n) && (p[n] == '/' || !p[n]));
 }
 
-/* -o stats_file=PATH, made absolute (its directory resolved: the daemon
- * writes it long after, whatever its cwd) and written once now, empty,
+/* -o stats_file=PATH: its directory opened (the daemon writes it long
+ * after, whatever its cwd, and never by path), and written once now, empty,
  * so that a directory that takes no new file is refused before mounting.
  * Not under MOUNTPOINT (real_mp): pcfs would write it through itself. */
 static void check_stats_file(struct pcfs_options *opt, const char *real_mp)
@@ -374,18 +388,25 @@ static void check_stats_file(struct pcfs_options *opt, const char *real_mp)
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
 		die("-o stats_file=%s: not a file name", path);
-	if (!realpath(dir, real_dir))
+	/* The directory is resolved this once (as the user named it), and
+	 * every write goes through this descriptor (stats.c). */
+	int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", dirfd);
+	if (dirfd < 0 || !realpath(self, real_dir))
 		die("-o stats_file=%s: %s: %s", path, dir, strerror(errno));
-	char *abs = malloc(strlen(real_dir) + strlen(base) + 2);
-	if (!abs)
+	char *abs = malloc(strlen(real_dir) + strlen(base) + 2), *name = strdup(base);
+	if (!abs || !name)
 		die("out of memory");
 	sprintf(abs, "%s/%s", strcmp(real_dir, "/") ? real_dir : "", base);
 	if (path_within(abs, real_mp))
 		die("-o stats_file=%s is inside MOUNTPOINT %s: put it elsewhere", path, opt->mountpoint);
-	if (stats_file_write(abs, "", 0) != 0)
+	if (stats_file_write(dirfd, name, "", 0) != 0)
 		die("-o stats_file=%s: cannot write it: %s", path, strerror(errno));
 	free(opt->stats_file);
-	opt->stats_file = abs;
+	opt->stats_file = abs; /* for messages */
+	opt->stats_dirfd = dirfd;
+	opt->stats_name = name;
 }
 
 int check_paths(struct pcfs_options *opt)

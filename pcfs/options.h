@@ -16,7 +16,8 @@ void usage(FILE *out);
 const char *size_text(size_t n, char buf[32]);
 void parse_cmdline(struct cmdline *cl, int argc, char **argv);
 /* Check BACKING_DIR, MOUNTPOINT and -o stats_file (die on a bad one; the
- * last is made absolute); the O_PATH descriptor of BACKING_DIR. */
+ * last's directory is opened: opt->stats_dirfd, stats_name); the O_PATH
+ * descriptor of BACKING_DIR. */
 int check_paths(struct pcfs_options *opt);
 
 #endif

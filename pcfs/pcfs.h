@@ -41,6 +41,12 @@ struct pcfs_options {
 	bool ro, allow_other, close_to_open, foreground, debug;
 	const char *backing, *mountpoint;
 	char *stats_file; /* -o stats_file=, made absolute; NULL: none */
+	/* -o stats_file's directory, opened once (O_PATH), and the file's
+	 * name in it: every write goes through the descriptor (stats.c). */
+	int stats_dirfd;
+	char *stats_name;
+	size_t user_fd_limit; /* -o user_fd_limit= (0: no cap) */
+	bool user_fd_limit_given;
 };
 
 /*
@@ -62,6 +68,8 @@ struct pcfs_inode {
 	unsigned fd_users;
 	struct pcfs_inode *lru_prev, *lru_next;
 	struct file_handle *handle; /* reopens fd; NULL: fd stays open */
+	int mount_fd;               /* decodes handle: its file system's (fds.c) */
+	bool dev_counted;           /* counted in fs->devs (another file system) */
 	bool is_root;
 	uint64_t nlookup;          /* under the table lock */
 	unsigned nopen;            /* open pcfs handles, under the table lock */
@@ -85,6 +93,7 @@ struct pcfs_handle {
 	struct pc_file *pf;
 	struct pcfs_inode *in;
 	int write_flags; /* PC_DSYNC for O_DSYNC / O_SYNC opens */
+	uid_t uid;       /* who opened it: counted until RELEASE (user_fd_take) */
 	/* The .pcfs-stats file: its text, made at open. */
 	char *text;
 	size_t text_len;
@@ -109,8 +118,15 @@ struct pcfs {
 	pthread_mutex_t fd_lock;
 	struct pcfs_inode lru;      /* list head: most recently used first */
 	size_t lru_fds, fd_limit;   /* reopenable descriptors open, and their bound */
+	size_t fds_pinned;          /* inodes without a handle: open for life */
+	struct fds_dev *devs;       /* file systems inside BACKING_DIR */
+	size_t ndevs, devs_cap;
 	_Atomic uint64_t fd_reopens, fd_evictions;
 	_Atomic int64_t fd_shortage_logged; /* CLOCK_MONOTONIC s of the last shortage line */
+	/* Open files and directories per user, and the cap (fds.c). */
+	struct fds_users *users;
+	size_t user_fd_limit; /* 0: no cap */
+	_Atomic uint64_t user_fd_refusals;
 	/* Requests served (for the stats). */
 	_Atomic uint64_t reads, writes, read_bytes, write_bytes, flush_errors;
 };
@@ -146,9 +162,9 @@ void inode_table_free(struct pcfs *fs);
 void proc_name(int fd, char buf[32]);
 /* fds.c: inodes' O_PATH descriptors.  At most fd_limit of those that can
  * be reopened by file handle are open at once (least recently used closed
- * first), so a tree of more files than RLIMIT_NOFILE can be used; without
- * file handles (not root, or the file system has none) every inode keeps
- * its descriptor. */
+ * first), so a tree of more files than RLIMIT_NOFILE can be used (file
+ * systems mounted inside BACKING_DIR too); without file handles (not
+ * root, or a file system that has none) an inode keeps its descriptor. */
 void fds_init(struct pcfs *fs);
 /* A new inode takes its descriptor fd (and a file handle of it). */
 void fds_adopt(struct pcfs *fs, struct pcfs_inode *in, int fd);
@@ -179,9 +195,21 @@ void fds_release(struct pcfs *fs, struct pcfs_inode *in);
 bool fds_retry(struct pcfs *fs, int err, int try);
 /* openat(2), retried by fds_retry; -1 with errno. */
 int fds_openat(struct pcfs *fs, int dirfd, const char *name, int flags);
+/* fds.c: limits per user.  An open file or directory of uid is counted
+ * from its OPEN, CREATE or OPENDIR to its RELEASE: take it before
+ * opening (0, or EMFILE: uid holds user_fd_limit already; root and the
+ * daemon's own user are never refused), put it back at RELEASE or when
+ * the open fails. */
+int user_fd_take(struct pcfs *fs, uid_t uid);
+void user_fd_put(struct pcfs *fs, uid_t uid);
+/* user_fd_take for req's caller (*uid), or reply the error and false. */
+bool user_fd_take_or_reply(fuse_req_t req, uid_t *uid);
 /* The .pcfs-stats lines of these: file_handles (1: inodes reopen by
  * handle), inode_fds (reopenable descriptors open), inode_fd_limit,
- * inode_fd_evictions, inode_fd_reopens. */
+ * inode_fd_evictions, inode_fd_reopens, inode_fds_pinned (inodes that keep
+ * their descriptors: no handles); user_fd_limit, user_fd_refusals
+ * and user_fds.UID (the open files and directories UID holds) for each
+ * user holding any. */
 void stats_fds(struct pcfs *fs, FILE *f);
 
 /* times.c */
@@ -218,10 +246,12 @@ char *stats_text(struct pcfs *fs, size_t *len);
 /* SIGUSR1: the counters to syslog (and stderr with -f) and to -o
  * stats_file. */
 void stats_report(struct pcfs *fs);
-/* Replace the file at path with len bytes of text, by renaming a new
- * file (mode 0600) over it: a reader sees the old text or the new.  0, or
- * -1 with errno. */
-int stats_file_write(const char *path, const char *text, size_t len);
+/* Replace the file `name` in the directory dirfd with len bytes of text,
+ * by renaming a new file (mode 0600) over it: a reader sees the old text
+ * or the new.  Nothing is resolved by path: a symlink at `name` is
+ * replaced, not followed, and a directory renamed or replaced since
+ * dirfd was opened does not move the write.  0, or -1 with errno. */
+int stats_file_write(int dirfd, const char *name, const char *text, size_t len);
 /* At exit: -o stats_file gets the counters taken before the final
  * write-back (text, freed here) and its outcome, unmount_status 0, or 1
  * and unmount_error <error> if error is not empty. */

@@ -6,6 +6,12 @@
  * to the file -o stats_file= names (a daemon's stderr is /dev/null, and
  * a container may have no syslog).  The text is made when the file is
  * opened: reopen to read new figures.
+ *
+ * -o stats_file is written by the daemon (root, often) long after it
+ * started: through a descriptor of its directory opened once at start
+ * (options.c), never through its path again, so that nobody who can
+ * rename or replace a directory on the path, or put a symlink at the
+ * file's name, can move the write elsewhere.
  */
 #include "pcfs.h"
 
@@ -15,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/random.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -58,24 +66,51 @@ char *stats_text(struct pcfs *fs, size_t *len)
 	return buf;
 }
 
-int stats_file_write(const char *path, const char *text, size_t len)
+/* A new file in dirfd named after `name` (tmp, NAME_MAX + 1 bytes), mode
+ * 0600: O_EXCL, so that nothing there already (a symlink, another user's
+ * file) is opened instead.  The descriptor, or -1 with errno. */
+static int stats_tmp_open(int dirfd, const char *name, char *tmp)
 {
-	char *tmp = malloc(strlen(path) + 8);
-	if (!tmp)
+	for (int try = 0; try < 100; try++) {
+		uint32_t r;
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (uint32_t)getpid() * 2654435761u + (uint32_t)try;
+		/* ".XXXXXXXX" after at most 200 bytes of the name: within NAME_MAX. */
+		snprintf(tmp, NAME_MAX + 1, "%.200s.%08x", name, r);
+		int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+int stats_file_write(int dirfd, const char *name, const char *text, size_t len)
+{
+	char tmp[NAME_MAX + 1];
+	int fd = stats_tmp_open(dirfd, name, tmp);
+	if (fd < 0)
 		return -1;
-	sprintf(tmp, "%s.XXXXXX", path);
-	int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600, a new file */
-	ssize_t n = fd < 0 ? -1 : write(fd, text, len);
-	int err = n < 0 ? errno : (size_t)n < len ? EIO : 0;
-	if (fd >= 0 && close(fd) != 0 && !err)
+	/* The umask took nothing: 0600 (and the daemon's own user). */
+	int err = fchmod(fd, 0600) != 0 ? errno : 0;
+	ssize_t n = err ? 0 : write(fd, text, len);
+	if (!err)
+		err = n < 0 ? errno : (size_t)n < len ? EIO : 0;
+	if (close(fd) != 0 && !err)
 		err = errno;
-	if (!err && rename(tmp, path) != 0)
+	if (!err && renameat(dirfd, tmp, dirfd, name) != 0)
 		err = errno;
-	if (err && fd >= 0)
-		unlink(tmp);
-	free(tmp);
+	if (err)
+		unlinkat(dirfd, tmp, 0);
 	errno = err;
 	return err ? -1 : 0;
+}
+
+/* Write -o stats_file, or log why not. */
+static void stats_file_put(struct pcfs *fs, const char *text, size_t len)
+{
+	if (stats_file_write(fs->opt.stats_dirfd, fs->opt.stats_name, text, len) != 0)
+		pcfs_log(LOG_ERR, "cannot write -o stats_file=%s: %s", fs->opt.stats_file, strerror(errno));
 }
 
 void stats_report(struct pcfs *fs)
@@ -84,8 +119,8 @@ void stats_report(struct pcfs *fs)
 	char *text = stats_text(fs, &len);
 	if (!text)
 		return;
-	if (fs->opt.stats_file && stats_file_write(fs->opt.stats_file, text, len) != 0)
-		pcfs_log(LOG_ERR, "cannot write -o stats_file=%s: %s", fs->opt.stats_file, strerror(errno));
+	if (fs->opt.stats_file)
+		stats_file_put(fs, text, len);
 	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
 		pcfs_log(LOG_INFO, "stats: %s", l);
 	free(text);
@@ -102,8 +137,7 @@ void stats_final(struct pcfs *fs, char *text, size_t len, const char *error)
 		if (*error)
 			fprintf(f, "unmount_error %s\n", error);
 		fclose(f);
-		if (stats_file_write(fs->opt.stats_file, all, n) != 0)
-			pcfs_log(LOG_ERR, "cannot write -o stats_file=%s: %s", fs->opt.stats_file, strerror(errno));
+		stats_file_put(fs, all, n);
 	}
 	free(all);
 	free(text);
