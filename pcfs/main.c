@@ -108,6 +108,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* The kernel checks ACLs itself (with default_permissions; it reads
+	 * them through getxattr), and sends modes without the umask, with
+	 * the umask beside them: a create as the caller applies it, or the
+	 * parent directory's default ACL instead, as the backing file
+	 * system decides (creds.c). */
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	else
+		pcfs_log(LOG_WARNING, "the kernel does not offer FUSE_POSIX_ACL: ACLs are checked at open only");
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
 }
 
 /* The mount's source, as mount(8) and /proc/self/mounts show it:
@@ -290,6 +301,9 @@ int main(int argc, char **argv)
 {
 	struct cmdline cl;
 	parse_cmdline(&cl, argc, argv);
+	/* Before any thread: each inherits the capabilities of its maker. */
+	creds_drop_resource();
+	creds_init();
 	raise_fd_limit();
 	static struct pcfs fs;
 	fs.opt = cl.opt;

@@ -64,13 +64,22 @@ static int dsync_flag(int fl)
 }
 
 /* pc_openat of name in the directory inode `in`, or of `in` itself (name
- * NULL); retried when out of descriptors (fds_retry).  NULL with errno. */
-static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
-				     mode_t mode)
+ * NULL); retried when out of descriptors (fds_retry).  NULL with errno.
+ * caller: the request whose caller opens it (creds_begin with `what`,
+ * once the inode's descriptor is held: reopening it by handle takes the
+ * daemon's capabilities); NULL: the daemon. */
+static struct pc_file *open_as(struct pcfs *fs, fuse_req_t caller, unsigned what, struct pcfs_inode *in,
+			       const char *name, int flags, mode_t mode)
 {
 	int fd = fd_hold(fs, in);
 	if (fd < 0) {
 		errno = -fd;
+		return NULL;
+	}
+	int cr = caller ? creds_begin(caller, what) : 0;
+	if (cr < 0) {
+		fd_put(fs, in);
+		errno = -cr;
 		return NULL;
 	}
 	char self[32];
@@ -84,27 +93,71 @@ static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, con
 	for (int try = 0; !(pf = pc_openat(fs->cache, dirfd, name, flags, mode)) && fds_retry(fs, errno, try); try++)
 		;
 	int err = errno;
+	creds_end(cr);
 	fd_put(fs, in);
 	errno = err;
 	return pf;
 }
 
+static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
+				     mode_t mode)
+{
+	return open_as(fs, NULL, 0, in, name, flags, mode);
+}
+
+/* May the caller of req open the existing
+ * file `name` in dir with flags fl?  The check open(2) would make:
+ * pc_openat may reuse a cached file's descriptor without one.  0 or an
+ * errno. */
+static int may_open_existing(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl)
+{
+	struct pcfs *fs = fs_of(req);
+	int dirfd = fd_hold(fs, dir);
+	if (dirfd < 0)
+		return -dirfd;
+	int cr = creds_begin(req, 0);
+	if (cr < 0) {
+		fd_put(fs, dir);
+		return -cr;
+	}
+	int acc = fl & O_ACCMODE, mode = 0;
+	if (acc != O_WRONLY)
+		mode |= R_OK;
+	if (acc != O_RDONLY || (fl & O_TRUNC))
+		mode |= W_OK;
+	int err = faccessat(dirfd, name, mode, AT_EACCESS | AT_SYMLINK_NOFOLLOW) ? errno : 0;
+	creds_end(cr);
+	fd_put(fs, dir);
+	return err;
+}
+
 /*
  * Open `name` in dir, creating it if it does not exist (*created: this
- * call made it); `excl`: fail with EEXIST if it does.  The file is first
- * opened O_EXCL, so that only a file made here is given to the caller
- * (give_to_caller), never one that someone else created meanwhile.
+ * call made it); `excl`: fail with EEXIST if it does.  Done as the caller
+ * of req (creds_begin, with its umask): a file made here is the caller's from the start, and
+ * nothing is given away by name afterwards.  The file is first opened
+ * O_EXCL; one that someone else created meanwhile (after the kernel
+ * found no such name) is opened as open(2) would open it for the caller:
+ * with the caller's rights, checked here.  fl: pc_open_flags of the
+ * caller's; want: the access mode asked (pc_open_flags makes O_RDONLY |
+ * O_TRUNC read-write).
  */
-static struct pc_file *create_at_inode(struct pcfs *fs, struct pcfs_inode *dir, const char *name, int fl,
-				       mode_t mode, bool excl, bool *created)
+static struct pc_file *create_at_inode(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl,
+				       int want, mode_t mode, bool excl, bool *created)
 {
+	struct pcfs *fs = fs_of(req);
 	for (int try = 0; try < 8; try++) {
-		struct pc_file *pf = open_at_inode(fs, dir, name, fl | O_CREAT | O_EXCL, mode);
+		struct pc_file *pf = open_as(fs, req, CREDS_UMASK, dir, name, fl | O_CREAT | O_EXCL, mode);
 		*created = pf != NULL;
 		if (pf || errno != EEXIST || excl)
 			return pf;
-		pf = open_at_inode(fs, dir, name, fl, 0);
-		if (pf || errno != ENOENT)
+		int err = may_open_existing(req, dir, name, (fl & ~O_ACCMODE) | want);
+		if (err && err != ENOENT) {
+			errno = err;
+			return NULL;
+		}
+		pf = err ? NULL : open_as(fs, req, 0, dir, name, fl, 0);
+		if (pf || (!err && errno != ENOENT))
 			return pf; /* it existed: opened as it is */
 		/* Removed between the two: create it again. */
 	}
@@ -112,17 +165,7 @@ static struct pc_file *create_at_inode(struct pcfs *fs, struct pcfs_inode *dir, 
 	return NULL;
 }
 
-static int give_to_caller(fuse_req_t req, struct pcfs *fs, struct pcfs_inode *dir, const char *name)
-{
-	int dirfd = fd_hold(fs, dir);
-	if (dirfd < 0)
-		return -dirfd;
-	int err = node_give_to_caller(req, dirfd, name);
-	fd_put(fs, dir);
-	return err;
-}
-
-/* A file this call created and cannot keep (its owner could not be set). */
+/* A file this call created and cannot keep (the caller is told it failed). */
 static void remove_created(struct pcfs *fs, struct pcfs_inode *dir, const char *name)
 {
 	int dirfd = fd_hold(fs, dir);
@@ -165,6 +208,9 @@ static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
 	return err;
 }
 
+/* __FMODE_EXEC in an open's flags: the kernel opens a program to run it. */
+#define PCFS_FMODE_EXEC 040
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pcfs *fs = fs_of(req);
@@ -176,7 +222,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uid_t uid;
 	if (!user_fd_take_or_reply(req, &uid)) /* limits per user */
 		return;
-	struct pc_file *pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
+	/* As the caller: the backing file system checks its rights again
+	 * (its ACLs too, should the kernel not).  A program run (exec) may
+	 * be execute-only: the kernel checked that it may run it. */
+	struct pc_file *pf = open_as(fs, req, 0, in, NULL, pc_open_flags(fi->flags), 0);
+	if (!pf && errno == EACCES && (fi->flags & PCFS_FMODE_EXEC) && (fi->flags & O_ACCMODE) == O_RDONLY)
+		pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
 	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
 	if (!h) {
 		int err = errno;
@@ -210,19 +261,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	int fl = pc_open_flags(fi->flags) | O_NOFOLLOW;
 	bool created;
-	struct pc_file *pf = create_at_inode(fs, dir, name, fl, mode, fi->flags & O_EXCL, &created);
-	int err = pf && created ? give_to_caller(req, fs, dir, name) : 0;
-	if (err) {
-		pc_close(pf);
-		remove_created(fs, dir, name);
-		pf = NULL;
-		errno = err;
-	}
+	struct pc_file *pf = create_at_inode(req, dir, name, fl, fi->flags & O_ACCMODE, mode, fi->flags & O_EXCL,
+					     &created);
 	if (!pf) {
 		user_fd_put(fs, uid); /* limits per user */
 		fuse_reply_err(req, errno);
 		return;
 	}
+	int err;
 	struct fuse_entry_param e;
 	err = entry_lookup(fs, dir, name, &e);
 	struct pcfs_handle *h = err ? NULL : handle_new(fs, (struct pcfs_inode *)(uintptr_t)e.ino, pf, fi->flags);

@@ -95,7 +95,7 @@ static struct timespec set_time(int to_set, int now_bit, int set_bit, struct tim
 }
 
 /* setattr's mode, owner and times, through in's descriptor fd. */
-static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, int fd, const struct stat *attr, int to_set)
+static int setattr_calls(struct pcfs *fs, struct pcfs_inode *in, int fd, const struct stat *attr, int to_set)
 {
 	char name[32];
 	proc_name(fd, name);
@@ -132,6 +132,33 @@ static int setattr_meta(struct pcfs *fs, struct pcfs_inode *in, int fd, const st
 	return 0;
 }
 
+/* Does changing fd's mode to `mode` only clear set-ID bits?  The kernel
+ * asks that of a truncate, a chown or a write by another user (its
+ * file_remove_privs, which needs no rights over the file). */
+static bool mode_only_kills(int fd, mode_t mode)
+{
+	struct stat st;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+		return false;
+	mode_t old = st.st_mode & 07777, new = mode & 07777;
+	return !(new & ~old) && !((old ^ new) & ~(mode_t)(S_ISUID | S_ISGID));
+}
+
+/* setattr_calls as the caller: the backing file system checks its rights
+ * and applies its rules (a chmod by someone outside the file's group loses
+ * S_ISGID; a chown clears set-ID bits), as the kernel did already.  A
+ * mode change that only clears set-ID bits is the daemon's. */
+static int setattr_meta(fuse_req_t req, struct pcfs_inode *in, int fd, const struct stat *attr, int to_set)
+{
+	bool kill = (to_set & FUSE_SET_ATTR_MODE) && mode_only_kills(fd, attr->st_mode);
+	int cr = kill ? 0 : creds_begin(req, 0);
+	if (cr < 0)
+		return cr;
+	int err = setattr_calls(fs_of(req), in, fd, attr, to_set);
+	creds_end(cr);
+	return err;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
 {
 	struct pcfs *fs = fs_of(req);
@@ -145,7 +172,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		err = data_truncate(req, in, attr->st_size, fi);
 	int fd = err ? -1 : fd_hold(fs, in);
 	if (!err)
-		err = fd < 0 ? fd : setattr_meta(fs, in, fd, attr, to_set);
+		err = fd < 0 ? fd : setattr_meta(req, in, fd, attr, to_set);
 	if (fd >= 0)
 		fd_put(fs, in);
 	struct stat st;
@@ -200,13 +227,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int dirfd = fd_hold_or_reply(req, dir);
 	if (dirfd < 0)
 		return;
-	int err = make_node_at(dirfd, name, mode, rdev, link) ? errno : 0;
-	if (!err) {
-		/* Made by us (it did not exist): not someone else's to chown. */
-		err = node_give_to_caller(req, dirfd, name);
-		if (err)
-			unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
-	}
+	/* As the caller, with its umask (a symlink has none): the node is
+	 * the caller's, with the group and mode the backing file system
+	 * gives (set-group-ID directories, default ACLs). */
+	int cr = creds_begin(req, link ? 0 : CREDS_UMASK);
+	int err = cr < 0 ? -cr : make_node_at(dirfd, name, mode, rdev, link) ? errno : 0;
+	creds_end(cr);
 	fd_put(fs, dir);
 	if (err) {
 		fuse_reply_err(req, err);
@@ -255,7 +281,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (fd < 0)
 		return;
 	int dirfd = fd_hold(fs, dir);
-	int err = dirfd < 0 ? -dirfd : link_at(fs, fd, dirfd, newname);
+	/* As the caller: protected_hardlinks, the directory's rights. */
+	int cr = dirfd < 0 ? 0 : creds_begin(req, 0);
+	int err = dirfd < 0 ? -dirfd : cr < 0 ? -cr : link_at(fs, fd, dirfd, newname);
+	creds_end(cr);
 	if (dirfd >= 0)
 		fd_put(fs, dir);
 	fd_put(fs, in);
@@ -279,7 +308,10 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 	int dirfd = fd_hold_or_reply(req, dir);
 	if (dirfd < 0)
 		return;
-	int err = unlinkat(dirfd, name, flags) ? errno : 0;
+	/* As the caller: sticky directories. */
+	int cr = creds_begin(req, 0);
+	int err = cr < 0 ? -cr : unlinkat(dirfd, name, flags) ? errno : 0;
+	creds_end(cr);
 	fd_put(fs_of(req), dir);
 	fuse_reply_err(req, err);
 }
@@ -476,6 +508,15 @@ static int xattr_done(fuse_req_t req, struct pcfs_inode *in, ssize_t r)
 	return err;
 }
 
+/* trusted.* is CAP_SYS_ADMIN's (taken for root's): to others the kernel
+ * neither lists these names, nor gives their values (ENODATA), nor lets
+ * them be set or removed (EPERM).  The kernel refuses the calls itself
+ * before they reach pcfs, but not the names in a list. */
+static bool xattr_privileged(fuse_req_t req, const char *name)
+{
+	return fuse_req_ctx(req)->uid != 0 && !strncmp(name, "trusted.", 8);
+}
+
 /* getxattr and listxattr: the value (or name list) of `ino` into a buffer
  * of the size the kernel asked for (0: just the size), replied. */
 static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -502,23 +543,87 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, 
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	get_or_list_xattr(req, ino, name, size);
+	if (xattr_privileged(req, name))
+		fuse_reply_err(req, ENODATA);
+	else
+		get_or_list_xattr(req, ino, name, size);
+}
+
+/* The names of the list of n bytes in buf that xattr_privileged keeps
+ * from req's caller taken out; the new length. */
+static size_t xattr_list_filter(fuse_req_t req, char *buf, size_t n)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < n;) {
+		size_t len = strnlen(buf + i, n - i) + 1;
+		if (!xattr_privileged(req, buf + i)) {
+			memmove(buf + kept, buf + i, len <= n - i ? len : n - i);
+			kept += len <= n - i ? len : n - i;
+		}
+		i += len;
+	}
+	return kept;
+}
+
+/* listxattr for a caller that is not root: the whole list, filtered. */
+static void list_xattr_filtered(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char path[64];
+	struct pcfs_inode *in = xattr_path(req, ino, path);
+	if (!in)
+		return;
+	char *buf = NULL;
+	ssize_t n;
+	do { /* the list may grow between the two calls */
+		n = listxattr(path, NULL, 0);
+		char *nb = n > 0 ? realloc(buf, (size_t)n) : buf;
+		if (!nb) {
+			errno = ENOMEM;
+			n = -1;
+		}
+		buf = nb;
+		if (n > 0)
+			n = listxattr(path, buf, (size_t)n);
+	} while (n < 0 && errno == ERANGE);
+	int err = xattr_done(req, in, n);
+	size_t kept = err ? 0 : xattr_list_filter(req, buf, (size_t)(n > 0 ? n : 0));
+	if (err)
+		fuse_reply_err(req, err);
+	else if (size == 0)
+		fuse_reply_xattr(req, kept);
+	else if (kept > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, kept);
+	free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	get_or_list_xattr(req, ino, NULL, size);
+	if (fuse_req_ctx(req)->uid == 0)
+		get_or_list_xattr(req, ino, NULL, size);
+	else
+		list_xattr_filtered(req, ino, size);
 }
 
 /* setxattr (value) and removexattr (value NULL), replied. */
 static void set_or_remove_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 				int flags)
 {
+	if (xattr_privileged(req, name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	char path[64];
 	struct pcfs_inode *in = xattr_path(req, ino, path);
 	if (!in)
 		return;
-	int r = value ? setxattr(path, name, value, size, flags) : removexattr(path, name);
+	/* As the caller: the backing file system lets only the owner (or
+	 * CAP_FOWNER) set ACLs, whatever this kernel checked, and applies
+	 * an access ACL's mode as for the caller (S_ISGID). */
+	int cr = creds_begin(req, 0);
+	int r = cr < 0 ? (errno = -cr, -1) : value ? setxattr(path, name, value, size, flags) : removexattr(path, name);
+	creds_end(cr);
 	int err = xattr_done(req, in, r);
 	if (!err)
 		times_meta_changed(in);

@@ -141,6 +141,19 @@ static inline bool pcfs_is_stats_name(fuse_ino_t parent, const char *name)
 	return parent == FUSE_ROOT_ID && !strcmp(name, PCFS_STATS_NAME);
 }
 
+/* creds.c: requests done as their caller (a daemon running as root). */
+void creds_init(void);
+/* Drop CAP_SYS_RESOURCE from the process (before its threads exist). */
+void creds_drop_resource(void);
+enum { CREDS_UMASK = 1 }; /* creds_begin: the caller's umask too (creates) */
+/* Take the caller's fsuid, fsgid and groups in this thread: 1 (creds_end
+ * gives the daemon's back), 0 (nothing to do: root, a daemon that is not
+ * root, or already the caller's), or -errno (the request must fail). */
+int creds_begin(fuse_req_t req, unsigned what);
+void creds_end(int begun);
+/* Is gid the caller's group or one of its supplementary groups? */
+bool creds_caller_in_group(fuse_req_t req, gid_t gid);
+
 /* inode.c */
 int inode_table_init(struct pcfs *fs);
 struct pcfs_inode *inode_of(fuse_req_t req, fuse_ino_t ino);
@@ -229,9 +242,6 @@ bool entry_bad_name(const char *name);
 /* entry.c: look name up in parent: the entry (with a lookup counted), or
  * -errno. */
 int entry_lookup(struct pcfs *fs, struct pcfs_inode *parent, const char *name, struct fuse_entry_param *e);
-/* A node just made in dirfd by this request becomes its caller's (a
- * daemon running as root, with allow_other): 0 or an errno. */
-int node_give_to_caller(fuse_req_t req, int dirfd, const char *name);
 /* ops_data.c: truncate through pagecache (fi: the open file, or NULL). */
 int data_truncate(fuse_req_t req, struct pcfs_inode *in, off_t size, struct fuse_file_info *fi);
 
