@@ -208,6 +208,48 @@ static int handle_close(struct pcfs *fs, struct pcfs_handle *h)
 	return err;
 }
 
+/*
+ * As the kernel's file_remove_privs, for a write or a truncate of `in`
+ * (node id ino): a caller without CAP_FSETID (not root) clears S_ISUID,
+ * and S_ISGID where group-execute is set or the caller is not in the
+ * file's group, so that nobody can put code in another user's set-ID
+ * program.  The kernel leaves this to the daemon (direct I/O writes; the
+ * truncate of an O_TRUNC open), and the data reaches the backing file
+ * later, written by the daemon, as root.  Costs nothing but a load
+ * unless the cached mode has one of the bits.
+ */
+static void kill_privs(fuse_req_t req, struct pcfs_inode *in, fuse_ino_t ino)
+{
+	struct pcfs *fs = fs_of(req);
+	unsigned cached = atomic_load_explicit(&in->mode, memory_order_relaxed);
+	if (!(cached & (S_ISUID | S_ISGID)) || !S_ISREG(cached) || fuse_req_ctx(req)->uid == 0)
+		return;
+	int fd = fd_hold(fs, in);
+	if (fd < 0)
+		return;
+	struct stat st;
+	mode_t kill = 0;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0) {
+		kill = st.st_mode & S_ISUID;
+		if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !creds_caller_in_group(req, st.st_gid)))
+			kill |= S_ISGID;
+		char name[32];
+		proc_name(fd, name);
+		if (kill && fchmodat(fs->proc_fd, name, st.st_mode & 07777 & ~kill, 0) != 0) {
+			pcfs_log(LOG_ERR, "cannot clear the set-ID bits of a file written by uid %u: %s",
+				 (unsigned)fuse_req_ctx(req)->uid, strerror(errno));
+			kill = 0;
+		}
+		atomic_store_explicit(&in->mode, st.st_mode & ~kill, memory_order_relaxed);
+	}
+	fd_put(fs, in);
+	if (kill) {
+		times_meta_changed(in);
+		/* The kernel's cached mode has the bits still. */
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	}
+}
+
 /* __FMODE_EXEC in an open's flags: the kernel opens a program to run it. */
 #define PCFS_FMODE_EXEC 040
 
@@ -238,8 +280,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->uid = uid; /* limits per user */
-	if (fi->flags & O_TRUNC)
+	if (fi->flags & O_TRUNC) {
+		kill_privs(req, in, ino);
 		times_data_changed(in);
+	}
 	if (reply_open_direct(req, (uint64_t)(uintptr_t)h) == -ENOENT)
 		handle_close(fs, h); /* the open was interrupted */
 }
@@ -285,6 +329,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	h->uid = uid; /* limits per user */
+	if (!created && (fi->flags & O_TRUNC))
+		kill_privs(req, h->in, e.ino);
 	times_data_changed(h->in);
 	if (reply_create_direct(req, &e, (uint64_t)(uintptr_t)h) == -ENOENT) {
 		struct pcfs_inode *in = h->in;
@@ -388,7 +434,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_handle *h = handle_of(fi);
 	if (!h->pf) {
@@ -398,6 +443,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	/* fi->flags here are the write's: the open's, with O_DSYNC / O_SYNC
 	 * for RWF_DSYNC / RWF_SYNC writes. */
 	int flags = h->write_flags | dsync_flag(fi->flags) | uncached_flag(fs, size);
+	kill_privs(req, h->in, ino);
 	ssize_t n = pc_pwrite(h->pf, buf, size, off, flags);
 	if (n < 0) {
 		fuse_reply_err(req, errno);
@@ -448,12 +494,12 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct pcfs_handle *h = handle_of(fi);
 	if (!h->pf) {
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	kill_privs(req, h->in, ino);
 	int r = pc_fallocate(h->pf, mode, off, len);
 	if (r == 0)
 		times_data_changed(h->in);

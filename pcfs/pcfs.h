@@ -84,6 +84,9 @@ struct pcfs_inode {
 	 * the one that followed pcfs's last change (shown_ctime_valid).
 	 */
 	pthread_mutex_t lock;
+	/* The mode last read from the backing file (attr_of): a write looks
+	 * for set-user-ID and set-group-ID bits here, without a call. */
+	_Atomic unsigned mode;
 	bool times_pending, shown_ctime_valid;
 	struct timespec mtime, ctime, settled_backing_ctime;
 };

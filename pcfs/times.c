@@ -136,6 +136,7 @@ int attr_of(struct pcfs *fs, struct pcfs_inode *in, struct stat *st)
 	fd_put(fs, in);
 	if (r)
 		return r;
+	atomic_store_explicit(&in->mode, st->st_mode, memory_order_relaxed);
 	if (!S_ISREG(st->st_mode))
 		return 0;
 	struct pc_file_info info;
