@@ -105,42 +105,52 @@ static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, con
 	return open_as(fs, NULL, 0, in, name, flags, mode);
 }
 
-/* May the caller of req open the existing
- * file `name` in dir with flags fl?  The check open(2) would make:
- * pc_openat may reuse a cached file's descriptor without one.  0 or an
- * errno. */
-static int may_open_existing(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl)
+/* __FMODE_EXEC in an open's flags: the kernel opens a program to run it. */
+#define PCFS_FMODE_EXEC 040
+
+/*
+ * May the caller of req open `name` in the directory inode `in` (NULL:
+ * `in` itself) with the open(2) flags fl?  0 or an errno.  Asked of the
+ * backing file system as the caller (its modes and ACLs, the caller's
+ * groups), at every open: the file itself is then opened by the daemon,
+ * because pagecache shares one descriptor of a file among all its
+ * handles, of every user (it reuses a cached file's without an open(2);
+ * one that only a write-only user opened could not serve a reader).  A
+ * program opened to be run needs execute permission, not read.
+ */
+static int may_open(fuse_req_t req, struct pcfs_inode *in, const char *name, int fl)
 {
 	struct pcfs *fs = fs_of(req);
-	int dirfd = fd_hold(fs, dir);
-	if (dirfd < 0)
-		return -dirfd;
+	int fd = fd_hold(fs, in);
+	if (fd < 0)
+		return -fd;
 	int cr = creds_begin(req, 0);
-	if (cr < 0) {
-		fd_put(fs, dir);
-		return -cr;
-	}
-	int acc = fl & O_ACCMODE, mode = 0;
+	int acc = fl & O_ACCMODE, mode = 0, err = cr < 0 ? -cr : 0;
 	if (acc != O_WRONLY)
-		mode |= R_OK;
+		mode |= (fl & PCFS_FMODE_EXEC) ? X_OK : R_OK;
 	if (acc != O_RDONLY || (fl & O_TRUNC))
 		mode |= W_OK;
-	int err = faccessat(dirfd, name, mode, AT_EACCESS | AT_SYMLINK_NOFOLLOW) ? errno : 0;
+	char self[32];
+	if (!name)
+		proc_name(fd, self);
+	if (cr > 0 && faccessat(name ? fd : fs->proc_fd, name ? name : self, mode,
+				AT_EACCESS | (name ? AT_SYMLINK_NOFOLLOW : 0)) != 0)
+		err = errno;
 	creds_end(cr);
-	fd_put(fs, dir);
+	fd_put(fs, in);
 	return err;
 }
 
 /*
  * Open `name` in dir, creating it if it does not exist (*created: this
- * call made it); `excl`: fail with EEXIST if it does.  Done as the caller
- * of req (creds_begin, with its umask): a file made here is the caller's from the start, and
- * nothing is given away by name afterwards.  The file is first opened
- * O_EXCL; one that someone else created meanwhile (after the kernel
- * found no such name) is opened as open(2) would open it for the caller:
- * with the caller's rights, checked here.  fl: pc_open_flags of the
- * caller's; want: the access mode asked (pc_open_flags makes O_RDONLY |
- * O_TRUNC read-write).
+ * call made it); `excl`: fail with EEXIST if it does.  Created as the
+ * caller of req (creds_begin, with its umask): a file made here is the
+ * caller's from the start, and nothing is given away by name afterwards.
+ * The file is first opened O_EXCL; one that someone else created
+ * meanwhile (after the kernel found no such name) is opened as open(2)
+ * would open it for the caller: if the caller may (may_open).  fl:
+ * pc_open_flags of the caller's; want: the access mode asked
+ * (pc_open_flags makes O_RDONLY | O_TRUNC read-write).
  */
 static struct pc_file *create_at_inode(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl,
 				       int want, mode_t mode, bool excl, bool *created)
@@ -151,12 +161,12 @@ static struct pc_file *create_at_inode(fuse_req_t req, struct pcfs_inode *dir, c
 		*created = pf != NULL;
 		if (pf || errno != EEXIST || excl)
 			return pf;
-		int err = may_open_existing(req, dir, name, (fl & ~O_ACCMODE) | want);
+		int err = may_open(req, dir, name, (fl & ~O_ACCMODE) | want);
 		if (err && err != ENOENT) {
 			errno = err;
 			return NULL;
 		}
-		pf = err ? NULL : open_as(fs, req, 0, dir, name, fl, 0);
+		pf = err ? NULL : open_at_inode(fs, dir, name, fl, 0);
 		if (pf || (!err && errno != ENOENT))
 			return pf; /* it existed: opened as it is */
 		/* Removed between the two: create it again. */
@@ -250,9 +260,6 @@ static void kill_privs(fuse_req_t req, struct pcfs_inode *in, fuse_ino_t ino)
 	}
 }
 
-/* __FMODE_EXEC in an open's flags: the kernel opens a program to run it. */
-#define PCFS_FMODE_EXEC 040
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pcfs *fs = fs_of(req);
@@ -264,15 +271,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uid_t uid;
 	if (!user_fd_take_or_reply(req, &uid)) /* limits per user */
 		return;
-	/* As the caller: the backing file system checks its rights again
-	 * (its ACLs too, should the kernel not).  A program run (exec) may
-	 * be execute-only: the kernel checked that it may run it. */
-	struct pc_file *pf = open_as(fs, req, 0, in, NULL, pc_open_flags(fi->flags), 0);
-	if (!pf && errno == EACCES && (fi->flags & PCFS_FMODE_EXEC) && (fi->flags & O_ACCMODE) == O_RDONLY)
-		pf = open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
+	/* The kernel checked the caller's rights (and ACLs, FUSE_POSIX_ACL);
+	 * the backing file system checks them again. */
+	int err = may_open(req, in, NULL, fi->flags);
+	struct pc_file *pf = err ? (errno = err, NULL) : open_at_inode(fs, in, NULL, pc_open_flags(fi->flags), 0);
 	struct pcfs_handle *h = pf ? handle_new(fs, in, pf, fi->flags) : NULL;
 	if (!h) {
-		int err = errno;
+		err = errno;
 		if (pf)
 			pc_close(pf);
 		user_fd_put(fs, uid); /* limits per user */
