@@ -10,7 +10,8 @@
 # e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: test_fullfs makes small ext4
 # and XFS file systems on loop devices when run as root), fuse3 and
 # libfuse3-dev (pcfs, the FUSE file system, and its mounts in the tests),
-# fio, git and sqlite3 (programs the pcfs tests run through a mount).
+# fio, git and sqlite3 (programs the pcfs tests run through a mount), acl
+# (setfacl: pcfs_perms_acl sets ACLs), quota (setquota: pcfs_perms_quota).
 # Fuzz build (build-fuzz in scripts/test.sh): clang and libclang-rt-dev (the
 # sanitizer and libFuzzer runtimes of Debian's default clang).  Installed
 # like the required ones; when they cannot be, this says so and goes on, so
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs
-	  fuse3 libfuse3-dev fio git sqlite3)
+	  fuse3 libfuse3-dev fio git sqlite3 acl quota)
 OPTIONAL=()
 FUZZ=(clang libclang-rt-dev)
 
