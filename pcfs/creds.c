@@ -2,10 +2,11 @@
  * creds.c - the daemon works on a request as the process that made it.
  *
  * A pcfs running as root with allow_other serves every user.  For the
- * calls that create files, open them and change their metadata, the
- * worker thread takes the caller's fsuid, fsgid and supplementary groups
- * (and, for creates, its umask: FUSE_CAP_DONT_MASK), so that the backing
- * file system applies its own rules to the caller: permissions and ACLs,
+ * calls that create files and change their metadata, and to check an
+ * open (ops_data.c: may_open), the worker thread takes the caller's
+ * fsuid, fsgid and supplementary groups (and, for creates, its umask:
+ * FUSE_CAP_DONT_MASK), so that the backing file system applies its own
+ * rules to the caller: permissions and ACLs,
  * a new file's owner and group (set-group-ID directories, default ACLs),
  * the set-user-ID and set-group-ID bits a create or chmod may keep, the
  * owner check on ACL xattrs, quotas.  No file is given away afterwards.
@@ -79,12 +80,13 @@ static void creds_restore(void)
 int creds_begin(fuse_req_t req, unsigned what)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	/* The umask, whoever the daemon is: the kernel sends modes unmasked. */
+	if ((what & CREDS_UMASK) && !fs_unshared && !(fs_unshared = unshare(CLONE_FS) == 0))
+		pcfs_log(LOG_ERR, "unshare(CLONE_FS): %s: a create ignores the caller's umask", strerror(errno));
+	if ((what & CREDS_UMASK) && fs_unshared)
+		umask(ctx->umask);
 	if (!can_switch || switched)
 		return 0;
-	if ((what & CREDS_UMASK) && !fs_unshared)
-		fs_unshared = unshare(CLONE_FS) == 0;
-	if (what & CREDS_UMASK)
-		umask(fs_unshared ? ctx->umask : 0);
 	if (ctx->uid == 0 && ctx->gid == 0)
 		return 0; /* root: as the daemon is */
 	gid_t groups[64];

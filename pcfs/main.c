@@ -330,9 +330,9 @@ int main(int argc, char **argv)
 		die("cannot mount at %s", fs.opt.mountpoint);
 
 	fs.ready_fd = fs.opt.foreground ? -1 : daemonise();
-	/* The kernel applied the program's umask to the modes it sends
-	 * (pcfs does not ask for FUSE_DONT_MASK): the daemon's own must not
-	 * take more bits away. */
+	/* The daemon's own umask must take no bits away: a create applies
+	 * the program's (creds.c: per worker thread; or the kernel did,
+	 * where it does not offer FUSE_DONT_MASK). */
 	umask(0);
 	/* The daemon's own /proc/self/fd, and its own cache. */
 	fs.proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
