@@ -142,6 +142,8 @@ def setup_open():
     make("none-000", mode=0o000)
     mkdir("g-dir-750", 0o750, group=G)
     make("g-dir-750/in", mode=0o644)
+    subprocess.run(["cp", "/bin/true", p("prog-711")], check=True)
+    os.chmod(p("prog-711"), 0o711)
 
 
 def run_open():
@@ -151,6 +153,9 @@ def run_open():
     out("listdir g-dir-750", call(lambda: sorted(os.listdir(p("g-dir-750")))))
     out("access g-640 R", os.access(p("g-640"), os.R_OK))
     out("access o-602 W", os.access(p("o-602"), os.W_OK))
+    # An execute-only program runs, and cannot be read.
+    out("run prog-711", call(lambda: subprocess.run([p("prog-711")]).returncode))
+    out("read prog-711", call(lambda: len(open(p("prog-711"), "rb").read())))
 
 
 def setup_truncate():
