@@ -190,6 +190,30 @@ void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta)
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
+/*
+ * Truncate to zero and rewrite (`: >f; echo new >f`, or ftruncate(fd, 0)
+ * and writes): the backing file is empty at once, and the new data would
+ * stay only in the cache until the flusher writes it, so a crash of the
+ * daemon meanwhile would leave the file empty, where the program meant to
+ * replace its content.  ext4 (auto_da_alloc) starts writing such a
+ * file's data at its next release; pcfs writes it back at the first
+ * close (FLUSH) that finds the file no longer empty, and waits for it
+ * (close(2) waits for FLUSH; RELEASE comes later, too late to count on).
+ * Only the write, no fsync: after that a crash of the daemon loses
+ * nothing of it, and the backing file system's rules decide what a crash
+ * of the machine keeps.
+ */
+void inode_mark_emptied(struct pcfs_inode *in)
+{
+	atomic_store_explicit(&in->emptied, true, memory_order_relaxed);
+}
+
+bool inode_take_emptied(struct pcfs_inode *in)
+{
+	return atomic_load_explicit(&in->emptied, memory_order_relaxed) &&
+	       atomic_exchange_explicit(&in->emptied, false, memory_order_relaxed);
+}
+
 /* Snapshot of the inodes that owe an mtime and nobody holds (all: every
  * one that owes an mtime), each held (nopen) until put back. */
 static size_t collect_pending(struct pcfs *fs, bool all, struct pcfs_inode ***out)

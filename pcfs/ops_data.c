@@ -9,9 +9,10 @@
  * request for them), are PC_DSYNC writes; -o uncached= adds PC_DONTCACHE.
  *
  * close(2) sends FLUSH, which reports the errors pc_close would (and
- * starts write-back: pc_flush); RELEASE, which comes later and
- * asynchronously, closes the handle.  Nothing depends on RELEASE having
- * run when close() returns.
+ * starts write-back: pc_flush; for a file truncated to zero and written
+ * again, writes it back and waits, as ext4 does: inode.c); RELEASE,
+ * which comes later and asynchronously, closes the handle.  Nothing
+ * depends on RELEASE having run when close() returns.
  */
 #include "pcfs.h"
 
@@ -288,6 +289,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fi->flags & O_TRUNC) {
 		kill_privs(req, in, ino);
 		times_data_changed(in);
+		inode_mark_emptied(in);
 	}
 	if (reply_open_direct(req, (uint64_t)(uintptr_t)h) == -ENOENT)
 		handle_close(fs, h); /* the open was interrupted */
@@ -466,10 +468,17 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pcfs *fs = fs_of(req);
 	struct pcfs_handle *h = handle_of(fi);
 	int err = 0;
-	if (h->pf && pc_flush(h->pf, fs->opt.close_to_open) != 0) {
+	/* A file truncated to zero and not written back since: its data is
+	 * written now, and waited for (inode_mark_emptied).  Still empty
+	 * (a shell's `>` closes the descriptor it opened once before the
+	 * writes, at its dup2), or not written: it stays marked. */
+	bool emptied = h->pf && h->in && inode_take_emptied(h->in);
+	if (h->pf && pc_flush(h->pf, fs->opt.close_to_open || emptied) != 0) {
 		err = errno;
 		atomic_fetch_add_explicit(&fs->flush_errors, 1, memory_order_relaxed);
 	}
+	if (emptied && (err || pc_size(h->pf) <= 0))
+		inode_mark_emptied(h->in);
 	fuse_reply_err(req, err);
 }
 

@@ -168,8 +168,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	struct pcfs_inode *in = inode_of(req, ino);
 	int err = 0;
-	if (to_set & FUSE_SET_ATTR_SIZE)
+	if (to_set & FUSE_SET_ATTR_SIZE) {
 		err = data_truncate(req, in, attr->st_size, fi);
+		if (!err && attr->st_size == 0)
+			inode_mark_emptied(in); /* rewritten, it is written back at close */
+	}
 	int fd = err ? -1 : fd_hold(fs, in);
 	if (!err)
 		err = fd < 0 ? fd : setattr_meta(req, in, fd, attr, to_set);
@@ -328,6 +331,50 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_name(req, parent, name, AT_REMOVEDIR);
 }
 
+/*
+ * Before a rename replaces a file: the cached data of the file that takes
+ * its name is written to the backing file, and waited for (pc_flush with
+ * wait: written, not synced).  A program that writes t, closes it and
+ * renames it over a (editors, package managers, config tools) then finds
+ * a whole after a crash of the daemon, old or new, never empty: the
+ * backing rename comes after the data.  What a crash of the machine keeps
+ * is then the backing file system's rule for the same calls (ext4's
+ * auto_da_alloc starts writing such a file at the rename too).
+ * RENAME_EXCHANGE and RENAME_NOREPLACE replace nothing, and
+ * neither does a rename to a free name.  0, or the write error (ENOSPC,
+ * EIO, ...), which fails the rename: a stays as it was, as it would have
+ * if the write of t had failed in the kernel.  A source that cannot be
+ * opened (gone, or not a regular file) is left to renameat2.
+ */
+static int rename_write_back(struct pcfs *fs, int afd, const char *name, int bfd, const char *newname,
+			     unsigned int flags)
+{
+	struct stat st;
+	if ((flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) ||
+	    fstatat(bfd, newname, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0;
+	int fd = fds_openat(fs, afd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct pc_file_info info;
+	int err = 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    pc_cache_file_info(fs->cache, st.st_dev, st.st_ino, &info) == 0 && (info.dirty_bytes || info.unsettled)) {
+		char self[32];
+		proc_name(fd, self);
+		struct pc_file *pf;
+		for (int try = 0; !(pf = pc_openat(fs->cache, fs->proc_fd, self, O_RDONLY, 0)) && fds_retry(fs, errno, try);
+		     try++)
+			;
+		if (pf) {
+			err = pc_flush(pf, 1) ? errno : 0;
+			pc_close(pf);
+		}
+	}
+	close(fd);
+	return err;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
@@ -345,10 +392,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (afd < 0)
 		return;
 	int bfd = fd_hold(fs, b);
+	int err = bfd < 0 ? -bfd : rename_write_back(fs, afd, name, bfd, newname, flags);
 	/* RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT: as the backing
 	 * file system does them.  Cached data follows the inode, not the
 	 * name, so a renamed open file keeps its data. */
-	int err = bfd < 0 ? -bfd : renameat2(afd, name, bfd, newname, flags) ? errno : 0;
+	if (!err)
+		err = renameat2(afd, name, bfd, newname, flags) ? errno : 0;
 	if (bfd >= 0)
 		fd_put(fs, b);
 	fd_put(fs, a);

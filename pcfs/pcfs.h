@@ -89,6 +89,9 @@ struct pcfs_inode {
 	_Atomic unsigned mode;
 	bool times_pending, shown_ctime_valid;
 	struct timespec mtime, ctime, settled_backing_ctime;
+	/* Truncated to zero, and not written back by a close since
+	 * (inode_mark_emptied). */
+	atomic_bool emptied;
 };
 
 /* An open regular file: one pagecache handle per FUSE open. */
@@ -167,6 +170,12 @@ struct pcfs_inode *inode_get(struct pcfs *fs, int fd, const struct stat *st);
 /* The kernel forgot n lookups of in. */
 void inode_forget(struct pcfs *fs, struct pcfs_inode *in, uint64_t n);
 void inode_open_count(struct pcfs *fs, struct pcfs_inode *in, int delta);
+/* ext4's auto_da_alloc for truncate and rewrite: a file truncated to
+ * zero (O_TRUNC, truncate) is marked, and a close (FLUSH) takes the mark
+ * (true once), writes the data back and waits, and marks it again if
+ * the file is still empty. */
+void inode_mark_emptied(struct pcfs_inode *in);
+bool inode_take_emptied(struct pcfs_inode *in);
 /* Put pending write times on backing files whose data is all written;
  * free inodes nobody needs any more.  `all`: the cache is gone, every
  * file is written. */
