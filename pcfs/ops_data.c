@@ -336,8 +336,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	h->uid = uid; /* limits per user */
-	if (!created && (fi->flags & O_TRUNC))
+	if (!created && (fi->flags & O_TRUNC)) {
+		/* An existing file truncated by this create: as an O_TRUNC
+		 * open, its set-ID bits go and its rewrite is written back at
+		 * close (inode_mark_emptied). */
 		kill_privs(req, h->in, e.ino);
+		inode_mark_emptied(h->in);
+	}
 	times_data_changed(h->in);
 	if (reply_create_direct(req, &e, (uint64_t)(uintptr_t)h) == -ENOENT) {
 		struct pcfs_inode *in = h->in;
