@@ -89,19 +89,33 @@ int creds_begin(fuse_req_t req, unsigned what)
 		return 0;
 	if (ctx->uid == 0 && ctx->gid == 0)
 		return 0; /* root: as the daemon is */
-	gid_t groups[64];
-	int n = fuse_req_getgroups(req, 64, groups);
-	if (n > 64 || n < 0)
-		n = n > 64 ? 64 : 0; /* the first 64; unknown: none */
-	/* setfsuid and setfsgid cannot fail with CAP_SETUID and CAP_SETGID
-	 * (they return the old id): setgroups can (memory). */
-	if (syscall(SYS_setgroups, (size_t)n, groups) != 0) {
-		int err = errno;
+	/* Every supplementary group: fewer could grant more (a group's deny
+	 * entry in an ACL, mode 0604).  Unknown groups fail the request. */
+	gid_t some[64], *groups = some;
+	int n = fuse_req_getgroups(req, 64, some);
+	if (n > 64) {
+		groups = malloc((size_t)n * sizeof(*groups));
+		int m = groups ? fuse_req_getgroups(req, n, groups) : -ENOMEM;
+		n = m > n ? -EAGAIN : m; /* joined a group meanwhile: retry */
+	}
+	int err = n < 0 ? -n : 0;
+	if (!err && syscall(SYS_setgroups, (size_t)n, groups) != 0)
+		err = errno;
+	if (groups != some)
+		free(groups);
+	/* setfsuid and setfsgid return the old id, not an error: asked again
+	 * (-1 changes nothing), they say whether the switch took. */
+	if (!err) {
+		syscall(SYS_setfsgid, ctx->gid);
+		syscall(SYS_setfsuid, ctx->uid);
+		if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid || (gid_t)syscall(SYS_setfsgid, -1) != ctx->gid)
+			err = EPERM;
+	}
+	if (err) {
+		creds_restore();
 		pcfs_log(LOG_ERR, "cannot take the credentials of uid %u: %s", (unsigned)ctx->uid, strerror(err));
 		return -err; /* never done as root instead */
 	}
-	syscall(SYS_setfsgid, ctx->gid);
-	syscall(SYS_setfsuid, ctx->uid);
 	switched = true;
 	return 1;
 }

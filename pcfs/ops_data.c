@@ -64,23 +64,16 @@ static int dsync_flag(int fl)
 	return (fl & O_DSYNC) ? PC_DSYNC : 0;
 }
 
-/* pc_openat of name in the directory inode `in`, or of `in` itself (name
- * NULL); retried when out of descriptors (fds_retry).  NULL with errno.
- * caller: the request whose caller opens it (creds_begin with `what`,
- * once the inode's descriptor is held: reopening it by handle takes the
- * daemon's capabilities); NULL: the daemon. */
-static struct pc_file *open_as(struct pcfs *fs, fuse_req_t caller, unsigned what, struct pcfs_inode *in,
-			       const char *name, int flags, mode_t mode)
+/* pc_openat, as the daemon, of name in the directory inode `in`, or of
+ * `in` itself (name NULL); retried when out of descriptors (fds_retry).
+ * NULL with errno.  Never with the caller's ids on (create_as_caller
+ * says why). */
+static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
+				     mode_t mode)
 {
 	int fd = fd_hold(fs, in);
 	if (fd < 0) {
 		errno = -fd;
-		return NULL;
-	}
-	int cr = caller ? creds_begin(caller, what) : 0;
-	if (cr < 0) {
-		fd_put(fs, in);
-		errno = -cr;
 		return NULL;
 	}
 	char self[32];
@@ -94,16 +87,9 @@ static struct pc_file *open_as(struct pcfs *fs, fuse_req_t caller, unsigned what
 	for (int try = 0; !(pf = pc_openat(fs->cache, dirfd, name, flags, mode)) && fds_retry(fs, errno, try); try++)
 		;
 	int err = errno;
-	creds_end(cr);
 	fd_put(fs, in);
 	errno = err;
 	return pf;
-}
-
-static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, const char *name, int flags,
-				     mode_t mode)
-{
-	return open_as(fs, NULL, 0, in, name, flags, mode);
 }
 
 /* __FMODE_EXEC in an open's flags: the kernel opens a program to run it. */
@@ -143,6 +129,59 @@ static int may_open(fuse_req_t req, struct pcfs_inode *in, const char *name, int
 }
 
 /*
+ * Create `name` in dir as the caller of req (O_EXCL, with its umask): the
+ * file is the caller's from the start.  Only the open(2) is the caller's:
+ * pagecache is asked as the daemon, through /proc/self/fd, because it
+ * may start threads (a device's flusher and I/O queue, at its first
+ * file), and a thread started while the caller's ids are on would keep
+ * them for the daemon's life.  A root caller needs no switch: pagecache
+ * creates the file itself then, and knows it new (no O_DIRECT until its
+ * first write-back, see pc_openat).
+ */
+static void remove_created(struct pcfs *fs, struct pcfs_inode *dir, const char *name);
+
+static struct pc_file *create_as_caller(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl,
+					mode_t mode)
+{
+	struct pcfs *fs = fs_of(req);
+	int dirfd = fd_hold(fs, dir);
+	if (dirfd < 0) {
+		errno = -dirfd;
+		return NULL;
+	}
+	int cr = creds_begin(req, CREDS_UMASK);
+	if (cr <= 0) {
+		fd_put(fs, dir);
+		if (cr < 0) {
+			errno = -cr;
+			return NULL;
+		}
+		return open_at_inode(fs, dir, name, fl | O_CREAT | O_EXCL, mode);
+	}
+	int cfd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, mode);
+	int err = errno;
+	creds_end(cr);
+	fd_put(fs, dir);
+	if (cfd < 0) {
+		errno = err;
+		return NULL;
+	}
+	char self[32];
+	proc_name(cfd, self);
+	/* O_NOFOLLOW would refuse /proc's link; O_TRUNC has nothing to cut. */
+	int ofl = fl & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
+	struct pc_file *pf;
+	for (int try = 0; !(pf = pc_openat(fs->cache, fs->proc_fd, self, ofl, 0)) && fds_retry(fs, errno, try); try++)
+		;
+	err = errno;
+	close(cfd);
+	if (!pf)
+		remove_created(fs, dir, name);
+	errno = err;
+	return pf;
+}
+
+/*
  * Open `name` in dir, creating it if it does not exist (*created: this
  * call made it); `excl`: fail with EEXIST if it does.  Created as the
  * caller of req (creds_begin, with its umask): a file made here is the
@@ -158,7 +197,7 @@ static struct pc_file *create_at_inode(fuse_req_t req, struct pcfs_inode *dir, c
 {
 	struct pcfs *fs = fs_of(req);
 	for (int try = 0; try < 8; try++) {
-		struct pc_file *pf = open_as(fs, req, CREDS_UMASK, dir, name, fl | O_CREAT | O_EXCL, mode);
+		struct pc_file *pf = create_as_caller(req, dir, name, fl, mode);
 		*created = pf != NULL;
 		if (pf || errno != EEXIST || excl)
 			return pf;

@@ -626,11 +626,12 @@ static void list_xattr_filtered(fuse_req_t req, fuse_ino_t ino, size_t size)
 	do { /* the list may grow between the two calls */
 		n = listxattr(path, NULL, 0);
 		char *nb = n > 0 ? realloc(buf, (size_t)n) : buf;
-		if (!nb) {
+		if (n > 0 && !nb) {
 			errno = ENOMEM;
 			n = -1;
+		} else {
+			buf = nb;
 		}
-		buf = nb;
 		if (n > 0)
 			n = listxattr(path, buf, (size_t)n);
 	} while (n < 0 && errno == ERANGE);

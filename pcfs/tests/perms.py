@@ -306,6 +306,7 @@ def setup_xattr():
     make("root", mode=0o644)
     os.setxattr(p("root"), "user.b", b"2")
     os.setxattr(p("root"), "trusted.t", b"secret")
+    make("bare", mode=0o644)    # no xattr at all: an empty list
 
 
 def run_xattr():
@@ -318,6 +319,7 @@ def run_xattr():
         out(f"set user.k {f}", call(lambda: os.setxattr(p(f), "user.k", b"v")))
         out(f"remove user.a {f}", call(lambda: os.removexattr(p(f), "user.a")))
         out(f"get user.k {f}", call(lambda: os.getxattr(p(f), "user.k")))
+    out("list bare", call(lambda: sorted(os.listxattr(p("bare")))))
     # The size of the list (0-size query) matches the names given.
     out("list size", call(lambda: len(b"".join(x.encode() + b"\0" for x in os.listxattr(p(n))))))
 
