@@ -69,7 +69,8 @@ void usage(FILE *out)
 		"(to syslog, stderr with -f, and -o stats_file).\n"
 		"Unmount: fusermount3 -u MOUNTPOINT (or umount); SIGTERM/SIGINT also unmount.\n"
 		"Everything is written back at unmount; a crash of the daemon loses what\n"
-		"was not fsynced.\n");
+		"was not written back yet (the flusher writes dirty data within seconds;\n"
+		"fsync, and a rename over a file, write it at once).\n");
 }
 
 /* "256M" and the like; false for anything else. */

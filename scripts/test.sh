@@ -21,7 +21,9 @@
 #   PC_FUZZ_CC=clang  the clang build-fuzz uses
 #   CI=...            set (as CI sets it): a test that would skip itself
 #                     (exit 77: the pcfs mounts, test_fullfs, test_nosyncfs
-#                     need root, /dev/fuse, loop devices) fails instead.
+#                     need root, /dev/fuse, loop devices) fails instead,
+#                     but for a feature the kernel says it lacks (pcfs's
+#                     quota rule without quota support in the kernel).
 # Skipped tests are named in the summary.
 # Extra arguments go to ctest, e.g.  bash scripts/test.sh -R test_write
 set -euo pipefail
