@@ -72,7 +72,7 @@ static void check_cache_config(const struct pcfs_options *o)
  * coherent with our direct writes itself (it writes back and invalidates
  * the range around each direct I/O), and a shared mapping's dirty pages
  * come back as WRITEs.  Built against an older libfuse (Debian 12's
- * 3.14), MAP_SHARED fails with ENODEV: see "mmap" in README.md. */
+ * 3.14), MAP_SHARED fails with ENODEV: see "mmap" in pcfs/README.md. */
 static bool want_shared_mmap(struct fuse_conn_info *conn)
 {
 #ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP

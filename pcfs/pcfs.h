@@ -5,7 +5,7 @@
  * pcfs is a FUSE file system (libfuse3's low-level API) that mirrors a
  * backing directory.  Metadata passes through to the backing directory;
  * the data of every regular file goes through one pagecache instance.
- * See the pcfs section of README.md for what a user sees.
+ * See pcfs/README.md (and man/pcfs.8) for what a user sees.
  */
 #ifndef PCFS_H
 #define PCFS_H

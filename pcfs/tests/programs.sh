@@ -79,7 +79,7 @@ if want sqlite; then
 		[ "$a" = "$b" ] || fail "sqlite3 results differ ($mode): '$a' vs '$b'"
 		echo "$b" | grep -qx ok || fail "integrity_check ($mode): $b"
 		# WAL needs PRAGMA locking_mode=EXCLUSIVE on reopen too: its
-		# shared-memory index would need MAP_SHARED (see the pcfs section of README.md).
+		# shared-memory index would need MAP_SHARED (see pcfs/README.md).
 		pre=${mode%%PRAGMA journal_mode*}
 		[ "$(sqlite3 "$M/db" "$pre PRAGMA integrity_check;" | tail -1)" = ok ] || fail "reopened db ($mode)"
 	done
