@@ -11,7 +11,8 @@
 # and XFS file systems on loop devices when run as root), fuse3 and
 # libfuse3-dev (pcfs, the FUSE file system, and its mounts in the tests),
 # fio, git and sqlite3 (programs the pcfs tests run through a mount), acl
-# (setfacl: pcfs_perms_acl sets ACLs), quota (setquota: pcfs_perms_quota).
+# (setfacl: pcfs_perms_acl sets ACLs), quota (setquota: pcfs_perms_quota),
+# groff-base (groff: the man_pages test renders every page of man/).
 # Fuzz build (build-fuzz in scripts/test.sh): clang and libclang-rt-dev (the
 # sanitizer and libFuzzer runtimes of Debian's default clang).  Installed
 # like the required ones; when they cannot be, this says so and goes on, so
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs
-	  fuse3 libfuse3-dev fio git sqlite3 acl quota)
+	  fuse3 libfuse3-dev fio git sqlite3 acl quota groff-base)
 OPTIONAL=()
 FUZZ=(clang libclang-rt-dev)
 
