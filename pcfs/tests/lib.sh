@@ -63,6 +63,7 @@ setup_scratch() {
 	local name=$1
 	T=$(mktemp -d "${PC_TEST_DIR:-/tmp}/$name.XXXXXX")
 	MOUNTS=()
+	LATE_MOUNTS=() # file systems under the pcfs mounts: unmounted after them
 	trap cleanup EXIT
 }
 
@@ -70,6 +71,9 @@ cleanup() {
 	local m
 	for m in "${MOUNTS[@]}"; do
 		mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true
+		mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
+	done
+	for m in "${LATE_MOUNTS[@]}"; do
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
 	done
 	rm -rf "$T"

@@ -18,7 +18,16 @@
 need_fuse
 need_cmd python3 prlimit setpriv
 setup_scratch pcfs-manyfiles
-S=$T/src B=$T/back M=$T/mnt
+# The backing directory on an ext4 of its own (a loop device):
+# pcfs-reuse.py waits for ext4 to reuse a freed inode number, which any
+# other process creating files on a shared file system may take first.
+need_cmd mkfs.ext4
+truncate -s 256M "$T/img"
+mkfs.ext4 -q -F -N 16384 "$T/img" || fail "mkfs.ext4"
+mkdir "$T/fs"
+mount -o loop "$T/img" "$T/fs" || skip "cannot mount an ext4 on a loop device here"
+LATE_MOUNTS+=("$T/fs")
+S=$T/src B=$T/fs/back M=$T/mnt
 LIMIT=(prlimit --nofile=256:256)
 NOHANDLES=(setpriv --inh-caps=-dac_read_search --bounding-set=-dac_read_search)
 
