@@ -377,8 +377,7 @@ ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 	 * A cache hit without do_io's generic work (iovec, flag mapping):
 	 * a hit is a copy at memory speed, and every instruction between two
 	 * hits' copies delays the next copy's first loads, which the CPU
-	 * otherwise overlaps with the previous copy (measured: some 200
-	 * instructions cost a quarter of a 4 KiB copy from memory).  The
+	 * otherwise overlaps with the previous copy (read_hit.h).  The
 	 * tests are those of check_io and effective_flags that a hit must
 	 * pass (an open handle of this process readable, flags a hit may
 	 * serve, no O_DIRECT, no NOREUSE range); anything else, and any

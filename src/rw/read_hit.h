@@ -46,8 +46,8 @@
  * anything else, and the hit inlined there, index walk included, is one
  * function with one prologue.  Every instruction between two hits' copies
  * delays the next copy's first loads, which the CPU otherwise overlaps with
- * the previous copy's (some 200 independent instructions measured to cost
- * a quarter of a 4 KiB copy from memory).  read_hit.c has the test hook.
+ * the previous copy's (docs/results.md, "Hits again", has the figure).
+ * read_hit.c has the test hook.
  *
  * count_hit_bytes is here too: read.c and span.c count the hits they
  * serve the same way.
@@ -97,11 +97,9 @@ static inline __attribute__((always_inline)) void count_hit_bytes(struct pc_mapp
  * be kept across one.  read_hit_rep_movsb_from (read_hit.c, from CPUID
  * once) is the shortest copy it is used for: any with FSRM (fast short
  * rep movsb), 2 KiB and up with ERMS only (glibc's own threshold here is
- * about that), none without ERMS; shorter copies call memcpy.  Measured
- * in pcbench's 4 KiB hits of a 128 MiB file, with pc_pread's slow path
- * out of its way too (api.c): 0.92-0.94x the bare memcpy where it was
- * 0.88-0.91x (3 runs of each, interleaved; within the run-to-run noise
- * of the ratio to the kernel).  Under AddressSanitizer or
+ * about that), none without ERMS; shorter copies call memcpy (what it
+ * gained in pcbench's hits is in docs/results.md, "Hits again").  Under
+ * AddressSanitizer or
  * MemorySanitizer it stays memcpy, whose interceptor checks (or marks)
  * the caller's buffer.
  *
