@@ -105,27 +105,79 @@ static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, con
  * one that only a write-only user opened could not serve a reader).  A
  * program opened to be run needs execute permission, not read.
  */
-static int may_open(fuse_req_t req, struct pcfs_inode *in, const char *name, int fl)
+static int caller_may_open_at(fuse_req_t req, int dirfd, const char *name, int at_flags, int fl)
 {
-	struct pcfs *fs = fs_of(req);
-	int fd = fd_hold(fs, in);
-	if (fd < 0)
-		return -fd;
 	int cr = creds_begin(req, 0);
 	int acc = fl & O_ACCMODE, mode = 0, err = cr < 0 ? -cr : 0;
 	if (acc != O_WRONLY)
 		mode |= (fl & PCFS_FMODE_EXEC) ? X_OK : R_OK;
 	if (acc != O_RDONLY || (fl & O_TRUNC))
 		mode |= W_OK;
+	if (cr > 0 && faccessat(dirfd, name, mode, AT_EACCESS | at_flags) != 0)
+		err = errno;
+	creds_end(cr);
+	return err;
+}
+
+static int may_open(fuse_req_t req, struct pcfs_inode *in, const char *name, int fl)
+{
+	struct pcfs *fs = fs_of(req);
+	int fd = fd_hold(fs, in);
+	if (fd < 0)
+		return -fd;
 	char self[32];
 	if (!name)
 		proc_name(fd, self);
-	if (cr > 0 && faccessat(name ? fd : fs->proc_fd, name ? name : self, mode,
-				AT_EACCESS | (name ? AT_SYMLINK_NOFOLLOW : 0)) != 0)
-		err = errno;
-	creds_end(cr);
+	int err = name ? caller_may_open_at(req, fd, name, AT_SYMLINK_NOFOLLOW, fl)
+		       : caller_may_open_at(req, fs->proc_fd, self, 0, fl);
 	fd_put(fs, in);
 	return err;
+}
+
+/*
+ * Open the file that an O_CREAT found already there, as open(2) would for
+ * the caller: the name is looked up once (O_PATH, no symlink followed),
+ * and the check and the open both go through that descriptor, so the file
+ * checked is the file opened: a name swapped in the backing directory
+ * between two lookups cannot be.  NULL with errno (ENOENT: gone meanwhile).
+ * fl: pc_open_flags of the caller's (with O_NOFOLLOW); want: the access
+ * mode asked.
+ */
+static struct pc_file *open_existing(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl, int want)
+{
+	struct pcfs *fs = fs_of(req);
+	int dirfd = fd_hold(fs, dir);
+	if (dirfd < 0) {
+		errno = -dirfd;
+		return NULL;
+	}
+	int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int err = pfd < 0 ? errno : 0;
+	fd_put(fs, dir);
+	struct stat st;
+	if (!err && fstat(pfd, &st) != 0)
+		err = errno;
+	if (!err && S_ISLNK(st.st_mode))
+		err = ELOOP; /* O_NOFOLLOW's answer */
+	char self[32];
+	if (!err) {
+		proc_name(pfd, self);
+		err = caller_may_open_at(req, fs->proc_fd, self, 0, (fl & ~O_ACCMODE) | want);
+	}
+	struct pc_file *pf = NULL;
+	/* O_NOFOLLOW would refuse /proc's link; the name is not looked up again. */
+	for (int try = 0; !err; try++) {
+		pf = pc_openat(fs->cache, fs->proc_fd, self, fl & ~(O_CREAT | O_EXCL | O_NOFOLLOW), 0);
+		if (pf)
+			break;
+		err = errno;
+		if (fds_retry(fs, err, try))
+			err = 0;
+	}
+	if (pfd >= 0)
+		close(pfd);
+	errno = err;
+	return pf;
 }
 
 /*
@@ -195,21 +247,15 @@ static struct pc_file *create_as_caller(fuse_req_t req, struct pcfs_inode *dir, 
 static struct pc_file *create_at_inode(fuse_req_t req, struct pcfs_inode *dir, const char *name, int fl,
 				       int want, mode_t mode, bool excl, bool *created)
 {
-	struct pcfs *fs = fs_of(req);
 	for (int try = 0; try < 8; try++) {
 		struct pc_file *pf = create_as_caller(req, dir, name, fl, mode);
 		*created = pf != NULL;
 		if (pf || errno != EEXIST || excl)
 			return pf;
-		int err = may_open(req, dir, name, (fl & ~O_ACCMODE) | want);
-		if (err && err != ENOENT) {
-			errno = err;
-			return NULL;
-		}
-		pf = err ? NULL : open_at_inode(fs, dir, name, fl, 0);
-		if (pf || (!err && errno != ENOENT))
-			return pf; /* it existed: opened as it is */
-		/* Removed between the two: create it again. */
+		pf = open_existing(req, dir, name, fl, want);
+		if (pf || errno != ENOENT)
+			return pf; /* it existed: opened as it is, or refused */
+		/* Removed meanwhile: create it again. */
 	}
 	errno = EEXIST;
 	return NULL;
