@@ -77,6 +77,26 @@ static void creds_restore(void)
 	syscall(SYS_setgroups, (size_t)n_daemon_groups, daemon_groups);
 }
 
+/* The caller's supplementary groups, all of them (fewer could grant more:
+ * a group's deny entry in an ACL, mode 0604): their count, in `some` or,
+ * past 64, in *out (malloc'd; the caller frees it when it is not `some`),
+ * or a negative errno when they cannot be read. */
+static int caller_groups(fuse_req_t req, gid_t some[64], gid_t **out)
+{
+	*out = some;
+	int n = fuse_req_getgroups(req, 64, some);
+	if (n <= 64)
+		return n;
+	gid_t *all = malloc((size_t)n * sizeof(*all));
+	int m = all ? fuse_req_getgroups(req, n, all) : -ENOMEM;
+	if (m < 0 || m > n) {
+		free(all);
+		return m < 0 ? m : -EAGAIN; /* joined a group meanwhile */
+	}
+	*out = all;
+	return m;
+}
+
 int creds_begin(fuse_req_t req, unsigned what)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -89,15 +109,9 @@ int creds_begin(fuse_req_t req, unsigned what)
 		return 0;
 	if (ctx->uid == 0 && ctx->gid == 0)
 		return 0; /* root: as the daemon is */
-	/* Every supplementary group: fewer could grant more (a group's deny
-	 * entry in an ACL, mode 0604).  Unknown groups fail the request. */
-	gid_t some[64], *groups = some;
-	int n = fuse_req_getgroups(req, 64, some);
-	if (n > 64) {
-		groups = malloc((size_t)n * sizeof(*groups));
-		int m = groups ? fuse_req_getgroups(req, n, groups) : -ENOMEM;
-		n = m > n ? -EAGAIN : m; /* joined a group meanwhile: retry */
-	}
+	/* Groups that cannot be read fail the request. */
+	gid_t some[64], *groups;
+	int n = caller_groups(req, some, &groups);
 	int err = n < 0 ? -n : 0;
 	if (!err && syscall(SYS_setgroups, (size_t)n, groups) != 0)
 		err = errno;
@@ -133,10 +147,12 @@ bool creds_caller_in_group(fuse_req_t req, gid_t gid)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	if (ctx->gid == gid)
 		return true;
-	gid_t groups[64];
-	int n = fuse_req_getgroups(req, 64, groups);
-	for (int i = 0; i < n && i < 64; i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
+	gid_t some[64], *groups;
+	int n = caller_groups(req, some, &groups);
+	bool in = false;
+	for (int i = 0; i < n && !in; i++)
+		in = groups[i] == gid;
+	if (groups != some)
+		free(groups);
+	return in;
 }

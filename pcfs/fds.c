@@ -465,6 +465,15 @@ int fds_openat(struct pcfs *fs, int dirfd, const char *name, int flags)
 	}
 }
 
+struct pc_file *fds_pc_openat(struct pcfs *fs, int dirfd, const char *name, int flags, mode_t mode)
+{
+	for (int try = 0;; try++) {
+		struct pc_file *pf = pc_openat(fs->cache, dirfd, name, flags, mode);
+		if (pf || !fds_retry(fs, errno, try))
+			return pf;
+	}
+}
+
 /* ------------------------------------------------------ limits per user */
 
 /*

@@ -83,9 +83,7 @@ static struct pc_file *open_at_inode(struct pcfs *fs, struct pcfs_inode *in, con
 		name = self;
 		dirfd = fs->proc_fd;
 	}
-	struct pc_file *pf;
-	for (int try = 0; !(pf = pc_openat(fs->cache, dirfd, name, flags, mode)) && fds_retry(fs, errno, try); try++)
-		;
+	struct pc_file *pf = fds_pc_openat(fs, dirfd, name, flags, mode);
 	int err = errno;
 	fd_put(fs, in);
 	errno = err;
@@ -166,14 +164,8 @@ static struct pc_file *open_existing(fuse_req_t req, struct pcfs_inode *dir, con
 	}
 	struct pc_file *pf = NULL;
 	/* O_NOFOLLOW would refuse /proc's link; the name is not looked up again. */
-	for (int try = 0; !err; try++) {
-		pf = pc_openat(fs->cache, fs->proc_fd, self, fl & ~(O_CREAT | O_EXCL | O_NOFOLLOW), 0);
-		if (pf)
-			break;
+	if (!err && !(pf = fds_pc_openat(fs, fs->proc_fd, self, fl & ~(O_CREAT | O_EXCL | O_NOFOLLOW), 0)))
 		err = errno;
-		if (fds_retry(fs, err, try))
-			err = 0;
-	}
 	if (pfd >= 0)
 		close(pfd);
 	errno = err;
@@ -222,9 +214,7 @@ static struct pc_file *create_as_caller(fuse_req_t req, struct pcfs_inode *dir, 
 	proc_name(cfd, self);
 	/* O_NOFOLLOW would refuse /proc's link; O_TRUNC has nothing to cut. */
 	int ofl = fl & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW);
-	struct pc_file *pf;
-	for (int try = 0; !(pf = pc_openat(fs->cache, fs->proc_fd, self, ofl, 0)) && fds_retry(fs, errno, try); try++)
-		;
+	struct pc_file *pf = fds_pc_openat(fs, fs->proc_fd, self, ofl, 0);
 	err = errno;
 	close(cfd);
 	if (!pf)

@@ -362,10 +362,7 @@ static int rename_write_back(struct pcfs *fs, int afd, const char *name, int bfd
 	    pc_cache_file_info(fs->cache, st.st_dev, st.st_ino, &info) == 0 && (info.dirty_bytes || info.unsettled)) {
 		char self[32];
 		proc_name(fd, self);
-		struct pc_file *pf;
-		for (int try = 0; !(pf = pc_openat(fs->cache, fs->proc_fd, self, O_RDONLY, 0)) && fds_retry(fs, errno, try);
-		     try++)
-			;
+		struct pc_file *pf = fds_pc_openat(fs, fs->proc_fd, self, O_RDONLY, 0);
 		if (pf) {
 			err = pc_flush(pf, 1) ? errno : 0;
 			pc_close(pf);

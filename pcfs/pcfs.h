@@ -220,6 +220,8 @@ void fds_release(struct pcfs *fs, struct pcfs_inode *in);
 bool fds_retry(struct pcfs *fs, int err, int try);
 /* openat(2), retried by fds_retry; -1 with errno. */
 int fds_openat(struct pcfs *fs, int dirfd, const char *name, int flags);
+/* pc_openat in the daemon's cache, retried by fds_retry; NULL with errno. */
+struct pc_file *fds_pc_openat(struct pcfs *fs, int dirfd, const char *name, int flags, mode_t mode);
 /* fds.c: limits per user.  An open file or directory of uid is counted
  * from its OPEN, CREATE or OPENDIR to its RELEASE: take it before
  * opening (0, or EMFILE: uid holds user_fd_limit already; root and the
