@@ -28,6 +28,8 @@
 
 extern _Atomic long backend_test_hole_queries;
 
+TEST_SCRATCH_DIR("written")
+
 /* ------------------------------------------------------ part 1: ranges */
 
 #define DOMAIN 4096u /* model: one bit per byte of [0, DOMAIN) */
@@ -73,7 +75,7 @@ static bool ranges_canonical(const struct pc_written *w)
 	return true;
 }
 
-static void test_ranges_basic(void)
+TEST_CASE(ranges_merge_truncate_and_base)
 {
 	struct pc_written w;
 	written_init(&w, 100);
@@ -112,7 +114,7 @@ static void test_ranges_basic(void)
 
 /* Past the range limit the set gives up: everything up to the last range
  * becomes "ask the file system", never "hole". */
-static void test_ranges_give_up(void)
+TEST_CASE(ranges_give_up_past_limit)
 {
 	struct pc_written w;
 	written_init(&w, 0);
@@ -128,7 +130,7 @@ static void test_ranges_give_up(void)
 	written_destroy(&w);
 }
 
-static void test_ranges_random(void)
+TEST_CASE(ranges_match_bitmap_model)
 {
 	uint64_t seed = test_seed("test_written ranges", 0x5eed0001);
 	static struct model md;
@@ -171,20 +173,16 @@ static void test_ranges_random(void)
 
 static struct pc_cache *new_cache(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 16u << 20;
+	struct pc_config cfg = tu_config(16u << 20);
 	cfg.block_size = BS;
 	/* Other writers write the file after our close: close-to-open (the
 	 * default close leaves our data to the flusher, unsettled). */
 	cfg.flags = PC_CFG_LAZY_MEMORY | PC_CFG_CLOSE_TO_OPEN;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	return tu_cache_new(&cfg);
 }
 
 /* A new cache and a new empty file `name` in dir (its path in path). */
-static struct pc_file *open_fresh(const char *dir, const char *name, char *path, size_t n, struct pc_cache **c)
+static struct pc_file *open_fresh(const char *name, char *path, size_t n, struct pc_cache **c)
 {
 	test_path(path, n, dir, name);
 	*c = new_cache();
@@ -207,11 +205,11 @@ static long hole_queries(void)
 	return atomic_load(&backend_test_hole_queries);
 }
 
-static void test_no_lseek_for_our_holes(const char *dir)
+TEST_CASE(own_holes_ask_no_lseek)
 {
 	char path[4200];
 	struct pc_cache *c;
-	struct pc_file *f = open_fresh(dir, "holes", path, sizeof(path), &c);
+	struct pc_file *f = open_fresh("holes", path, sizeof(path), &c);
 	uint8_t buf[3 * BS], got[3 * BS];
 	/* Data far out: data_end moves past everything below. */
 	tu_fill_pattern(buf, BS, 1, 0);
@@ -236,11 +234,11 @@ static void test_no_lseek_for_our_holes(const char *dir)
 }
 
 /* A block we wrote, then dropped from the cache, is data, not a hole. */
-static void test_written_block_kept(const char *dir)
+TEST_CASE(written_block_never_taken_for_hole)
 {
 	char path[4200];
 	struct pc_cache *c;
-	struct pc_file *f = open_fresh(dir, "kept", path, sizeof(path), &c);
+	struct pc_file *f = open_fresh("kept", path, sizeof(path), &c);
 	uint8_t a[2 * BS], b[200], want[2 * BS], got[2 * BS];
 	tu_fill_pattern(a, sizeof(a), 3, 0);
 	CHECK(pc_pwrite(f, a, sizeof(a), 8 * BS, PC_DONTCACHE) == (ssize_t)sizeof(a));
@@ -266,11 +264,11 @@ static void test_written_block_kept(const char *dir)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_truncate_makes_holes(const char *dir)
+TEST_CASE(truncate_makes_holes_again)
 {
 	char path[4200];
 	struct pc_cache *c;
-	struct pc_file *f = open_fresh(dir, "trunc", path, sizeof(path), &c);
+	struct pc_file *f = open_fresh("trunc", path, sizeof(path), &c);
 	static uint8_t big[64 * BS];
 	uint8_t got[BS];
 	tu_fill_pattern(big, sizeof(big), 6, 0);
@@ -290,11 +288,11 @@ static void test_truncate_makes_holes(const char *dir)
 }
 
 /* Someone else wrote while we had the file closed: trust nothing. */
-static void test_foreign_change(const char *dir)
+TEST_CASE(foreign_change_is_merged_not_zeroed)
 {
 	char path[4200];
 	struct pc_cache *c;
-	struct pc_file *f = open_fresh(dir, "foreign", path, sizeof(path), &c);
+	struct pc_file *f = open_fresh("foreign", path, sizeof(path), &c);
 	uint8_t a[BS], other[BS], got[BS], want[BS];
 	tu_fill_pattern(a, BS, 7, 0);
 	CHECK(pc_pwrite(f, a, BS, 30 * BS, 0) == BS);
@@ -319,11 +317,11 @@ static void test_foreign_change(const char *dir)
 
 /* ------------------------------------------- part 3: allocation ahead */
 
-static void test_sparse_not_allocated(const char *dir)
+TEST_CASE(sparse_write_does_not_allocate_gap)
 {
 	char path[4200];
 	struct pc_cache *c;
-	struct pc_file *f = open_fresh(dir, "sparse", path, sizeof(path), &c);
+	struct pc_file *f = open_fresh("sparse", path, sizeof(path), &c);
 	uint8_t a[BS];
 	tu_fill_pattern(a, BS, 9, 0);
 	CHECK(pc_pwrite(f, a, BS, 1ll << 30, 0) == BS);
@@ -335,19 +333,4 @@ static void test_sparse_not_allocated(const char *dir)
 	CHECK((uint64_t)st.st_blocks * 512 <= (1u << 20)); /* not the 2 GiB gap */
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-}
-
-int main(void)
-{
-	const char *dir = test_dir("test_written");
-	test_ranges_basic();
-	test_ranges_give_up();
-	test_ranges_random();
-	test_no_lseek_for_our_holes(dir);
-	test_written_block_kept(dir);
-	test_truncate_makes_holes(dir);
-	test_foreign_change(dir);
-	test_sparse_not_allocated(dir);
-	test_rmdir(dir);
-	return test_done();
 }

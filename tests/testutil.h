@@ -1,9 +1,7 @@
 /*
- * testutil.h - tiny helpers shared by the test programs.
- *
- * Every test program is one executable run by CTest.  CHECK() records a
- * failure with its location and goes on; test_done() prints the closing
- * line "N passed, N failed" and returns the exit status.
+ * testutil.h - the helpers every test file shares: scratch directories,
+ * caches, data patterns, reading back the device, polls, watchdogs and
+ * children.  The cases themselves and CHECK/REQUIRE are harness.h's.
  */
 #ifndef PC_TESTUTIL_H
 #define PC_TESTUTIL_H
@@ -22,36 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "pagecache.h"
-
-static unsigned tu_passed, tu_failed;
-
-#define CHECK(cond)                                                                   \
-	do {                                                                          \
-		if (cond) {                                                           \
-			tu_passed++;                                                  \
-		} else {                                                              \
-			tu_failed++;                                                  \
-			fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n",   \
-				__FILE__, __LINE__, #cond, errno, strerror(errno));   \
-		}                                                                     \
-	} while (0)
-
-/* Fatal: the test cannot go on. */
-#define REQUIRE(cond)                                                                 \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "%s:%d: REQUIRE failed: %s (errno %d %s)\n", \
-				__FILE__, __LINE__, #cond, errno, strerror(errno));   \
-			exit(1);                                                      \
-		}                                                                     \
-	} while (0)
-
-static inline int test_done(void)
-{
-	printf("%u passed, %u failed\n", tu_passed, tu_failed);
-	return tu_failed ? 1 : 0;
-}
 
 /*
  * A scratch directory for this test, on the file system of the build tree
@@ -80,6 +50,22 @@ static inline void test_path(char *out, size_t n, const char *dir, const char *f
 		abort();
 	}
 }
+
+/*
+ * TEST_SCRATCH_DIR("name"): the file's cases share a scratch directory,
+ * `dir`, made before the first case and removed after the last.
+ */
+#define TEST_SCRATCH_DIR(name)                                  \
+	static const char *dir;                                 \
+	static void tu_scratch_setup(void)                      \
+	{                                                       \
+		dir = test_dir(name);                           \
+	}                                                       \
+	static void tu_scratch_teardown(void)                   \
+	{                                                       \
+		test_rmdir(dir);                                \
+	}                                                       \
+	TEST_FIXTURE(tu_scratch_setup, tu_scratch_teardown)
 
 /* Remove a test directory and the plain files in it. */
 static inline void test_rmdir(const char *dir)
@@ -242,6 +228,34 @@ static inline void tu_fill_pattern(uint8_t *b, size_t n, uint64_t seed, uint64_t
 	}
 }
 
+/* pc_config_init's defaults with this memory limit (0: the default). */
+static inline struct pc_config tu_config(size_t memory_limit)
+{
+	struct pc_config cfg;
+	pc_config_init(&cfg);
+	if (memory_limit)
+		cfg.memory_limit = memory_limit;
+	return cfg;
+}
+
+/* A cache of cfg (NULL: the defaults); the test cannot go on without one. */
+static inline struct pc_cache *tu_cache_new(const struct pc_config *cfg)
+{
+	struct pc_cache *c = pc_cache_new(cfg);
+	if (!c) {
+		fprintf(stderr, "pc_cache_new: %s\n", strerror(errno));
+		exit(1);
+	}
+	return c;
+}
+
+/* A cache with the defaults but its memory limit. */
+static inline struct pc_cache *tu_cache_of(size_t memory_limit)
+{
+	struct pc_config cfg = tu_config(memory_limit);
+	return tu_cache_new(&cfg);
+}
+
 /* The cache's counters, by value (for expressions like tu_stats(c).x). */
 static inline struct pc_stats tu_stats(struct pc_cache *c)
 {
@@ -397,7 +411,7 @@ static inline void tu_watchdog(const char *name, unsigned seconds)
  * A little malloc and free in the child is a risk the tests take: it takes
  * an allocator lock only when its thread cache runs dry or over.
  *
- * tu_exit_guard(), called at the start of main, before the first
+ * tu_exit_guard(), called in the file's fixture setup, before the first
  * PC_CFG_FLUSH_AT_EXIT cache, registers an exit handler that ends a child
  * that tu_fork() made while other threads ran: _exit() with the status the
  * child gave exit(), after fflush(NULL) as exit() would.  Exit handlers run
@@ -451,7 +465,7 @@ static inline unsigned tu_threads(void)
 static inline pid_t tu_fork(unsigned seconds)
 {
 	if (!tu_exit_guarded) {
-		fprintf(stderr, "tu_fork: tu_exit_guard() was not called at the start of main\n");
+		fprintf(stderr, "tu_fork: tu_exit_guard() was not called in the fixture setup\n");
 		abort();
 	}
 	bool threads = tu_threads() > 1;
