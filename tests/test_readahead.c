@@ -3,33 +3,36 @@
  * through handles (src/rw/readahead.c).  The read-ahead counters of
  * pc_file_stats show the mechanism; every read's bytes are checked too.
  *
- *   mark        a stream's first read issues a window and marks it; a read
- *               that reaches the mark issues the next window (async), a
- *               read of an unmarked cached folio issues nothing, and the
- *               windows grow
- *   random      a scan through one handle with a random miss elsewhere in
- *               the file after every scan read: the scan keeps one stream
- *               (one window started by a miss, then marks only), each
- *               random read is one random read of its own
- *   two         two scans interleaved on one handle both keep windows
- *   sync_miss   a random miss is read in the caller's thread, one I/O of
- *               what was asked
- *   advice      POSIX_FADV_RANDOM: no read-ahead, another handle's mark is
- *               left to it; POSIX_FADV_SEQUENTIAL: the first window is
- *               twice readahead_max_bytes; NORMAL restores the ramp
- *   nowait      a PC_NOWAIT read that reaches a mark issues nothing and
- *               leaves the mark to the next blocking read
- *   uncached    a PC_DONTCACHE scan of 4x memory_limit keeps read-ahead
- *               (marks), reads right, and leaves nothing cached
- *   working_set a cached scan of 4x memory_limit, each folio read once
- *               (several reads of one large folio count once), does not
- *               evict a set of blocks read twice before it, nor a window
- *               before its reader comes: on its own handle, on one handle
- *               with hot reads in between, and by 4 threads on one handle
- *               (reclaim counts a folio's first use as none:
- *               lru_mark_accessed); and an uncached scan with cached or
- *               uncached hot reads on its handle leaves nothing of its own
- *               cached and reads its windows once
+ *   - a stream's first read issues a window and marks it; a read that
+ *     reaches the mark issues the next window (async), a read of an
+ *     unmarked cached folio issues nothing, and the windows grow;
+ *   - a scan through one handle with a random miss elsewhere in the file
+ *     after every scan read keeps one stream (one window started by a
+ *     miss, then marks only), each random read is one random read of its
+ *     own;
+ *   - two scans interleaved on one handle both keep windows;
+ *   - a random miss is read in the caller's thread, one I/O of what was
+ *     asked;
+ *   - a read whose range a truncate ends under it returns what is left,
+ *     and counts no window for it;
+ *   - POSIX_FADV_RANDOM: no read-ahead, another handle's mark is left to
+ *     it; POSIX_FADV_SEQUENTIAL: the first window is twice
+ *     readahead_max_bytes; NORMAL restores the ramp;
+ *   - a PC_NOWAIT read that reaches a mark issues nothing and leaves the
+ *     mark to the next blocking read;
+ *   - a PC_DONTCACHE scan of 4x memory_limit keeps read-ahead (marks),
+ *     reads right, and leaves nothing cached;
+ *   - a cached scan of 4x memory_limit, each folio read once (several
+ *     reads of one large folio count once), does not evict a set of blocks
+ *     read twice before it, nor a window before its reader comes: on its
+ *     own handle, on one handle with hot reads in between, and by 4 threads
+ *     on one handle (reclaim counts a folio's first use as none:
+ *     lru_mark_accessed); and an uncached scan with cached or uncached hot
+ *     reads on its handle leaves nothing of its own cached and reads its
+ *     windows once.
+ *
+ * The cases read one 48 MiB file of a known pattern, which the fixture
+ * writes with plain I/O.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -49,20 +52,40 @@
 static const char *dir;
 static char path[4300];
 
-static struct pc_cache *cache_new_ra(size_t memory, size_t ra_max)
+/* The scratch directory and the file every case reads: FILE_SIZE bytes of
+ * pattern SEED. */
+static void write_file(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = memory;
-	cfg.readahead_max_bytes = ra_max;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	dir = test_dir("readahead");
+	test_path(path, sizeof(path), dir, "file");
+	uint8_t *data = malloc(FILE_SIZE);
+	REQUIRE(data);
+	tu_fill_pattern(data, FILE_SIZE, SEED, 0);
+	tu_write_file(path, data, FILE_SIZE);
+	free(data);
 }
 
-static struct pc_cache *cache_new(size_t memory)
+static void remove_file(void)
 {
-	return cache_new_ra(memory, RA_MAX);
+	unlink(path);
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(write_file, remove_file)
+
+/* A cache of `memory` whose read-ahead windows grow to ra_max at most. */
+static struct pc_cache *cache_with_ra_max(size_t memory, size_t ra_max)
+{
+	struct pc_config cfg = tu_config(memory);
+	cfg.readahead_max_bytes = ra_max;
+	return tu_cache_new(&cfg);
+}
+
+/* A cache of `memory` with RA_MAX windows, which the counts below assume
+ * (not the default). */
+static struct pc_cache *cache_with_ra_2m(size_t memory)
+{
+	return cache_with_ra_max(memory, RA_MAX);
 }
 
 static struct pc_file *open_ro(struct pc_cache *c)
@@ -93,9 +116,9 @@ static void read_check(struct pc_file *h, uint64_t off, size_t len, int flags)
 	CHECK(r == (ssize_t)len && memcmp(buf, want, len) == 0);
 }
 
-static void test_mark(void)
+TEST_CASE(stream_mark_issues_next_window)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *h = open_ro(c);
 	read_check(h, 0, 4 * KiB, 0);
 	struct pc_stats s = fstats(h);
@@ -132,9 +155,9 @@ static void test_mark(void)
  * [0, 16M), 32 KiB into a 64 KiB slot not read before (so no random read has cached
  * data right before it).  A handle-based detector sees every scan read as
  * random. */
-static void test_random_does_not_break_stream(void)
+TEST_CASE(random_misses_do_not_break_stream)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *h = open_ro(c);
 	enum { SLOTS = 16 * MiB / (64 * KiB) };
 	unsigned slot[SLOTS];
@@ -167,9 +190,10 @@ static void test_random_does_not_break_stream(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_two_streams(void)
+/* Two scans interleaved on one handle: both keep their windows. */
+TEST_CASE(two_interleaved_streams_keep_windows)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *h = open_ro(c);
 	for (uint64_t off = 0; off < 16 * MiB; off += 128 * KiB) {
 		read_check(h, off, 128 * KiB, 0);
@@ -198,9 +222,10 @@ static void record_sync_read(void)
 		sync_reads_here++;
 }
 
-static void test_sync_miss(void)
+/* A random miss is read in the caller's thread: one I/O of what was asked. */
+TEST_CASE(random_miss_read_in_callers_thread)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *h = open_ro(c);
 	hook_tid = (pid_t)syscall(SYS_gettid);
 	read_io_test_sync_done = record_sync_read;
@@ -232,9 +257,9 @@ static void shrink_once(struct pc_file *h)
  * for the folios again and again (test_mt_stress found a reader spinning
  * so), and counts no window for it.
  */
-static void test_truncated_under_miss(void)
+TEST_CASE(miss_truncated_under_read_returns_what_is_left)
 {
-	struct pc_cache *c = cache_new(64 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(64 * MiB);
 	char p[4200];
 	test_path(p, sizeof(p), dir, "shrinks");
 	static uint8_t buf[256 * KiB];
@@ -278,9 +303,12 @@ static void test_truncated_under_miss(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_advice(void)
+/* POSIX_FADV_RANDOM: no read-ahead, another handle's mark is left to it;
+ * SEQUENTIAL: the first window is twice readahead_max_bytes; NORMAL: the
+ * ramp again. */
+TEST_CASE(fadvise_sets_readahead_policy)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *r = open_ro(c), *n = open_ro(c);
 	CHECK(pc_fadvise(r, 0, 0, POSIX_FADV_RANDOM) == 0);
 	for (uint64_t off = 8 * MiB; off < 9 * MiB; off += 128 * KiB)
@@ -318,9 +346,11 @@ static void test_advice(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_nowait(void)
+/* A PC_NOWAIT read that reaches a mark issues nothing and leaves the mark
+ * to the stream's next blocking read. */
+TEST_CASE(nowait_read_leaves_mark)
 {
-	struct pc_cache *c = cache_new(256 * MiB);
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
 	struct pc_file *h = open_ro(c);
 	read_check(h, 0, 4 * KiB, 0);
 	CHECK(fstats(h).ra_async_windows == 0);
@@ -336,9 +366,11 @@ static void test_nowait(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_uncached_scan(void)
+/* A PC_DONTCACHE scan of 4x memory_limit keeps read-ahead (marks), reads
+ * each byte once, and leaves nothing cached. */
+TEST_CASE(uncached_scan_keeps_readahead_caches_nothing)
 {
-	struct pc_cache *c = cache_new(FILE_SIZE / 4);
+	struct pc_cache *c = cache_with_ra_2m(FILE_SIZE / 4);
 	struct pc_file *h = open_ro(c);
 	for (uint64_t off = 0; off < FILE_SIZE; off += 128 * KiB)
 		read_check(h, off, 128 * KiB, PC_DONTCACHE);
@@ -414,7 +446,7 @@ static void scan_keeps_working_set(int mode)
 	/* Windows of at most 512 KiB: 4 streams' windows and the next ones
 	 * (up to 3x the largest, each) fit in the cache with the hot set, so
 	 * what the scan reads twice is reclaim's doing, not read-ahead's. */
-	struct pc_cache *c = cache_new_ra(FILE_SIZE / 4, 512 * KiB);
+	struct pc_cache *c = cache_with_ra_max(FILE_SIZE / 4, 512 * KiB);
 	struct pc_file *hh = open_ro(c), *scan = open_ro(c);
 	/* 4 KiB folios for the hot set: no read-ahead on its handle. */
 	CHECK(pc_fadvise(hh, 0, 0, POSIX_FADV_RANDOM) == 0);
@@ -473,7 +505,7 @@ static void scan_keeps_working_set(int mode)
  */
 static void uncached_scan_with_hot_reads(int hot_flags)
 {
-	struct pc_cache *c = cache_new(FILE_SIZE / 4);
+	struct pc_cache *c = cache_with_ra_2m(FILE_SIZE / 4);
 	struct pc_file *h = open_ro(c);
 	/* The scan goes through the hot region too: hot reads reach its
 	 * marks there. */
@@ -487,8 +519,9 @@ static void uncached_scan_with_hot_reads(int hot_flags)
 	/* Random reads dense in a small region look like a stream to the
 	 * context rule (as to the kernel's): their own windows, a few of the
 	 * largest, may run past the region and stay (cached, or unread
-	 * uncached ones).  Nothing more: with cached hot reads, before the
-	 * scan's windows followed the scan, 6 MiB stayed here (3.5 since). */
+	 * uncached ones).  Nothing more: with cached hot reads, a scan window
+	 * issued cached by a hot read that reached its mark would stay too
+	 * (the scan's windows are uncached, as the scan is). */
 	CHECK(cs.cached_bytes <= HOT_BYTES + (hot_flags ? 2 : 1) * RA_MAX);
 	/* The hot region is read again once dropped (uncached hot reads):
 	 * one 4 KiB read per hot read at most, besides the scan's once (and
@@ -500,37 +533,27 @@ static void uncached_scan_with_hot_reads(int hot_flags)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_scan_keeps_working_set(void)
+TEST_CASE(scan_keeps_working_set_own_handle)
 {
 	scan_keeps_working_set(SCAN_OWN_HANDLE);
-	scan_keeps_working_set(SCAN_WITH_HOT_READS);
-	scan_keeps_working_set(SCAN_FOUR_THREADS);
-	uncached_scan_with_hot_reads(0);
-	uncached_scan_with_hot_reads(PC_DONTCACHE);
 }
 
-int main(void)
+TEST_CASE(scan_keeps_working_set_with_hot_reads)
 {
-	tu_watchdog("test_readahead", 300);
-	dir = test_dir("readahead");
-	test_path(path, sizeof(path), dir, "file");
-	uint8_t *data = malloc(FILE_SIZE);
-	REQUIRE(data);
-	tu_fill_pattern(data, FILE_SIZE, SEED, 0);
-	tu_write_file(path, data, FILE_SIZE);
-	free(data);
+	scan_keeps_working_set(SCAN_WITH_HOT_READS);
+}
 
-	test_mark();
-	test_random_does_not_break_stream();
-	test_two_streams();
-	test_sync_miss();
-	test_truncated_under_miss();
-	test_advice();
-	test_nowait();
-	test_uncached_scan();
-	test_scan_keeps_working_set();
+TEST_CASE(scan_keeps_working_set_four_threads)
+{
+	scan_keeps_working_set(SCAN_FOUR_THREADS);
+}
 
-	unlink(path);
-	test_rmdir(dir);
-	return test_done();
+TEST_CASE(uncached_scan_with_cached_hot_reads)
+{
+	uncached_scan_with_hot_reads(0);
+}
+
+TEST_CASE(uncached_scan_with_uncached_hot_reads)
+{
+	uncached_scan_with_hot_reads(PC_DONTCACHE);
 }
