@@ -3,29 +3,31 @@
  * in success, never in a hang, and nothing acknowledged is lost.
  *
  * Device write errors are injected with the public testing hook
- * (pc_fault_inject) on one file (ENOSPC, EIO, EDQUOT, EFBIG), for buffered, PC_DONTCACHE,
- * PC_DSYNC and PC_DIRECT writes:
- *   (a) a writer of the failing file gets the error (a short count, then
- *       -1) instead of waiting in the throttle for ever, while a writer of
- *       another file goes on; PC_NOWAIT writers get the error, not EAGAIN;
- *       new writes fail up front; the failed data stays dirty and cached
- *       (uncached data too); fsync reports the error while it lasts;
- *   (b) once the fault is gone, a retried fsync writes everything, and
- *       every byte a write acknowledged is on the device;
- *   (c) recovery without fsync: the flusher's retry succeeds and writes
- *       are taken again; truncate also lets writes in again;
- *   (d) pc_cache_destroy with unwritable dirty data returns the error;
- *   (e) one write larger than the whole cache is throttled as it goes
- *       (dirty data never far past the limit) and, against a failing file,
- *       stops short with what it wrote;
- *   (f) writeback that cannot allocate a request reports ENOMEM to fsync
- *       (never 0 with data still dirty), and the next fsync writes it;
- *   (g) folio ages are right across the 32-bit millisecond clock's wrap;
- *   (h) a write ending at the largest size the file system allows is
- *       written back; one byte more is EFBIG;
- *   (i) a write-only handle's partial-block write over existing data is
- *       merged and written (the cache reads what the caller may not).
- * A watchdog fails the test on a hang.
+ * (pc_fault_inject) on one file (ENOSPC, EIO, EDQUOT, EFBIG), for
+ * buffered, PC_DONTCACHE, PC_DSYNC and PC_DIRECT writes:
+ *   - a writer of the failing file gets the error (a short count, then
+ *     -1) instead of waiting in the throttle for ever, while a writer of
+ *     another file goes on; PC_NOWAIT writers get the error, not EAGAIN;
+ *     new writes fail up front; the failed data stays dirty and cached
+ *     (uncached data too); fsync reports the error while it lasts;
+ *   - once the fault is gone, a retried fsync writes everything, and
+ *     every byte a write acknowledged is on the device;
+ *   - recovery without fsync: the flusher's retry succeeds and writes
+ *     are taken again; truncate and punch also let writes in again;
+ *   - pc_cache_destroy with unwritable dirty data returns the error;
+ *   - memory full of failing dirty data: a call that needs memory gets
+ *     the error, never waits;
+ *   - one write larger than the whole cache is throttled as it goes
+ *     (dirty data never far past the limit) and, against a failing file,
+ *     stops short with what it wrote;
+ *   - writeback that cannot allocate a request reports ENOMEM to fsync
+ *     (never 0 with data still dirty), and the next fsync writes it.
+ * Besides: space reserved ahead of a growing file (reserved once inline,
+ * then by the flusher, given back at the end); folio ages across the
+ * 32-bit millisecond clock's wrap; a write ending at the largest size the
+ * file system allows is written back and one byte more is EFBIG; a
+ * write-only handle's partial-block write over existing data is merged
+ * and written (the cache reads what the caller may not).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -34,16 +36,14 @@
 
 #include <linux/falloc.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 #define RECORD 47008u
-#define WATCHDOG_S 300
 
-static const char *dir;
+TEST_SCRATCH_DIR("reliability")
 
 /* ------------------------------------------------------- the faults */
 
@@ -59,23 +59,21 @@ static void fault_off(struct pc_cache *c)
 	CHECK(pc_fault_remove(c, -1) == 0);
 }
 
-static uint64_t faults_injected;
-
-static struct pc_cache *new_cache(size_t mem)
+/* A cache of mem bytes with folios of at most 64 KiB: many folios, so
+ * that failing dirty data fills it in small steps. */
+static struct pc_cache *cache_with_small_folios(size_t mem)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = mem;
+	struct pc_config cfg = tu_config(mem);
 	cfg.max_folio_size = 64 * KiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	return tu_cache_new(&cfg);
 }
 
-/* Count what the cache injected, then destroy it; returns what destroy did. */
+/* Say what the cache injected, then destroy it; returns what destroy did. */
 static int destroy_cache(struct pc_cache *c)
 {
-	faults_injected += pc_fault_count(c, -1);
+	uint64_t n = pc_fault_count(c, -1);
+	if (n)
+		printf("%s: %llu faults injected\n", tu_case_name(), (unsigned long long)n);
 	return pc_cache_destroy(c);
 }
 
@@ -86,17 +84,6 @@ static struct pc_file *open_file(struct pc_cache *c, const char *name)
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
 	return f;
-}
-
-static uint8_t pattern(uint64_t pos, unsigned salt)
-{
-	return (uint8_t)(pos * 7 + (pos >> 12) + salt);
-}
-
-static void fill(uint8_t *p, size_t n, uint64_t pos, unsigned salt)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pattern(pos + i, salt);
 }
 
 /* The backing file holds the pattern over [0, len). */
@@ -110,9 +97,9 @@ static bool device_has(const char *name, uint64_t len, unsigned salt)
 	uint8_t *buf = malloc(MiB), *want = malloc(MiB);
 	bool ok = true;
 	for (uint64_t at = 0; at < len && ok; at += MiB) {
-		size_t n = (size_t)u64_min(MiB, len - at);
+		size_t n = (size_t)tu_min_u64(MiB, len - at);
 		ok = pread(fd, buf, n, (off_t)at) == (ssize_t)n;
-		fill(want, n, at, salt);
+		tu_fill_pattern(want, n, salt, at);
 		ok = ok && memcmp(buf, want, n) == 0;
 	}
 	free(buf);
@@ -147,7 +134,7 @@ static bool sync_reports_any_error_once(struct pc_file *f, int err)
 	return failed;
 }
 
-/* ------------------------------------------------- (a), (b): one mode */
+/* ----------------------------------------- a failing file, each mode */
 
 struct other_writer {
 	struct pc_file *f;
@@ -162,7 +149,7 @@ static void *other_writer_main(void *arg)
 	struct other_writer *o = arg;
 	static uint8_t buf[256 * KiB];
 	for (uint64_t at = 0; at < 16 * MiB && !o->err; at += sizeof(buf)) {
-		fill(buf, sizeof(buf), at, 9);
+		tu_fill_pattern(buf, sizeof(buf), 9, at);
 		ssize_t n = pc_pwrite(o->f, buf, sizeof(buf), (off_t)at, 0);
 		if (n > 0)
 			o->bytes += (uint64_t)n;
@@ -184,7 +171,7 @@ static uint64_t write_until_error(struct pc_file *f, int flags, int want_errno)
 	static uint8_t rec[RECORD];
 	uint64_t at = 0;
 	for (int i = 0; i < 4096; i++) {
-		fill(rec, RECORD, at, 1);
+		tu_fill_pattern(rec, RECORD, 1, at);
 		errno = 0;
 		ssize_t n = pc_pwrite(f, rec, RECORD, (off_t)at, flags);
 		if (n < 0) {
@@ -202,9 +189,12 @@ static uint64_t write_until_error(struct pc_file *f, int flags, int want_errno)
 	return at;
 }
 
-static void test_failing_file(int flags, int err)
+/* A failing file in write mode `flags`, with error err: its writer gets
+ * the error, another file's writer goes on; the failed data stays dirty
+ * and is all written once the fault is gone. */
+static void failing_file(int flags, int err)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	struct pc_file *f = open_file(c, "failing");
 	struct pc_file *g = open_file(c, "other");
 	fail_writes_of(f, err);
@@ -261,18 +251,69 @@ static void test_failing_file(int flags, int err)
 	       (unsigned long long)acked);
 }
 
-/* --------------------------------------------------- (c) recovery ways */
-
-static void test_recovery_without_fsync(void)
+TEST_CASE(failing_file_buffered_enospc)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	failing_file(0, ENOSPC);
+}
+
+TEST_CASE(failing_file_dontcache_eio)
+{
+	failing_file(PC_DONTCACHE, EIO);
+}
+
+TEST_CASE(failing_file_dsync_edquot)
+{
+	failing_file(PC_DSYNC, EDQUOT);
+}
+
+TEST_CASE(failing_file_dontcache_dsync_efbig)
+{
+	failing_file(PC_DONTCACHE | PC_DSYNC, EFBIG);
+}
+
+TEST_CASE(failing_file_direct_enospc)
+{
+	failing_file(PC_DIRECT, ENOSPC);
+}
+
+/* File `name` of `size` bytes (pattern 8) left by a cache now gone. */
+static void leave_file(const char *name, uint64_t size)
+{
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
+	struct pc_file *f = open_file(c, name);
+	static uint8_t buf[MiB];
+	for (uint64_t at = 0; at < size; at += MiB) {
+		size_t n = (size_t)tu_min_u64(MiB, size - at);
+		tu_fill_pattern(buf, n, 8, at);
+		REQUIRE(pc_pwrite(f, buf, n, (off_t)at, 0) == (ssize_t)n);
+	}
+	REQUIRE(pc_close(f) == 0);
+	REQUIRE(pc_cache_destroy(c) == 0);
+}
+
+/* The buffered ENOSPC case over files that earlier caches wrote and left
+ * (truncated at open): what they left behind changes nothing. */
+TEST_CASE(failing_file_buffered_enospc_over_old_files)
+{
+	leave_file("failing", 100);
+	leave_file("other", 16 * MiB);
+	failing_file(0, ENOSPC);
+}
+
+/* ------------------------------------------------------ recovery */
+
+/* Without fsync: the flusher's retry succeeds and writes are taken again.
+ * Truncate also lets a failing file take writes again. */
+TEST_CASE(recovery_by_flusher_retry_or_truncate)
+{
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	struct pc_file *f = open_file(c, "recover");
 	fail_writes_of(f, ENOSPC);
 	uint64_t acked = write_until_error(f, 0, ENOSPC);
 	fault_off(c);
 	/* The flusher retries (after a back-off of a second) and succeeds. */
 	uint8_t b[4096];
-	fill(b, sizeof(b), acked, 1);
+	tu_fill_pattern(b, sizeof(b), 1, acked);
 	bool taken = false;
 	for (int i = 0; i < 600 && !taken; i++) { /* 30 s: slow sanitizer builds */
 		taken = pc_pwrite(f, b, sizeof(b), (off_t)acked, 0) == (ssize_t)sizeof(b);
@@ -294,7 +335,7 @@ static void test_recovery_without_fsync(void)
 	CHECK(destroy_cache(c) == 0);
 }
 
-/* ------------------------------------------------- (a) more: the throttle */
+/* ------------------------- the throttle, the other files of a device */
 
 struct bulk_writer {
 	struct pc_file *f;
@@ -308,7 +349,7 @@ static void *bulk_writer_main(void *arg)
 	struct bulk_writer *b = arg;
 	static uint8_t buf[MiB];
 	for (uint64_t at = 0; at < 64 * MiB; at += MiB) {
-		fill(buf, MiB, at, 2);
+		tu_fill_pattern(buf, MiB, 2, at);
 		ssize_t n = pc_pwrite(b->f, buf, MiB, (off_t)at, 0);
 		if (n < 0) {
 			b->err = errno;
@@ -330,9 +371,9 @@ static void *bulk_writer_main(void *arg)
  * made slow (each device write 200 ms late) until the writer waits, then
  * it fails.
  */
-static void test_throttled_writer_gets_error(void)
+TEST_CASE(throttled_writer_gets_error)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	struct pc_file *f = open_file(c, "throttled");
 	struct pc_fault slow = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_DELAY, .delay_ms = 200, .file = f };
 	int slow_id = pc_fault_inject(c, &slow);
@@ -369,9 +410,9 @@ static void test_throttled_writer_gets_error(void)
 
 /* A full device refuses new writes to every file of it, not only to the
  * one whose write-back met it; a retried fsync lets them in again. */
-static void test_full_device_refuses_all_files(void)
+TEST_CASE(full_device_refuses_every_file)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	struct pc_file *f = open_file(c, "full-a");
 	struct pc_file *g = open_file(c, "full-b");
 	fail_writes_of(f, ENOSPC);
@@ -404,9 +445,9 @@ static void test_full_device_refuses_all_files(void)
  * the data cannot go, so the file is failing as for a failed write, and a
  * writer past the dirty limit gets the error, never waits for ever.
  */
-static void test_merge_read_failure(void)
+TEST_CASE(failed_merge_read_fails_file)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	char path[4200];
 	test_path(path, sizeof(path), dir, "merge");
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -437,20 +478,23 @@ static void test_merge_read_failure(void)
 	CHECK(destroy_cache(c) == 0);
 }
 
-/* ------------------------------------------------------------ (d) */
+/* ------------------------------------------------------ destroy */
 
-static void test_destroy_reports(void)
+/* Destroy with unwritable dirty data returns the error. */
+TEST_CASE(destroy_reports_unwritable_data)
 {
-	struct pc_cache *c = new_cache(16 * MiB);
+	struct pc_cache *c = cache_with_small_folios(16 * MiB);
 	struct pc_file *f = open_file(c, "destroy");
 	fail_writes_of(f, EDQUOT);
 	uint8_t b[RECORD];
-	fill(b, sizeof(b), 0, 1);
+	tu_fill_pattern(b, sizeof(b), 1, 0);
 	CHECK(pc_pwrite(f, b, sizeof(b), 0, 0) == (ssize_t)sizeof(b));
 	CHECK(pc_close(f) == 0); /* the flusher writes it, and fails */
 	errno = 0;
 	CHECK(destroy_cache(c) == -1 && errno == EDQUOT);
 }
+
+/* ------------------------------------- memory full of failing data */
 
 /*
  * Memory full of dirty data that cannot be written (every file's
@@ -458,22 +502,19 @@ static void test_destroy_reports(void)
  * file takes more memory): a call that needs a folio gets the error, it
  * never waits for memory that only the fault clearing could free.
  */
-static void test_alloc_fails_when_all_dirty_fails(void)
+TEST_CASE(alloc_fails_when_all_dirty_data_fails)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
+	struct pc_config cfg = tu_config(4 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	cfg.dirty_limit_bytes = 2 * MiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	/* A file with data on the device, not cached yet. */
 	char cold[4200];
 	test_path(cold, sizeof(cold), dir, "cold");
 	int fd = open(cold, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(fd >= 0);
 	static uint8_t buf[MiB];
-	fill(buf, MiB, 0, 5);
+	tu_fill_pattern(buf, MiB, 5, 0);
 	REQUIRE(pwrite(fd, buf, MiB, 0) == (ssize_t)MiB);
 	close(fd);
 	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO };
@@ -529,6 +570,8 @@ static void test_alloc_fails_when_all_dirty_fails(void)
 	CHECK(destroy_cache(c) == 0);
 }
 
+/* ----------------------------------------------- space reserved ahead */
+
 /* Blocks the backing file has allocated, in bytes. */
 static uint64_t allocated_bytes(const char *name)
 {
@@ -567,8 +610,8 @@ static void write_sequential(struct pc_file *f, uint64_t size, unsigned salt)
 {
 	static uint8_t buf[MiB];
 	for (uint64_t at = 0; at < size; at += MiB) {
-		size_t n = (size_t)u64_min(MiB, size - at);
-		fill(buf, n, at, salt);
+		size_t n = (size_t)tu_min_u64(MiB, size - at);
+		tu_fill_pattern(buf, n, salt, at);
 		CHECK(pc_pwrite(f, buf, n, (off_t)at, 0) == (ssize_t)n);
 	}
 }
@@ -581,11 +624,11 @@ static void write_sequential(struct pc_file *f, uint64_t size, unsigned salt)
  * blocks, reservation included, so the new data reserves again (ENOSPC
  * in the call, not at write-back).
  */
-static void test_reservation_given_back(void)
+TEST_CASE(reservation_given_back_after_close)
 {
 	const uint64_t size = 20 * MiB + 100;
 	for (int round = 0; round < 3; round++) {
-		struct pc_cache *c = new_cache(64 * MiB);
+		struct pc_cache *c = cache_with_small_folios(64 * MiB);
 		struct pc_file *f = open_file(c, "reserve");
 		write_sequential(f, size, 3);
 		CHECK(pc_close(f) == 0); /* no fsync: the flusher, then destroy */
@@ -602,7 +645,7 @@ static void test_reservation_given_back(void)
 			printf("  %llu pages of it in the kernel's page cache\n", (unsigned long long)resident);
 		CHECK(device_has("reserve", size, 3));
 	}
-	struct pc_cache *c = new_cache(64 * MiB);
+	struct pc_cache *c = cache_with_small_folios(64 * MiB);
 	struct pc_file *f = open_file(c, "reserve"); /* O_TRUNC of the 20 MiB file */
 	write_sequential(f, 2 * MiB, 4);
 	CHECK(allocated_bytes("reserve") >= 8 * MiB); /* reserved ahead (RESERVE_AHEAD_MIN), at once */
@@ -620,15 +663,15 @@ static void test_reservation_given_back(void)
  * the reservation must then reach past the next write; at the end the
  * space reserved ahead is given back as before.
  */
-static void test_reservation_ahead_by_flusher(void)
+TEST_CASE(flusher_reserves_ahead_of_writer)
 {
-	struct pc_cache *c = new_cache(64 * MiB);
+	struct pc_cache *c = cache_with_small_folios(64 * MiB);
 	struct pc_file *f = open_file(c, "reserve-ahead");
 	static uint8_t buf[MiB];
 	const uint64_t size = 48 * MiB;
 	bool ahead = true;
 	for (uint64_t at = 0; at < size; at += MiB) {
-		fill(buf, MiB, at, 5);
+		tu_fill_pattern(buf, MiB, 5, at);
 		CHECK(pc_pwrite(f, buf, MiB, (off_t)at, PC_DONTCACHE) == (ssize_t)MiB);
 		/* Up to a minute: a round of the flusher on a loaded machine
 		 * (sanitizers, other tests' I/O) can spend seconds in a
@@ -659,18 +702,18 @@ static void test_reservation_ahead_by_flusher(void)
  * right after it does not catch up with the flusher's renewal while that
  * is in fallocate: the writer reserves inline once for all of it.
  */
-static void test_first_reservation_covers_burst(void)
+TEST_CASE(first_reservation_covers_burst)
 {
-	struct pc_cache *c = new_cache(256 * MiB);
+	struct pc_cache *c = cache_with_small_folios(256 * MiB);
 	struct pc_file *f = open_file(c, "reserve-burst");
 	static uint8_t buf[MiB];
-	fill(buf, MiB, 0, 6);
+	tu_fill_pattern(buf, MiB, 6, 0);
 	CHECK(pc_pwrite(f, buf, MiB, 0, PC_DONTCACHE) == (ssize_t)MiB);
 	uint64_t limit = c->cfg.dirty_limit_bytes;
 	CHECK((uint64_t)atomic_load(&f->m->reserve_end) >= MiB + limit);
-	uint64_t burst = round_up(limit, MiB);
+	uint64_t burst = tu_round_up(limit, MiB);
 	for (uint64_t at = MiB; at < burst; at += MiB) {
-		fill(buf, MiB, at, 6);
+		tu_fill_pattern(buf, MiB, 6, at);
 		CHECK(pc_pwrite(f, buf, MiB, (off_t)at, PC_DONTCACHE) == (ssize_t)MiB);
 	}
 	struct pc_stats s;
@@ -682,16 +725,18 @@ static void test_first_reservation_covers_burst(void)
 	CHECK(device_has("reserve-burst", burst, 6));
 }
 
-/* ------------------------------------------------------------ (e) */
+/* ------------------------------------------------------ huge write */
 
-static void test_huge_write(void)
+/* One write larger than the whole cache is throttled as it goes, and
+ * against a failing file stops short with what it wrote. */
+TEST_CASE(write_larger_than_cache_throttled_or_short)
 {
-	struct pc_cache *c = new_cache(8 * MiB);
+	struct pc_cache *c = cache_with_small_folios(8 * MiB);
 	struct pc_file *f = open_file(c, "huge");
 	size_t len = 40 * MiB;
 	uint8_t *buf = malloc(len);
 	REQUIRE(buf);
-	fill(buf, len, 0, 1);
+	tu_fill_pattern(buf, len, 1, 0);
 	CHECK(pc_pwrite(f, buf, len, 0, 0) == (ssize_t)len);
 	struct pc_stats st;
 	pc_cache_stats(c, &st);
@@ -712,23 +757,22 @@ static void test_huge_write(void)
 	free(buf);
 }
 
-/* ------------------------------------------------------------ (f) */
+/* ------------------------------------------------ request allocation */
 
-static void test_request_alloc_failure(void)
+/* Writeback that cannot allocate a request reports ENOMEM to fsync, never
+ * 0 with data still dirty; the next fsync writes it. */
+TEST_CASE(request_alloc_failure_reported_by_fsync)
 {
 	/* Large enough, and patient enough, that the flusher leaves the
 	 * data to the fsync. */
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64 * MiB;
+	struct pc_config cfg = tu_config(64 * MiB);
 	cfg.dirty_expire_ms = 600000;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	struct pc_file *f = open_file(c, "alloc");
 	size_t len = 3 * MiB; /* several write-back requests of 1 MiB */
 	uint8_t *buf = malloc(len);
 	REQUIRE(buf);
-	fill(buf, len, 0, 5);
+	tu_fill_pattern(buf, len, 5, 0);
 	CHECK(pc_pwrite(f, buf, len, 0, 0) == (ssize_t)len);
 	/* The second request of the fsync cannot be allocated: the first is
 	 * in flight, fsync must not say 0, and the data stays dirty. */
@@ -751,9 +795,10 @@ static void test_request_alloc_failure(void)
 	free(buf);
 }
 
-/* ------------------------------------------------------------ (g) */
+/* ------------------------------------------------------ the rest */
 
-static void test_clock_wrap(void)
+/* Folio ages are right across the 32-bit millisecond clock's wrap. */
+TEST_CASE(folio_age_across_clock_wrap)
 {
 	/* The clock of a cache started 49.7 days ago (only its start time is
 	 * read), one second before it wraps; a stamp; then 6 s later. */
@@ -771,16 +816,16 @@ static void test_clock_wrap(void)
 	CHECK(folio_age_ms(&c, &f) == 0);
 }
 
-/* ------------------------------------------------------------ (h) */
-
-static void test_largest_offset(void)
+/* A write ending at the largest size the file system allows is written
+ * back; one byte more is EFBIG. */
+TEST_CASE(write_up_to_largest_size_then_efbig)
 {
-	struct pc_cache *c = new_cache(4 * MiB);
+	struct pc_cache *c = cache_with_small_folios(4 * MiB);
 	struct pc_file *f = open_file(c, "largest");
 	int64_t max = f->m->max_bytes;
 	CHECK(max % f->m->block_size == 0);
 	uint8_t b[100];
-	fill(b, sizeof(b), 0, 3);
+	tu_fill_pattern(b, sizeof(b), 3, 0);
 	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)(max - 100), 0) == 100);
 	errno = 0;
 	CHECK(pc_pwrite(f, b, sizeof(b), (off_t)(max - 99), 0) == -1 && errno == EFBIG);
@@ -790,9 +835,9 @@ static void test_largest_offset(void)
 	CHECK(destroy_cache(c) == 0);
 }
 
-/* ------------------------------------------------------------ (i) */
-
-static void test_write_only_partial_block(void)
+/* A write-only handle's partial-block write over existing data is merged
+ * and written: the cache reads what the caller may not. */
+TEST_CASE(write_only_partial_block_merged)
 {
 	char path[4200];
 	test_path(path, sizeof(path), dir, "wronly");
@@ -802,7 +847,7 @@ static void test_write_only_partial_block(void)
 	memset(a, 'a', sizeof(a));
 	REQUIRE(pwrite(fd, a, sizeof(a), 0) == (ssize_t)sizeof(a));
 	close(fd);
-	struct pc_cache *c = new_cache(4 * MiB);
+	struct pc_cache *c = cache_with_small_folios(4 * MiB);
 	struct pc_file *f = pc_open(c, path, O_WRONLY, 0);
 	REQUIRE(f);
 	CHECK(pc_pwrite(f, "XY", 2, 100, 0) == 2);
@@ -815,33 +860,4 @@ static void test_write_only_partial_block(void)
 	memcpy(a + 100, "XY", 2);
 	CHECK(memcmp(got, a, sizeof(a)) == 0);
 	close(fd);
-}
-
-int main(void)
-{
-	setvbuf(stdout, NULL, _IONBF, 0);
-	tu_watchdog("test_reliability", WATCHDOG_S);
-	dir = test_dir("test_reliability");
-	const int modes[] = { 0, PC_DONTCACHE, PC_DSYNC, PC_DONTCACHE | PC_DSYNC, PC_DIRECT };
-	const int errs[] = { ENOSPC, EIO, EDQUOT, EFBIG };
-	for (unsigned i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		test_failing_file(modes[i], errs[i % 4]);
-	test_failing_file(0, ENOSPC);
-	test_recovery_without_fsync();
-	test_throttled_writer_gets_error();
-	test_full_device_refuses_all_files();
-	test_merge_read_failure();
-	test_destroy_reports();
-	test_alloc_fails_when_all_dirty_fails();
-	test_reservation_given_back();
-	test_reservation_ahead_by_flusher();
-	test_first_reservation_covers_burst();
-	test_huge_write();
-	test_request_alloc_failure();
-	test_clock_wrap();
-	test_largest_offset();
-	test_write_only_partial_block();
-	test_rmdir(dir);
-	printf("test_reliability: %llu faults injected\n", (unsigned long long)faults_injected);
-	return test_done();
 }

@@ -1,24 +1,26 @@
 /*
  * test_rmw.c - deferred read-modify-write of partly written blocks that
- * hold data on the device (issue 3, "Behaviour that must hold" (c), (d)):
+ * hold data on the device:
  *
- *   a  partial overwrite, then a read of the block: no device read at write
- *      time; the read merges (one read) and returns the right bytes
- *   b  partial overwrite, then writeback: fsync (or the flusher on its own,
- *      or memory pressure) reads and merges once; the device holds the
- *      right bytes
- *   c  neighbouring writes that complete the block: nothing is ever read
- *   d  a write that would leave two disjoint partial ranges in one block
- *      reads then (once), and the result is right
- *   e  PC_DSYNC partial overwrites read at write time and are durable
- *   f  PC_CFG_NO_DEFERRED_RMW reads at write time
- *   g  all of it again with 512-byte blocks (when the file system allows)
- *   h  nothing is read for the uncovered part of a block in a hole or past
- *      the end of the file
+ *   - a partial overwrite, then a read of the block: no device read at
+ *     write time; the read merges (one read) and returns the right bytes
+ *   - a partial overwrite, then writeback: fsync (or the flusher on its
+ *     own, or memory pressure) reads and merges once; the device holds the
+ *     right bytes
+ *   - neighbouring writes that complete the block: nothing is ever read
+ *   - a write that would leave two disjoint partial ranges in one block
+ *     reads then (once), and the result is right
+ *   - PC_DSYNC partial overwrites read at write time and are durable
+ *   - PC_CFG_NO_DEFERRED_RMW reads at write time
+ *   - nothing is read for the uncovered part of a block in a hole or past
+ *     the end of the file
  *
- * Every case starts from a file written with plain pwrite + fsync, opened
- * in a fresh cache (read-ahead off so that device reads are only those the
- * case causes), and checks the backing file with plain O_DIRECT reads.
+ * Each case runs with 4 KiB blocks and again with 512-byte blocks (the
+ * cases _bs512, skipped where the file system refuses 512-byte direct
+ * I/O).  Every case starts from a file written with plain pwrite + fsync,
+ * opened in a fresh cache (read-ahead off so that device reads are only
+ * those the case causes), and checks the backing file with plain O_DIRECT
+ * reads.
  */
 #include "testutil.h"
 
@@ -32,7 +34,7 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 
-static const char *dir;
+TEST_SCRATCH_DIR("rmw")
 
 /* ------------------------------------------------------------ fixture */
 
@@ -65,9 +67,7 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 	REQUIRE(x->model);
 	tu_fill_pattern(x->model, size, 0xD0 + fx_seq, 0);
 	tu_write_file(x->path, x->model, size);
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = memory_limit ? memory_limit : 64 * MiB;
+	struct pc_config cfg = tu_config(memory_limit ? memory_limit : 64 * MiB);
 	if (memory_limit && memory_limit < 4 * MiB)
 		cfg.max_folio_size = 64 * KiB;
 	cfg.block_size = bs;
@@ -75,8 +75,7 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 	cfg.dirty_expire_ms = fx_expire_ms;
 	cfg.edge_expire_ms = fx_edge_expire_ms;
 	cfg.flags = cfg_flags;
-	x->c = pc_cache_new(&cfg);
-	REQUIRE(x->c);
+	x->c = tu_cache_new(&cfg);
 	x->h = pc_open(x->c, x->path, O_RDWR, 0);
 	if (!x->h) {
 		REQUIRE(errno == EINVAL);
@@ -85,6 +84,13 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 		return false;
 	}
 	return true;
+}
+
+/* fx_open, or the case is skipped: the file system refuses block size bs. */
+static void fx_start(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, size_t memory_limit)
+{
+	if (!fx_open(x, bs, size, cfg_flags, memory_limit))
+		TEST_SKIP("the file system refuses this block size for direct I/O");
 }
 
 static void fx_close(struct fx *x)
@@ -120,12 +126,18 @@ static bool fx_read_check(struct fx *x, uint64_t off, size_t len)
 	return ok;
 }
 
-/* Scale the 4 KiB-block offsets of the issue to other block sizes, inside
- * block `blk` (so 512-byte blocks are tested in the middle of a page). */
+/* Scale offsets given for 4 KiB blocks to other block sizes, inside the
+ * block at `base` (so 512-byte blocks are tested in the middle of a
+ * page). */
 struct geo {
 	size_t bs;
 	uint64_t base;
 };
+
+static struct geo geo_of(size_t bs)
+{
+	return (struct geo){ bs, bs == 4096 ? 0 : 5 * bs };
+}
 
 static uint64_t at(const struct geo *g, uint64_t off4k)
 {
@@ -138,15 +150,15 @@ static size_t ln(const struct geo *g, size_t len4k)
 	return l ? l : 1;
 }
 
-/* ------------------------------------------------------------- cases */
+/* ------------------------------------- the checks, for one block size */
 
-static void case_a(size_t bs, const struct geo *g)
+/* A partial overwrite, then a read of the block: no device read at write
+ * time; the read merges (one read) and returns the right bytes. */
+static void read_merges_partial_overwrite(size_t bs, const struct geo *g)
 {
-	printf("-- (a) bs %zu: partial overwrite, then read\n", bs);
 	for (int uncached = 0; uncached < 2; uncached++) {
 		struct fx x;
-		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-			return;
+		fx_start(&x, bs, FILE_SIZE, 0, 0);
 		struct pc_stats s0 = tu_stats(x.c);
 		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), uncached ? PC_DONTCACHE : 0, 1) == (ssize_t)ln(g, 100));
 		struct pc_stats s1 = tu_stats(x.c);
@@ -172,13 +184,13 @@ static void case_a(size_t bs, const struct geo *g)
 	}
 }
 
-static void case_b(size_t bs, const struct geo *g)
+/* A partial overwrite, then writeback: fsync, the flusher on its own or
+ * memory pressure reads and merges once; the device holds the right bytes. */
+static void writeback_merges_partial_overwrite(size_t bs, const struct geo *g)
 {
-	printf("-- (b) bs %zu: partial overwrite, then writeback\n", bs);
 	/* fsync merges. */
 	struct fx x;
-	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, 0, 0);
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 2) == (ssize_t)ln(g, 100));
 	struct pc_stats s = tu_stats(x.c);
 	CHECK(s.dev_read_ios == 0 && s.deferred_rmw == 1);
@@ -200,7 +212,7 @@ static void case_b(size_t bs, const struct geo *g)
 	fx_expire_ms = 60000;
 	fx_edge_expire_ms = 60000;
 	if (!opened)
-		return;
+		TEST_SKIP("the file system refuses this block size for direct I/O");
 	uint64_t t0 = tu_now_ms();
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 3) == (ssize_t)ln(g, 100));
 	s = tu_stats(x.c);
@@ -219,8 +231,7 @@ static void case_b(size_t bs, const struct geo *g)
 	/* Memory pressure: 1 MiB of cache, 4 MiB of partly written blocks
 	 * (one per 4 KiB page): the flusher merges, eviction frees. */
 	const size_t big = 4 * MiB, n = big / 4096;
-	if (!fx_open(&x, bs, big, 0, 1 * MiB))
-		return;
+	fx_start(&x, bs, big, 0, 1 * MiB);
 	uint64_t inblk = at(g, 1000) - g->base; /* offset in the block */
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = i * 4096 + (g->base % 4096) + inblk;
@@ -243,14 +254,13 @@ static void case_b(size_t bs, const struct geo *g)
 	fx_close(&x);
 }
 
-static void case_c(size_t bs, const struct geo *g)
+/* Neighbouring writes that complete the block: nothing is ever read. */
+static void completed_block_never_read(size_t bs, const struct geo *g)
 {
-	printf("-- (c) bs %zu: neighbouring writes complete the block, no read\n", bs);
 	for (int uncached = 0; uncached < 2; uncached++) {
 		int fl = uncached ? PC_DONTCACHE : 0;
 		struct fx x;
-		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-			return;
+		fx_start(&x, bs, FILE_SIZE, 0, 0);
 		if (!uncached) {
 			/* [1000,2500), then [2500,4096) and [0,1000) */
 			CHECK(fx_write(&x, at(g, 1000), at(g, 2500) - at(g, 1000), fl, 4) > 0);
@@ -278,8 +288,7 @@ static void case_c(size_t bs, const struct geo *g)
 	/* Two uncached neighbours, each with one partial edge in the block:
 	 * no read, and the block is dropped once both are written. */
 	struct fx x;
-	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, 0, 0);
 	uint64_t mid = at(g, 1000) + 4 * bs;
 	uint64_t a_end = (mid + bs - 1) / bs * bs + 2 * bs, b_start = mid / bs * bs - 2 * bs;
 	CHECK(fx_write(&x, mid, a_end - mid, PC_DONTCACHE, 7) > 0);
@@ -294,12 +303,13 @@ static void case_c(size_t bs, const struct geo *g)
 	fx_close(&x);
 }
 
-static void case_d(size_t bs, const struct geo *g)
+/* A write that would leave two disjoint partial ranges in one block reads
+ * then (once), and the result is right; overlapping and adjacent ranges
+ * stay deferred. */
+static void disjoint_partial_ranges_read_at_write(size_t bs, const struct geo *g)
 {
-	printf("-- (d) bs %zu: a write that would leave two disjoint partial ranges\n", bs);
 	struct fx x;
-	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, 0, 0);
 	CHECK(fx_write(&x, at(g, 100), ln(g, 100), 0, 9) > 0);
 	struct pc_stats s1 = tu_stats(x.c);
 	CHECK(s1.dev_read_ios == 0 && s1.deferred_rmw == 1);
@@ -314,8 +324,7 @@ static void case_d(size_t bs, const struct geo *g)
 	CHECK(tu_verify_disk(x.path, x.model, x.size));
 	fx_close(&x);
 	/* Overlapping and adjacent ranges stay deferred. */
-	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, 0, 0);
 	CHECK(fx_write(&x, at(g, 1000), at(g, 2000) - at(g, 1000), 0, 11) > 0);
 	CHECK(fx_write(&x, at(g, 1500), at(g, 2500) - at(g, 1500), 0, 12) > 0); /* overlaps */
 	CHECK(fx_write(&x, at(g, 500), at(g, 1000) - at(g, 500), 0, 13) > 0);   /* adjacent */
@@ -328,13 +337,13 @@ static void case_d(size_t bs, const struct geo *g)
 	fx_close(&x);
 }
 
-static void case_e(size_t bs, const struct geo *g)
+/* PC_DSYNC partial overwrites read at write time and are durable on
+ * return. */
+static void dsync_partial_overwrite_reads_at_write(size_t bs, const struct geo *g)
 {
-	printf("-- (e) bs %zu: PC_DSYNC partial overwrite reads now, durable on return\n", bs);
 	for (int uncached = 0; uncached < 2; uncached++) {
 		struct fx x;
-		if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-			return;
+		fx_start(&x, bs, FILE_SIZE, 0, 0);
 		int fl = PC_DSYNC | (uncached ? PC_DONTCACHE : 0);
 		CHECK(fx_write(&x, at(g, 1000), ln(g, 100), fl, 14) == (ssize_t)ln(g, 100));
 		struct pc_stats s = tu_stats(x.c);
@@ -347,12 +356,11 @@ static void case_e(size_t bs, const struct geo *g)
 	}
 }
 
-static void case_f(size_t bs, const struct geo *g)
+/* PC_CFG_NO_DEFERRED_RMW reads at write time. */
+static void no_deferred_rmw_reads_at_write(size_t bs, const struct geo *g)
 {
-	printf("-- (f) bs %zu: PC_CFG_NO_DEFERRED_RMW reads at write time\n", bs);
 	struct fx x;
-	if (!fx_open(&x, bs, FILE_SIZE, PC_CFG_NO_DEFERRED_RMW, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, PC_CFG_NO_DEFERRED_RMW, 0);
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 15) == (ssize_t)ln(g, 100));
 	struct pc_stats s = tu_stats(x.c);
 	CHECK(s.deferred_rmw == 0);
@@ -365,13 +373,14 @@ static void case_f(size_t bs, const struct geo *g)
 	fx_close(&x);
 }
 
-static void case_h(size_t bs)
+/* Nothing is read for the uncovered part of a block in a hole or past the
+ * end of the file. */
+static void hole_or_past_eof_never_read(size_t bs, const struct geo *g)
 {
-	printf("-- (h) bs %zu: nothing read for the uncovered part in a hole or past EOF\n", bs);
+	(void)g;
 	struct fx x;
 	/* A 6000-byte file (the last block only partly holds data). */
-	if (!fx_open(&x, bs, 6000, 0, 0))
-		return;
+	fx_start(&x, bs, 6000, 0, 0);
 	uint64_t last = 6000 / bs * bs; /* start of the block holding EOF */
 	/* Overwrite the last block up to EOF: the rest of it is past EOF. */
 	CHECK(fx_write(&x, last, 6000 - last, 0, 16) > 0);
@@ -389,8 +398,7 @@ static void case_h(size_t bs)
 	fx_close(&x);
 
 	/* A hole in the middle of a file: punched with the file system. */
-	if (!fx_open(&x, bs, FILE_SIZE, 0, 0))
-		return;
+	fx_start(&x, bs, FILE_SIZE, 0, 0);
 	int fd = open(x.path, O_RDWR);
 	REQUIRE(fd >= 0);
 	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 16384, 16384) == 0);
@@ -409,31 +417,98 @@ static void case_h(size_t bs)
 	fx_close(&x);
 }
 
-static void run_all(size_t bs)
+/* ------------------------------------------------------ the cases */
+
+/* Whether the file system takes 512-byte direct I/O, asked once (with a
+ * file opened and closed in a cache of 512-byte blocks); skip if not. */
+static void need_block_size_512(void)
 {
-	struct geo g = { bs, bs == 4096 ? 0 : 5 * bs };
-	case_a(bs, &g);
-	case_b(bs, &g);
-	case_c(bs, &g);
-	case_d(bs, &g);
-	case_e(bs, &g);
-	case_f(bs, &g);
-	case_h(bs);
+	static int ok = -1;
+	if (ok < 0) {
+		struct fx probe;
+		ok = fx_open(&probe, 512, 4096, 0, 0);
+		if (ok)
+			fx_close(&probe);
+	}
+	if (!ok)
+		TEST_SKIP("the file system refuses 512-byte direct I/O");
 }
 
-int main(void)
+/* fn with blocks of bs bytes. */
+static void with_block_size(size_t bs, void (*fn)(size_t bs, const struct geo *g))
 {
-	dir = test_dir("rmw");
-	run_all(4096);
-	/* (g) 512-byte blocks, when the file system takes 512-byte direct I/O. */
-	struct fx probe;
-	if (fx_open(&probe, 512, 4096, 0, 0)) {
-		fx_close(&probe);
-		printf("== (g) block size 512\n");
-		run_all(512);
-	} else {
-		printf("== (g) block size 512 refused by the file system: skipped\n");
-	}
-	test_rmdir(dir);
-	return test_done();
+	if (bs == 512)
+		need_block_size_512();
+	struct geo g = geo_of(bs);
+	fn(bs, &g);
+}
+
+TEST_CASE(read_merges_partial_overwrite_bs4096)
+{
+	with_block_size(4096, read_merges_partial_overwrite);
+}
+
+TEST_CASE(read_merges_partial_overwrite_bs512)
+{
+	with_block_size(512, read_merges_partial_overwrite);
+}
+
+TEST_CASE(writeback_merges_partial_overwrite_bs4096)
+{
+	with_block_size(4096, writeback_merges_partial_overwrite);
+}
+
+TEST_CASE(writeback_merges_partial_overwrite_bs512)
+{
+	with_block_size(512, writeback_merges_partial_overwrite);
+}
+
+TEST_CASE(completed_block_never_read_bs4096)
+{
+	with_block_size(4096, completed_block_never_read);
+}
+
+TEST_CASE(completed_block_never_read_bs512)
+{
+	with_block_size(512, completed_block_never_read);
+}
+
+TEST_CASE(disjoint_partial_ranges_read_at_write_bs4096)
+{
+	with_block_size(4096, disjoint_partial_ranges_read_at_write);
+}
+
+TEST_CASE(disjoint_partial_ranges_read_at_write_bs512)
+{
+	with_block_size(512, disjoint_partial_ranges_read_at_write);
+}
+
+TEST_CASE(dsync_partial_overwrite_reads_at_write_bs4096)
+{
+	with_block_size(4096, dsync_partial_overwrite_reads_at_write);
+}
+
+TEST_CASE(dsync_partial_overwrite_reads_at_write_bs512)
+{
+	with_block_size(512, dsync_partial_overwrite_reads_at_write);
+}
+
+TEST_CASE(no_deferred_rmw_reads_at_write_bs4096)
+{
+	with_block_size(4096, no_deferred_rmw_reads_at_write);
+}
+
+TEST_CASE(no_deferred_rmw_reads_at_write_bs512)
+{
+	with_block_size(512, no_deferred_rmw_reads_at_write);
+}
+
+TEST_CASE(hole_or_past_eof_never_read_bs4096)
+{
+	with_block_size(4096, hole_or_past_eof_never_read);
+}
+
+TEST_CASE(hole_or_past_eof_never_read_bs512)
+{
+	with_block_size(512, hole_or_past_eof_never_read);
 }
