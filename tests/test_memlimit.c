@@ -52,7 +52,24 @@
 /* radix.c's node counter (a test hook). */
 extern _Atomic long rt_test_nodes;
 
+/* tu_fork() (the children under an rlimit) wants the exit guard in place
+ * before the first cache. */
 static const char *dir;
+
+static void memlimit_setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("memlimit");
+}
+
+static void memlimit_teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(memlimit_setup, memlimit_teardown)
+
+/* The working set's state. */
 static uint8_t *model;       /* what the file must hold */
 static uint8_t *rdbuf;
 static uint64_t rng;
@@ -104,16 +121,17 @@ static void verify_read(struct pc_file *h, uint64_t off, size_t len, const char 
 	}
 }
 
-static void working_set_4x(void)
+TEST_CASE(working_set_4x_within_limit_nothing_lost)
 {
+	rng = test_seed("test_memlimit", 0x6d656d6c696d6974ull);
+	model = malloc(FILE_SIZE);
+	rdbuf = malloc(FILE_SIZE < MiB ? FILE_SIZE : MiB);
+	REQUIRE(model && rdbuf);
 	char path[4300];
 	test_path(path, sizeof(path), dir, "ws");
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = MEM_LIMIT;
+	struct pc_config cfg = tu_config(MEM_LIMIT);
 	cfg.max_folio_size = 64 * KiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	uint8_t *wbuf = malloc(MAX_RANDOM_LEN);
@@ -203,12 +221,14 @@ static void working_set_4x(void)
 	close(fd);
 	free(dbuf);
 	free(wbuf);
+	free(model);
+	free(rdbuf);
 	unlink(path);
 }
 
 /* --------------------------------------------------------------- metadata */
 
-static void metadata_claim(void)
+TEST_CASE(folio_metadata_within_2_percent)
 {
 	/* The descriptor. */
 	CHECK(sizeof(struct pc_folio) == 64);
@@ -224,13 +244,10 @@ static void metadata_claim(void)
 	CHECK(pct <= 2.0);
 
 	/* The descriptor table of the whole arena. */
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = MEM_LIMIT;
+	struct pc_config cfg = tu_config(MEM_LIMIT);
 	cfg.max_folio_size = 64 * KiB;
 	cfg.block_size = 4096;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	CHECK((uint64_t)c->npages * sizeof(struct pc_folio) * 50 <= c->arena_bytes);
 
 	/* Measured: every 4 KiB page of 3 MiB written in a scrambled order,
@@ -266,20 +283,20 @@ static void metadata_claim(void)
 
 /* ------------------------------------------------------------- the arena */
 
-static struct pc_cache *cache_of(uint64_t bytes, size_t max_folio, unsigned flags)
+/* A cache of `bytes` (folios up to max_folio), or NULL with errno:
+ * whether it can be made is what these cases check. */
+static struct pc_cache *try_cache(uint64_t bytes, size_t max_folio, unsigned flags)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = (size_t)bytes;
+	struct pc_config cfg = tu_config((size_t)bytes);
 	cfg.max_folio_size = max_folio;
 	cfg.flags = flags;
 	return pc_cache_new(&cfg);
 }
 
 /* Fresh blocks come from the start up; a freed one is reused first. */
-static void allocation_order(void)
+TEST_CASE(arena_fresh_from_start_freed_reused_first)
 {
-	struct pc_cache *c = cache_of(4 * MiB, 64 * KiB, PC_CFG_LAZY_MEMORY);
+	struct pc_cache *c = try_cache(4 * MiB, 64 * KiB, PC_CFG_LAZY_MEMORY);
 	REQUIRE(c);
 	CHECK(arena_used_pages(c) == 0);
 	uint32_t a = arena_alloc(c, 4), b = arena_alloc(c, 4);
@@ -295,10 +312,10 @@ static void allocation_order(void)
 
 /* Every page of an arena that is no multiple of the largest folio is
  * handed out exactly once; freed, they merge back into largest blocks. */
-static void every_page_once(void)
+TEST_CASE(arena_every_page_once_merged_back)
 {
 	const uint64_t bytes = 4 * MiB + 12 * KiB; /* a 3-page tail */
-	struct pc_cache *c = cache_of(bytes, 64 * KiB, PC_CFG_LAZY_MEMORY);
+	struct pc_cache *c = try_cache(bytes, 64 * KiB, PC_CFG_LAZY_MEMORY);
 	REQUIRE(c);
 	uint32_t n = c->npages, got = 0, pfn;
 	uint8_t *seen = calloc(n, 1);
@@ -327,13 +344,13 @@ static void every_page_once(void)
 static bool fails_enomem(uint64_t bytes, unsigned flags)
 {
 	errno = 0;
-	struct pc_cache *c = cache_of(bytes, 0, flags);
+	struct pc_cache *c = try_cache(bytes, 0, flags);
 	if (c)
 		pc_cache_destroy(c);
 	return !c && errno == ENOMEM;
 }
 
-static void beyond_the_machine(void)
+TEST_CASE(limit_beyond_machine_memory_fails)
 {
 	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
 	CHECK(fails_enomem(phys + GiB, 0));
@@ -343,7 +360,7 @@ static void beyond_the_machine(void)
 	       avail == UINT64_MAX ? 0ull : (unsigned long long)(avail / MiB));
 	if (avail != UINT64_MAX)
 		CHECK(fails_enomem(avail + avail / 4, PC_CFG_LAZY_MEMORY));
-	struct pc_cache *c = cache_of(64 * MiB, 0, 0);
+	struct pc_cache *c = try_cache(64 * MiB, 0, 0);
 	CHECK(c != NULL);
 	if (c)
 		CHECK(pc_cache_destroy(c) == 0);
@@ -351,20 +368,18 @@ static void beyond_the_machine(void)
 
 /* A cache counts against later ones by what it has yet to take: two that
  * fit only one at a time (lazy: neither takes its memory meanwhile). */
-static void caches_share_the_machine(void)
+TEST_CASE(caches_share_available_memory)
 {
 	uint64_t avail = sysmem_available();
-	if (avail == UINT64_MAX) {
-		printf("caches_share_the_machine: skipped, the available memory is not known\n");
-		return;
-	}
+	if (avail == UINT64_MAX)
+		TEST_SKIP("the available memory is not known");
 	uint64_t big = tu_round_down(avail / 5 * 3, MiB);
-	struct pc_cache *a = cache_of(big, 0, PC_CFG_LAZY_MEMORY);
+	struct pc_cache *a = try_cache(big, 0, PC_CFG_LAZY_MEMORY);
 	CHECK(a != NULL);
 	CHECK(fails_enomem(big, PC_CFG_LAZY_MEMORY));
 	if (a)
 		CHECK(pc_cache_destroy(a) == 0);
-	struct pc_cache *b = cache_of(big, 0, PC_CFG_LAZY_MEMORY);
+	struct pc_cache *b = try_cache(big, 0, PC_CFG_LAZY_MEMORY);
 	CHECK(b != NULL);
 	if (b)
 		CHECK(pc_cache_destroy(b) == 0);
@@ -401,7 +416,7 @@ static void under_rlimit(int resource, const char *key)
 			_exit(11);
 		if (!fails_enomem(GiB, 0))
 			_exit(12);
-		struct pc_cache *c = cache_of(16 * MiB, 0, 0);
+		struct pc_cache *c = try_cache(16 * MiB, 0, 0);
 		if (!c)
 			_exit(13);
 		_exit(pc_cache_destroy(c) == 0 ? 0 : 14);
@@ -412,24 +427,12 @@ static void under_rlimit(int resource, const char *key)
 	CHECK(status == 0);
 }
 
-int main(void)
+TEST_CASE(cache_fails_under_rlimit_as)
 {
-	tu_exit_guard();
-	dir = test_dir("memlimit");
-	rng = test_seed("test_memlimit", 0x6d656d6c696d6974ull);
-	model = malloc(FILE_SIZE);
-	rdbuf = malloc(FILE_SIZE < MiB ? FILE_SIZE : MiB);
-	REQUIRE(model && rdbuf);
-	working_set_4x();
-	metadata_claim();
-	allocation_order();
-	every_page_once();
-	beyond_the_machine();
-	caches_share_the_machine();
 	under_rlimit(RLIMIT_AS, "VmSize:");
+}
+
+TEST_CASE(cache_fails_under_rlimit_data)
+{
 	under_rlimit(RLIMIT_DATA, "VmData:");
-	free(model);
-	free(rdbuf);
-	test_rmdir(dir);
-	return test_done();
 }

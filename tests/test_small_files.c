@@ -2,29 +2,34 @@
  * test_small_files.c - many small files: a close that does not wait, and
  * descriptors bounded by the open files plus a few closed ones.
  *
- *   (a) closed files' data reaches the device with no fsync (the flusher
- *       writes it), with the exact size, and the lock is then released:
- *       another cache can open the file;
- *   (b) a write error met after the last close is reported to the fsync of
- *       a handle opened later, once, and to pc_cache_destroy;
- *   (c) PC_CFG_CLOSE_TO_OPEN: the data is on the device when pc_close
- *       returns;
- *   (d) 100,000 files (10,000 with PC_TEST_QUICK or a sanitizer) created, written and
- *       closed one after another under RLIMIT_NOFILE 64: never EMFILE, and
- *       the descriptors held stay within the bound; all data on the device
- *       after pc_cache_destroy;
- *   (e) reopening a closed file finds its data cached (no device read, no
- *       open(2) while the cache keeps the descriptor), and a change made
- *       by another program meanwhile is seen (the cached data dropped);
- *   (f) a file unlinked while open frees its space at its last close; one
- *       unlinked after it, within the sweep's second;
- *   (g) PC_CFG_FLUSH_AT_EXIT: a process that writes, closes and exit()s
- *       without pc_cache_destroy leaves its data on the device;
- *   (h) a small closed file goes to the backing file in one write of
- *       exactly its bytes (through the kernel, no direct write of its
- *       blocks), a larger one in direct writes plus its tail; a create
- *       without O_EXCL of a file the cache holds reuses its cached data;
- *   (i) two threads creating one new name at once both open it.
+ *   - closed files' data reaches the device with no fsync (the flusher
+ *     writes it), with the exact size, and the lock is then released:
+ *     another cache can open the file;
+ *   - a write error met after the last close is reported to the fsync,
+ *     fdatasync or close of a handle opened later, once, or else to
+ *     pc_cache_destroy; kept also when the file has given up its
+ *     descriptor and its data;
+ *   - PC_CFG_CLOSE_TO_OPEN: the data is on the device when pc_close
+ *     returns;
+ *   - 100,000 files (10,000 with PC_TEST_QUICK or a sanitizer) created,
+ *     written and closed one after another under RLIMIT_NOFILE 64: never
+ *     EMFILE, and the descriptors held stay within the bound; all data on
+ *     the device after pc_cache_destroy;
+ *   - reopening a closed file finds its data cached (no device read, no
+ *     open(2) while the cache keeps the descriptor), and a change made by
+ *     another program meanwhile is seen (the cached data dropped);
+ *   - a file unlinked while open frees its space at its last close; one
+ *     unlinked after it, within the sweep's second;
+ *   - PC_CFG_FLUSH_AT_EXIT: a process that writes, closes and exit()s
+ *     without pc_cache_destroy leaves its data on the device, and a write
+ *     error at that flush is said and kept for a later destroy;
+ *   - a small closed file goes to the backing file in one write of exactly
+ *     its bytes (through the kernel, no direct write of its blocks), a
+ *     larger one in direct writes plus its tail; a create without O_EXCL
+ *     of a file the cache holds reuses its cached data;
+ *   - two threads creating one new name at once both open it;
+ *   - a created file's descriptor goes O_DIRECT only at its first direct
+ *     I/O.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -44,19 +49,32 @@
 #define MiB (1024ull * 1024ull)
 #define FILE_BYTES 5000u
 
+/* The children that exit() (PC_CFG_FLUSH_AT_EXIT) want the exit guard
+ * in place before the first cache. */
 static const char *dir;
 
-static struct pc_cache *new_cache(unsigned flags, unsigned max_closed)
+static void small_files_setup(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 16 * MiB;
+	tu_exit_guard();
+	dir = test_dir("small_files");
+}
+
+static void small_files_teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(small_files_setup, small_files_teardown)
+
+/* A cache of 16 MiB, folios up to 64 KiB, with these flags and this
+ * max_closed_files (0: derived from RLIMIT_NOFILE). */
+static struct pc_cache *cache_with(unsigned flags, unsigned max_closed)
+{
+	struct pc_config cfg = tu_config(16 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	cfg.max_closed_files = max_closed;
 	cfg.flags = flags;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	return tu_cache_new(&cfg);
 }
 
 static void name_of(char *out, size_t n, const char *prefix, unsigned i)
@@ -64,17 +82,11 @@ static void name_of(char *out, size_t n, const char *prefix, unsigned i)
 	snprintf(out, n, "%s/%s%u", dir, prefix, i);
 }
 
-static void fill(uint8_t *p, size_t n, unsigned salt)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(i * 31 + salt * 7 + (i >> 8));
-}
-
 /* Create, write FILE_BYTES and close through the cache. */
 static bool write_small_file(struct pc_cache *c, const char *path, unsigned salt)
 {
 	uint8_t buf[FILE_BYTES];
-	fill(buf, sizeof(buf), salt);
+	tu_fill_pattern(buf, sizeof(buf), salt, 0);
 	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (!f)
 		return false;
@@ -86,7 +98,7 @@ static bool write_small_file(struct pc_cache *c, const char *path, unsigned salt
 static bool on_device(const char *path, unsigned salt)
 {
 	uint8_t want[FILE_BYTES], got[FILE_BYTES + 1];
-	fill(want, sizeof(want), salt);
+	tu_fill_pattern(want, sizeof(want), salt, 0);
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return false;
@@ -139,23 +151,21 @@ static bool deleted_fds_drop_to(unsigned want, unsigned ms)
 	return TU_POLL(deleted_fds() == want, ms);
 }
 
-/* ---------------------------------------------------------------- (a) */
-
-static void a_flusher_writes_closed_files(void)
+TEST_CASE(flusher_writes_closed_files)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
 	for (unsigned i = 0; i < 50; i++) {
-		name_of(path, sizeof(path), "a", i);
+		name_of(path, sizeof(path), "flushed", i);
 		CHECK(write_small_file(c, path, i));
 	}
 	for (unsigned i = 0; i < 50; i++) {
-		name_of(path, sizeof(path), "a", i);
+		name_of(path, sizeof(path), "flushed", i);
 		CHECK(reaches_device(path, i)); /* exact size too */
 	}
 	/* Settled: the lock is gone, so another cache may open it. */
-	struct pc_cache *other = new_cache(0, 0);
-	name_of(path, sizeof(path), "a", 7);
+	struct pc_cache *other = cache_with(0, 0);
+	name_of(path, sizeof(path), "flushed", 7);
 	struct pc_file *f = NULL;
 	CHECK(TU_POLL((f = pc_open(other, path, O_RDWR, 0)) != NULL, 5000));
 	if (f)
@@ -171,10 +181,6 @@ static void a_flusher_writes_closed_files(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ---------------------------------------------------------------- (b) */
-
-/* A new cache writes path (pattern salt) and closes it; the flusher's
- * write-back then fails with EIO (rule *id, still in force). */
 static uint64_t write_errors_of(struct pc_cache *c)
 {
 	struct pc_stats s;
@@ -182,16 +188,18 @@ static uint64_t write_errors_of(struct pc_cache *c)
 	return s.write_errors;
 }
 
+/* A new cache writes path (pattern salt) and closes it; the flusher's
+ * write-back then fails with EIO (fault rule *id, still in force). */
 static struct pc_cache *closed_file_meets_eio_in(const char *path, unsigned salt, int *id, unsigned max_closed)
 {
-	struct pc_cache *c = new_cache(0, max_closed);
+	struct pc_cache *c = cache_with(0, max_closed);
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
 	struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f };
 	*id = pc_fault_inject(c, &rule);
 	REQUIRE(*id >= 0);
 	uint8_t buf[FILE_BYTES];
-	fill(buf, sizeof(buf), salt);
+	tu_fill_pattern(buf, sizeof(buf), salt, 0);
 	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
 	CHECK(pc_close(f) == 0);
 	/* The fault fires before the failed write is recorded: wait for the
@@ -227,14 +235,89 @@ static bool fd_open_on(const char *path)
 	return found;
 }
 
+/* A handle opened after the flusher met the error sees it once at its
+ * sync call (pc_fsync or pc_fdatasync); the retried call writes the data,
+ * and destroy has nothing left to report. */
+static void later_handle_sync_reports(const char *path, unsigned salt, int (*sync)(struct pc_file *))
+{
+	int id;
+	struct pc_cache *c = closed_file_meets_eio(path, salt, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	struct pc_file *f = pc_open(c, path, O_RDWR, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(sync(f) == -1 && errno == EIO);
+	CHECK(sync(f) == 0);
+	CHECK(on_device(path, salt));
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+TEST_CASE(error_after_close_reported_to_later_fsync)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
+	later_handle_sync_reports(path, 1, pc_fsync);
+}
+
+/* Destroy reports one nobody saw. */
+TEST_CASE(error_after_close_reported_by_destroy)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
+	int id;
+	struct pc_cache *c = closed_file_meets_eio(path, 1, &id);
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+}
+
+/* Also when the flusher's retry wrote the data after the fault cleared:
+ * the error was never seen, so destroy still reports it. */
+TEST_CASE(error_reported_by_destroy_after_retry_wrote)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
+	int id;
+	struct pc_cache *c = closed_file_meets_eio(path, 2, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	CHECK(TU_POLL(on_device(path, 2), 10000)); /* the flusher retried it */
+	errno = 0;
+	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
+}
+
+/* A later handle's fdatasync reports it as fsync does, and so does its
+ * close; either way destroy has nothing left to report. */
+TEST_CASE(error_after_close_reported_to_later_fdatasync)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
+	later_handle_sync_reports(path, 4, pc_fdatasync);
+}
+
+TEST_CASE(error_after_close_reported_to_later_close)
+{
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
+	int id;
+	struct pc_cache *c = closed_file_meets_eio(path, 5, &id);
+	CHECK(pc_fault_remove(c, id) == 0);
+	struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
+	REQUIRE(f);
+	errno = 0;
+	CHECK(pc_close(f) == -1 && errno == EIO);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
 /*
  * The error is kept for a later handle also when the closed file has
  * given its descriptor up (past max_closed_files) and all of its data has
  * been evicted meanwhile: the mapping, which holds the errseq, stays
  * until the error is reported.
  */
-static void b_error_kept_without_descriptor(const char *path)
+TEST_CASE(error_kept_without_descriptor_or_data)
 {
+	char path[4200];
+	name_of(path, sizeof(path), "eio", 0);
 	int id;
 	struct pc_cache *c = closed_file_meets_eio_in(path, 3, &id, 2);
 	CHECK(pc_fault_remove(c, id) == 0);
@@ -243,7 +326,7 @@ static void b_error_kept_without_descriptor(const char *path)
 	static uint8_t big[4 * MiB];
 	char other[4200];
 	for (unsigned i = 0; i < 8; i++) {
-		name_of(other, sizeof(other), "b_push", i);
+		name_of(other, sizeof(other), "push", i);
 		struct pc_file *o = pc_open(c, other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		REQUIRE(o);
 		CHECK(pc_pwrite(o, big, sizeof(big), 0, 0) == (ssize_t)sizeof(big));
@@ -263,73 +346,17 @@ static void b_error_kept_without_descriptor(const char *path)
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0); /* reported: nothing left to report */
 	for (unsigned i = 0; i < 8; i++) {
-		name_of(other, sizeof(other), "b_push", i);
+		name_of(other, sizeof(other), "push", i);
 		unlink(other);
 	}
 }
 
-/* A handle opened after the flusher met the error sees it once at its
- * sync call (pc_fsync or pc_fdatasync); the retried call writes the data,
- * and destroy has nothing left to report. */
-static void later_handle_sync_reports(const char *path, unsigned salt, int (*sync)(struct pc_file *))
+TEST_CASE(close_to_open_data_on_device_at_close)
 {
-	int id;
-	struct pc_cache *c = closed_file_meets_eio(path, salt, &id);
-	CHECK(pc_fault_remove(c, id) == 0);
-	struct pc_file *f = pc_open(c, path, O_RDWR, 0);
-	REQUIRE(f);
-	errno = 0;
-	CHECK(sync(f) == -1 && errno == EIO);
-	CHECK(sync(f) == 0);
-	CHECK(on_device(path, salt));
-	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
-}
-
-static void b_error_after_close(void)
-{
-	char path[4200];
-	name_of(path, sizeof(path), "b", 0);
-	int id;
-	struct pc_cache *c;
-	struct pc_file *f;
-	later_handle_sync_reports(path, 1, pc_fsync);
-
-	/* And destroy reports one nobody saw. */
-	c = closed_file_meets_eio(path, 1, &id);
-	errno = 0;
-	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
-
-	/* Also when the flusher's retry wrote the data after the fault
-	 * cleared: the error was never seen, so destroy still reports it. */
-	c = closed_file_meets_eio(path, 2, &id);
-	CHECK(pc_fault_remove(c, id) == 0);
-	CHECK(TU_POLL(on_device(path, 2), 10000)); /* the flusher retried it */
-	errno = 0;
-	CHECK(pc_cache_destroy(c) == -1 && errno == EIO);
-
-	/* A later handle's fdatasync reports it as fsync does, and so does
-	 * its close; either way destroy has nothing left to report. */
-	later_handle_sync_reports(path, 4, pc_fdatasync);
-	c = closed_file_meets_eio(path, 5, &id);
-	CHECK(pc_fault_remove(c, id) == 0);
-	f = pc_open(c, path, O_RDONLY, 0);
-	REQUIRE(f);
-	errno = 0;
-	CHECK(pc_close(f) == -1 && errno == EIO);
-	CHECK(pc_cache_destroy(c) == 0);
-
-	b_error_kept_without_descriptor(path);
-}
-
-/* ---------------------------------------------------------------- (c) */
-
-static void c_close_to_open_waits(void)
-{
-	struct pc_cache *c = new_cache(PC_CFG_CLOSE_TO_OPEN, 0);
+	struct pc_cache *c = cache_with(PC_CFG_CLOSE_TO_OPEN, 0);
 	char path[4200];
 	for (unsigned i = 0; i < 20; i++) {
-		name_of(path, sizeof(path), "c", i);
+		name_of(path, sizeof(path), "cto", i);
 		CHECK(write_small_file(c, path, 40 + i));
 		CHECK(on_device(path, 40 + i)); /* no waiting here */
 		/* Settled too (exact size, lock released): another process
@@ -342,9 +369,7 @@ static void c_close_to_open_waits(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ---------------------------------------------------------------- (d) */
-
-static void d_many_files_few_descriptors(void)
+TEST_CASE(many_files_few_descriptors)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	unsigned nfiles = 10000; /* each file costs far more there */
@@ -359,12 +384,12 @@ static void d_many_files_few_descriptors(void)
 	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
 	/* max_closed_files from the limit: 64 / 4 = 16 (and as many with
 	 * data still to write). */
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	CHECK(c->cfg.max_closed_files == 16);
 	char path[4200];
 	unsigned failed = 0, most_fds = 0;
 	for (unsigned i = 0; i < nfiles; i++) {
-		name_of(path, sizeof(path), "d", i);
+		name_of(path, sizeof(path), "many", i);
 		if (!write_small_file(c, path, i) && failed++ < 5)
 			fprintf(stderr, "file %u: %s\n", i, strerror(errno));
 		if (i % 1000 == 0) {
@@ -380,29 +405,27 @@ static void d_many_files_few_descriptors(void)
 	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
 	unsigned bad = 0;
 	for (unsigned i = 0; i < nfiles; i++) {
-		name_of(path, sizeof(path), "d", i);
+		name_of(path, sizeof(path), "many", i);
 		if ((i % 97 == 0 || i + 10 >= nfiles) && !on_device(path, i))
 			bad++;
 		unlink(path);
 	}
 	CHECK(bad == 0);
-	printf("(d) %u files, at most %u descriptors (base %u)\n", nfiles, most_fds, base);
+	printf("%u files, at most %u descriptors (base %u)\n", nfiles, most_fds, base);
 }
 
-/* ---------------------------------------------------------------- (e) */
-
-static void e_reopen_cached_and_revalidated(void)
+TEST_CASE(reopen_cached_and_revalidated)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
-	name_of(path, sizeof(path), "e", 0);
+	name_of(path, sizeof(path), "reopen", 0);
 	CHECK(write_small_file(c, path, 5));
 	CHECK(reaches_device(path, 5));
 	CHECK(tu_settled(c, path));
 	struct pc_stats before, after;
 	pc_cache_stats(c, &before);
 	uint8_t got[FILE_BYTES], want[FILE_BYTES];
-	fill(want, sizeof(want), 5);
+	tu_fill_pattern(want, sizeof(want), 5, 0);
 	for (int i = 0; i < 10; i++) {
 		struct pc_file *f = pc_open(c, path, O_RDONLY, 0);
 		REQUIRE(f);
@@ -440,7 +463,7 @@ static void e_reopen_cached_and_revalidated(void)
 	CHECK(pc_cache_file_set_times(c, pfd, NULL) == -1 && errno == EINVAL);
 
 	/* Another program rewrites it: the reopen sees the new data. */
-	fill(want, sizeof(want), 6);
+	tu_fill_pattern(want, sizeof(want), 6, 0);
 	int fd = open(path, O_WRONLY);
 	REQUIRE(fd >= 0);
 	CHECK(pwrite(fd, want, sizeof(want), 0) == (ssize_t)sizeof(want));
@@ -457,7 +480,7 @@ static void e_reopen_cached_and_revalidated(void)
 	/* A file this cache never wrote, only read: its data stays cached
 	 * across reopens too. */
 	char rpath[4200];
-	name_of(rpath, sizeof(rpath), "e", 1);
+	name_of(rpath, sizeof(rpath), "reopen", 1);
 	fd = open(rpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(fd >= 0);
 	CHECK(pwrite(fd, want, sizeof(want), 0) == (ssize_t)sizeof(want));
@@ -474,7 +497,7 @@ static void e_reopen_cached_and_revalidated(void)
 
 	/* A reopen for writing that another cache's reader refuses leaves no
 	 * lock behind: once that reader is gone, writers get in. */
-	struct pc_cache *other = new_cache(0, 0);
+	struct pc_cache *other = cache_with(0, 0);
 	struct pc_file *reader = pc_open(other, rpath, O_RDONLY, 0);
 	REQUIRE(reader);
 	errno = 0;
@@ -496,13 +519,11 @@ static void e_reopen_cached_and_revalidated(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ---------------------------------------------------------------- (f) */
-
-static void f_unlinked_space_freed(void)
+TEST_CASE(unlinked_file_space_freed)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
-	name_of(path, sizeof(path), "f", 0);
+	name_of(path, sizeof(path), "unlinked", 0);
 	unsigned before = deleted_fds();
 	/* Unlinked while open: freed at the last close. */
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -529,21 +550,41 @@ static void f_unlinked_space_freed(void)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ---------------------------------------------------------------- (g) */
+/* PC_CFG_FLUSH_AT_EXIT: a child writes and closes files, then exit()s
+ * without pc_cache_destroy; the exit handler writes them.  The children
+ * here start threads (their caches): forked alone, they exit in full
+ * (testutil.h, tu_fork_alone). */
+TEST_CASE(flush_at_exit_writes_closed_files)
+{
+	char path[4200];
+	pid_t pid = tu_fork_alone(120);
+	if (pid == 0) {
+		struct pc_cache *c = cache_with(PC_CFG_FLUSH_AT_EXIT, 0);
+		for (unsigned i = 0; i < 20; i++) {
+			name_of(path, sizeof(path), "atexit", i);
+			if (!write_small_file(c, path, 70 + i))
+				_exit(2);
+		}
+		exit(0); /* no pc_cache_destroy: the atexit handler writes */
+	}
+	CHECK(tu_wait_child(pid, 125) == 0);
+	for (unsigned i = 0; i < 20; i++) {
+		name_of(path, sizeof(path), "atexit", i);
+		CHECK(on_device(path, 70 + i));
+	}
+}
 
 /* A write error at the exit flush is said on stderr, and a destroy that
- * an earlier-registered exit handler runs afterwards still returns it.
- * The children of (g) start threads (their caches): forked alone, they
- * exit in full (testutil.h, tu_fork_alone). */
-static struct pc_cache *g_cache;
-static void g_destroy_at_exit(void)
+ * an earlier-registered exit handler runs afterwards still returns it. */
+static struct pc_cache *exit_cache;
+static void destroy_at_exit(void)
 {
 	errno = 0;
-	int r = pc_cache_destroy(g_cache);
+	int r = pc_cache_destroy(exit_cache);
 	fprintf(stderr, "destroy after the exit flush: %d %d\n", r, r ? errno : 0);
 }
 
-static void g_flush_at_exit_error(void)
+TEST_CASE(flush_at_exit_error_said_and_kept)
 {
 	int fds[2];
 	REQUIRE(pipe(fds) == 0);
@@ -551,25 +592,25 @@ static void g_flush_at_exit_error(void)
 	if (pid == 0) {
 		dup2(fds[1], 2);
 		close(fds[0]);
-		atexit(g_destroy_at_exit); /* runs after the cache's own handler */
-		g_cache = new_cache(PC_CFG_FLUSH_AT_EXIT, 0);
+		atexit(destroy_at_exit); /* runs after the cache's own handler */
+		exit_cache = cache_with(PC_CFG_FLUSH_AT_EXIT, 0);
 		char path[4200];
-		name_of(path, sizeof(path), "g_err", 0);
-		struct pc_file *f = pc_open(g_cache, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		name_of(path, sizeof(path), "atexit_err", 0);
+		struct pc_file *f = pc_open(exit_cache, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		/* Two failures (the closed tail's write through the kernel,
 		 * which falls back to a direct write, and that one), then
 		 * the writes go through. */
 		struct pc_fault rule = { .ops = PC_FAULT_WRITE, .action = PC_FAULT_FAIL, .error = EIO, .file = f,
 					 .count = 2 };
 		uint8_t buf[FILE_BYTES];
-		fill(buf, sizeof(buf), 71);
-		int id = f ? pc_fault_inject(g_cache, &rule) : -1;
+		tu_fill_pattern(buf, sizeof(buf), 71, 0);
+		int id = f ? pc_fault_inject(exit_cache, &rule) : -1;
 		if (id < 0 || pc_pwrite(f, buf, sizeof(buf), 0, 0) != (ssize_t)sizeof(buf) || pc_close(f) != 0)
 			_exit(2);
 		/* The flusher meets both failures before the exit: the error
 		 * is one nobody reported, which the exit flush's successful
 		 * retry would otherwise have taken. */
-		(void)TU_POLL(pc_fault_count(g_cache, id) >= 2, 10000);
+		(void)TU_POLL(pc_fault_count(exit_cache, id) >= 2, 10000);
 		exit(0);
 	}
 	close(fds[1]);
@@ -584,32 +625,9 @@ static void g_flush_at_exit_error(void)
 	char want[64];
 	snprintf(want, sizeof(want), "destroy after the exit flush: -1 %d", EIO);
 	CHECK(strstr(out, want) != NULL);
-	if (!strstr(out, want) || getenv("G_DEBUG"))
+	if (!strstr(out, want) || getenv("PC_TEST_DEBUG"))
 		fprintf(stderr, "child said: %s\n", out);
 }
-
-static void g_flush_at_exit(void)
-{
-	char path[4200];
-	pid_t pid = tu_fork_alone(120);
-	if (pid == 0) {
-		struct pc_cache *c = new_cache(PC_CFG_FLUSH_AT_EXIT, 0);
-		for (unsigned i = 0; i < 20; i++) {
-			name_of(path, sizeof(path), "g", i);
-			if (!write_small_file(c, path, 70 + i))
-				_exit(2);
-		}
-		exit(0); /* no pc_cache_destroy: the atexit handler writes */
-	}
-	CHECK(tu_wait_child(pid, 125) == 0);
-	for (unsigned i = 0; i < 20; i++) {
-		name_of(path, sizeof(path), "g", i);
-		CHECK(on_device(path, 70 + i));
-	}
-	g_flush_at_exit_error();
-}
-
-/* ---------------------------------------------------------------- (h) */
 
 /* Create path with `bytes` bytes (pattern salt), close it, wait until it
  * is settled; the device writes and bytes that took go to *ios and
@@ -619,7 +637,7 @@ static void write_closed_and_count(struct pc_cache *c, const char *path, size_t 
 {
 	uint8_t *buf = malloc(bytes);
 	REQUIRE(buf);
-	fill(buf, bytes, salt);
+	tu_fill_pattern(buf, bytes, salt, 0);
 	struct pc_stats before, after;
 	pc_cache_stats(c, &before);
 	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -669,27 +687,27 @@ static int kernel_delalloc(const char *path)
 	return 0;
 }
 
-static void h_small_file_one_write(void)
+TEST_CASE(small_closed_file_one_write)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
 	uint64_t ios, bytes;
 	/* Three blocks and a tail: one write through the kernel. */
-	name_of(path, sizeof(path), "h", 0);
+	name_of(path, sizeof(path), "oneio", 0);
 	write_closed_and_count(c, path, 3 * 4096 + 904, 8, &ios, &bytes);
 	CHECK(ios == 1);
 	CHECK(bytes == 3 * 4096 + 904);
 	/* Whole blocks only: one write as well. */
-	name_of(path, sizeof(path), "h", 1);
+	name_of(path, sizeof(path), "oneio", 1);
 	write_closed_and_count(c, path, 2 * 4096, 9, &ios, &bytes);
 	CHECK(ios == 1);
 	CHECK(bytes == 2 * 4096);
 	/* pc_flush without wait before the close (a FUSE FLUSH): still one
 	 * write of exactly the file, the close right after it taking it. */
-	name_of(path, sizeof(path), "h", 3);
+	name_of(path, sizeof(path), "oneio", 3);
 	{
 		uint8_t buf[3 * 4096 + 904];
-		fill(buf, sizeof(buf), 11);
+		tu_fill_pattern(buf, sizeof(buf), 11, 0);
 		struct pc_stats b0, b1;
 		pc_cache_stats(c, &b0);
 		struct pc_file *fl = pc_open(c, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -704,10 +722,10 @@ static void h_small_file_one_write(void)
 	}
 	/* Still open, pc_flush without wait has it written soon (the flusher,
 	 * within its expiry of a moment), without a close. */
-	name_of(path, sizeof(path), "h", 4);
+	name_of(path, sizeof(path), "oneio", 4);
 	{
 		uint8_t buf[5000];
-		fill(buf, sizeof(buf), 12);
+		tu_fill_pattern(buf, sizeof(buf), 12, 0);
 		struct pc_file *fl = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		REQUIRE(fl);
 		CHECK(pc_pwrite(fl, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
@@ -719,7 +737,7 @@ static void h_small_file_one_write(void)
 		CHECK(pc_close(fl) == 0);
 	}
 	/* Larger than a small file: its blocks directly, then its tail. */
-	name_of(path, sizeof(path), "h", 2);
+	name_of(path, sizeof(path), "oneio", 2);
 	write_closed_and_count(c, path, 128 * KiB + 904, 10, &ios, &bytes);
 	CHECK(ios >= 2);
 	CHECK(bytes == 128 * KiB + 904);
@@ -728,11 +746,11 @@ static void h_small_file_one_write(void)
 	 * is served, nothing read from the device. */
 	struct pc_stats before, after;
 	pc_cache_stats(c, &before);
-	name_of(path, sizeof(path), "h", 0);
+	name_of(path, sizeof(path), "oneio", 0);
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT, 0644);
 	REQUIRE(f);
 	uint8_t want[3 * 4096 + 904], got[sizeof(want)];
-	fill(want, sizeof(want), 8);
+	tu_fill_pattern(want, sizeof(want), 8, 0);
 	CHECK(pc_pread(f, got, sizeof(got), 0, 0) == (ssize_t)sizeof(got));
 	CHECK(memcmp(got, want, sizeof(got)) == 0);
 	CHECK(pc_close(f) == 0);
@@ -740,21 +758,19 @@ static void h_small_file_one_write(void)
 	CHECK(after.dev_read_ios == before.dev_read_ios);
 	/* Destroy syncs what went through the kernel: nothing of it is left
 	 * only in the kernel's cache (delayed allocation) once it returns. */
-	name_of(path, sizeof(path), "h", 0);
+	name_of(path, sizeof(path), "oneio", 0);
 	int before_destroy = kernel_delalloc(path);
 	CHECK(pc_cache_destroy(c) == 0);
 	if (before_destroy == 1)
 		CHECK(kernel_delalloc(path) == 0);
 	else
-		printf("(h) FIEMAP shows no delayed allocation here (%d): the sync at destroy is not observed\n",
+		printf("FIEMAP shows no delayed allocation here (%d): the sync at destroy is not observed\n",
 		       before_destroy);
 	for (unsigned i = 0; i < 5; i++) {
-		name_of(path, sizeof(path), "h", i);
+		name_of(path, sizeof(path), "oneio", i);
 		unlink(path);
 	}
 }
-
-/* ---------------------------------------------------------------- (i) */
 
 /* Two threads of one cache create the same new name at once, again and
  * again: both get the one file, neither EBUSY (the create's lock is taken
@@ -784,11 +800,11 @@ static void *race_opener(void *arg)
 	return NULL;
 }
 
-static void i_concurrent_creates(void)
+TEST_CASE(concurrent_creates_of_one_name)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
-	name_of(path, sizeof(path), "i", 0);
+	name_of(path, sizeof(path), "race", 0);
 	unlink(path);
 	pthread_barrier_t bar;
 	REQUIRE(pthread_barrier_init(&bar, NULL, 2) == 0);
@@ -805,7 +821,7 @@ static void i_concurrent_creates(void)
 	unlink(path);
 }
 
-/* j. A created file's descriptor: without O_DIRECT until the cache issues
+/* A created file's descriptor: without O_DIRECT until the cache issues
  * I/O on it, so that a small closed file is written whole through it (no
  * second open); O_DIRECT from the first direct write or read on, never off
  * again, whoever gets there first. */
@@ -825,22 +841,22 @@ static void *first_io_writer(void *arg)
 {
 	struct first_io *a = arg;
 	uint8_t *buf = aligned_alloc(4096, 64 * KiB);
-	fill(buf, 64 * KiB, 40 + a->idx);
+	tu_fill_pattern(buf, 64 * KiB, 40 + a->idx, 0);
 	pthread_barrier_wait(a->go);
 	ssize_t n = pc_pwrite(a->f, buf, 64 * KiB, (off_t)(a->idx * 64 * KiB), PC_DSYNC);
 	free(buf);
 	return (void *)(intptr_t)(n == (ssize_t)(64 * KiB));
 }
 
-static void j_created_descriptor_direct_later(void)
+TEST_CASE(created_descriptor_direct_from_first_io)
 {
-	struct pc_cache *c = new_cache(0, 0);
+	struct pc_cache *c = cache_with(0, 0);
 	char path[4200];
 	uint8_t buf[FILE_BYTES], got[FILE_BYTES];
 	/* Small and closed: written through its own descriptor, still
 	 * buffered (one write, exactly the file). */
-	name_of(path, sizeof(path), "j", 0);
-	fill(buf, sizeof(buf), 30);
+	name_of(path, sizeof(path), "fdmode", 0);
+	tu_fill_pattern(buf, sizeof(buf), 30, 0);
 	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_EXCL, 0644);
 	REQUIRE(f);
 	struct pc_mapping *m = f->m;
@@ -862,7 +878,7 @@ static void j_created_descriptor_direct_later(void)
 
 	/* Two threads' first writes race to give it O_DIRECT: both direct
 	 * (DSYNC), both on the device, the descriptor direct from then on. */
-	name_of(path, sizeof(path), "j", 1);
+	name_of(path, sizeof(path), "fdmode", 1);
 	f = pc_open(c, path, O_RDWR | O_CREAT | O_EXCL, 0644);
 	REQUIRE(f);
 	m = f->m;
@@ -885,7 +901,7 @@ static void j_created_descriptor_direct_later(void)
 	fd = open(path, O_RDONLY | O_DIRECT);
 	REQUIRE(fd >= 0);
 	for (unsigned i = 0; i < 2; i++) {
-		fill(want, 64 * KiB, 40 + i);
+		tu_fill_pattern(want, 64 * KiB, 40 + i, 0);
 		CHECK(pread(fd, dev, 64 * KiB, (off_t)(i * 64 * KiB)) == (ssize_t)(64 * KiB));
 		CHECK(memcmp(dev, want, 64 * KiB) == 0);
 	}
@@ -895,7 +911,7 @@ static void j_created_descriptor_direct_later(void)
 	CHECK(pc_close(f) == 0);
 
 	/* A file the cache did not create gets O_DIRECT at open. */
-	name_of(path, sizeof(path), "j", 2);
+	name_of(path, sizeof(path), "fdmode", 2);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
 	REQUIRE(fd >= 0);
 	CHECK(write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
@@ -906,24 +922,4 @@ static void j_created_descriptor_direct_later(void)
 	CHECK(atomic_load(&f->m->fd_mode) == FD_AS_OPENED);
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-}
-
-int main(void)
-{
-	setvbuf(stdout, NULL, _IONBF, 0);
-	tu_exit_guard();
-	tu_watchdog("test_small_files", 600);
-	dir = test_dir("test_small_files");
-	a_flusher_writes_closed_files();
-	b_error_after_close();
-	c_close_to_open_waits();
-	d_many_files_few_descriptors();
-	e_reopen_cached_and_revalidated();
-	f_unlinked_space_freed();
-	g_flush_at_exit();
-	h_small_file_one_write();
-	i_concurrent_creates();
-	j_created_descriptor_direct_later();
-	test_rmdir(dir);
-	return test_done();
 }
