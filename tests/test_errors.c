@@ -7,22 +7,22 @@
  * and/or reads with -EIO while the test says so (atomics: the hook runs on
  * the flusher and completion threads).
  *
- *   (a) a failed write-back keeps the data dirty and pc_fsync reports EIO;
- *       once the fault is gone the next fsync succeeds and the data is on
- *       the device (read with plain O_DIRECT).  An error met by background
- *       writeback is reported by the next fsync once, then fsync is 0.
- *   (b) errseq: every handle open when the error happened sees it once (on
- *       fsync or close); a handle opened after it does not.
- *   (c) pc_cache_destroy returns -1/EIO when dirty data can never be
- *       written (with the handle still open, and after a failed pc_close).
- *   (d) a failed device read is -1/EIO from pc_pread and caches nothing
- *       wrong: a read after the fault is gone returns the right data; also
- *       for the read-modify-write of a partial block (PC_DSYNC write; the
- *       deferred partial write merged by a reader and by fsync).
- *   (e) argument checks: EINVAL / EBADF / EFBIG / EISDIR / EOPNOTSUPP as the
- *       header says, never a crash.
- *   (f) another process opening the file through pagecache gets EBUSY
- *       while this one has it open, and succeeds after it closed it.
+ *   - a failed write-back keeps the data dirty and pc_fsync reports EIO;
+ *     once the fault is gone the next fsync succeeds and the data is on the
+ *     device (read with plain O_DIRECT).  An error met by background
+ *     writeback is reported by the next fsync once, then fsync is 0.
+ *   - errseq: every handle open when the error happened sees it once (on
+ *     fsync or close); a handle opened after it was reported does not.
+ *   - pc_cache_destroy returns -1/EIO when dirty data can never be written
+ *     (with the handle still open, and after a failed pc_close).
+ *   - a failed device read is -1/EIO from pc_pread and caches nothing
+ *     wrong: a read after the fault is gone returns the right data; also
+ *     for the read-modify-write of a partial block (PC_DSYNC write; the
+ *     deferred partial write merged by a reader and by fsync).
+ *   - argument checks: EINVAL / EBADF / EFBIG / EISDIR / EOPNOTSUPP as the
+ *     header says, never a crash.
+ *   - another process opening the file through pagecache gets EBUSY while
+ *     this one has it open, and succeeds after it closed it.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -39,7 +39,22 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 
+/* The scratch directory; the exit guard is for the other process that
+ * the EBUSY case forks (tu_fork_alone). */
 static const char *dir;
+
+static void setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("errors");
+}
+
+static void teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(setup, teardown)
 
 /* ------------------------------------------------------------ the hook */
 
@@ -60,25 +75,18 @@ static int fault_hook(void *arg, int op, int fd, off_t off, size_t len)
 	return 0;
 }
 
-static struct pc_cache *new_cache(void)
+/* A small cache (4 MiB, 64 KiB folios) whose device I/O passes
+ * fault_hook, with no fault on. */
+static struct pc_cache *cache_with_fault_hook(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
+	struct pc_config cfg = tu_config(4 * MiB);
 	cfg.max_folio_size = 64 * KiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	c->fault_hook = fault_hook;
 	c->fault_arg = NULL;
 	atomic_store(&fail_writes, 0);
 	atomic_store(&fail_reads, 0);
 	return c;
-}
-
-static void fill(uint8_t *p, size_t n, unsigned salt)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)((i * 131 + salt * 17 + (i >> 9)) & 0xff);
 }
 
 /* Start background writeback of the file (it fails while the fault is on)
@@ -106,7 +114,7 @@ static void check_backing(const char *path, const uint8_t *data, size_t n)
  * written there while device writes fail (fail_writes left on). */
 static struct pc_file *open_write_failing(struct pc_cache **c, const char *path, const uint8_t *data, size_t n)
 {
-	*c = new_cache();
+	*c = cache_with_fault_hook();
 	struct pc_file *h = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	atomic_store(&fail_writes, 1);
@@ -114,17 +122,17 @@ static struct pc_file *open_write_failing(struct pc_cache **c, const char *path,
 	return h;
 }
 
-/* ---------------------------------------------------------------- (a) */
+/* ------------------------------------------------ failed write-back */
 
-static void a_writeback_failure_keeps_dirty(void)
+TEST_CASE(writeback_failure_keeps_data_dirty)
 {
 	char path[4300];
-	test_path(path, sizeof(path), dir, "a");
-	struct pc_cache *c = new_cache();
+	test_path(path, sizeof(path), dir, "dirty");
+	struct pc_cache *c = cache_with_fault_hook();
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	uint8_t data[8192];
-	fill(data, sizeof(data), 1);
+	tu_fill_pattern(data, sizeof(data), 1, 0);
 
 	/* Through fsync. */
 	atomic_store(&fail_writes, 1);
@@ -154,7 +162,7 @@ static void a_writeback_failure_keeps_dirty(void)
 	check_backing(path, data, sizeof(data));
 
 	/* Through background writeback: the next fsync reports it once. */
-	fill(data, sizeof(data), 2);
+	tu_fill_pattern(data, sizeof(data), 2, 0);
 	atomic_store(&fail_writes, 1);
 	CHECK(pc_pwrite(h, data, sizeof(data), 4096, 0) == (ssize_t)sizeof(data));
 	background_writeback_fails(c, h);
@@ -177,18 +185,18 @@ static void a_writeback_failure_keeps_dirty(void)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (b) */
+/* ------------------------------------------------------------ errseq */
 
-static void b_errseq(void)
+TEST_CASE(errseq_once_per_handle_open_at_error)
 {
 	char path[4300];
-	test_path(path, sizeof(path), dir, "b");
-	struct pc_cache *c = new_cache();
+	test_path(path, sizeof(path), dir, "errseq");
+	struct pc_cache *c = cache_with_fault_hook();
 	struct pc_file *h1 = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	struct pc_file *h2 = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h1 && h2);
 	uint8_t data[4096];
-	fill(data, sizeof(data), 3);
+	tu_fill_pattern(data, sizeof(data), 3, 0);
 
 	atomic_store(&fail_writes, 1);
 	CHECK(pc_pwrite(h1, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
@@ -212,7 +220,7 @@ static void b_errseq(void)
 	CHECK(pc_fsync(h4) == 0);
 
 	/* A second error; close reports it to a handle that has not seen it. */
-	fill(data, sizeof(data), 4);
+	tu_fill_pattern(data, sizeof(data), 4, 0);
 	atomic_store(&fail_writes, 1);
 	CHECK(pc_pwrite(h2, data, sizeof(data), 0, 0) == (ssize_t)sizeof(data));
 	background_writeback_fails(c, h2);
@@ -232,14 +240,14 @@ static void b_errseq(void)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (c) */
+/* ------------------------------------------- destroy with lost data */
 
-static void c_destroy_reports_lost_data(void)
+TEST_CASE(destroy_reports_unwritable_data)
 {
 	char path[4300];
-	test_path(path, sizeof(path), dir, "c");
+	test_path(path, sizeof(path), dir, "lost");
 	uint8_t data[4096];
-	fill(data, sizeof(data), 5);
+	tu_fill_pattern(data, sizeof(data), 5, 0);
 
 	/* The handle still open. */
 	struct pc_cache *c;
@@ -265,16 +273,16 @@ static void c_destroy_reports_lost_data(void)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (d) */
+/* ------------------------------------------------- failed device read */
 
-static void d_read_failure(void)
+TEST_CASE(read_failure_is_eio_caches_nothing_wrong)
 {
 	char path[4300];
-	test_path(path, sizeof(path), dir, "d");
+	test_path(path, sizeof(path), dir, "readfail");
 	uint8_t data[64 * 1024];
-	fill(data, sizeof(data), 6);
+	tu_fill_pattern(data, sizeof(data), 6, 0);
 	tu_write_file(path, data, sizeof(data));
-	struct pc_cache *c = new_cache();
+	struct pc_cache *c = cache_with_fault_hook();
 	struct pc_file *h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
 	uint8_t *rd = malloc(sizeof(data));
@@ -345,7 +353,7 @@ static void d_read_failure(void)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (e) */
+/* --------------------------------------------------- argument checks */
 
 #define CHECK_ERR(call, err)                                                   \
 	do {                                                                   \
@@ -401,12 +409,12 @@ static void cfg_bg_over_limit(struct pc_config *c)
 }
 static void cfg_unknown_flag(struct pc_config *c) { c->flags = 0x100; }
 
-static void e_argument_checks(void)
+TEST_CASE(bad_arguments_fail_with_their_errno)
 {
 	char path[4300], rpath[4300];
-	test_path(path, sizeof(path), dir, "e");
-	test_path(rpath, sizeof(rpath), dir, "e_ro");
-	struct pc_cache *c = new_cache();
+	test_path(path, sizeof(path), dir, "args");
+	test_path(rpath, sizeof(rpath), dir, "args_ro");
+	struct pc_cache *c = cache_with_fault_hook();
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	uint8_t buf[4096];
@@ -436,7 +444,7 @@ static void e_argument_checks(void)
 	 */
 	{
 		char spath[4400];
-		snprintf(spath, sizeof(spath), "%s/e_limit", dir);
+		snprintf(spath, sizeof(spath), "%s/args_limit", dir);
 		int fd = open(spath, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		REQUIRE(fd >= 0);
 		const off_t far = (off_t)1 << 62;
@@ -615,13 +623,13 @@ static void e_argument_checks(void)
 	unlink(rpath);
 }
 
-/* ---------------------------------------------------------------- (f) */
+/* ------------------------------------------- another process: EBUSY */
 
 /*
  * The other process.  For each request it opens a path with the flags it
  * is sent, in a new cache of its own, and answers 0 when that opened, else
  * errno (EBUSY = 16); 100+ for setup failures.  It is forked once, at the
- * start of (f), while this process has no thread (tu_fork_alone): it starts
+ * start of the EBUSY case, while this process has no thread (tu_fork_alone): it starts
  * the threads of its caches, which a child forked while this process held
  * its cache could not do safely under a sanitizer (a lock copied held:
  * such a child hung in pc_cache_destroy in 1 of about 1000 ASan runs).
@@ -639,11 +647,9 @@ static int other_requests = -1, other_answers = -1;
 
 static int open_in_new_cache(const struct open_request *q)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 2 * MiB;
+	struct pc_config cfg = tu_config(2 * MiB);
 	cfg.max_folio_size = 64 * KiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
+	struct pc_cache *c = pc_cache_new(&cfg); /* not tu_cache_new: a failure is an answer */
 	if (!c)
 		return 100;
 	errno = 0;
@@ -670,7 +676,7 @@ static void other_process_start(void)
 			if (write(ans[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
 				_exit(1);
 		}
-		exit(0); /* (f) is over; exit(): no thread was copied, so LSan checks it */
+		exit(0); /* the case is over; exit(): no thread was copied, so LSan checks it */
 	}
 	close(req[0]);
 	close(ans[1]);
@@ -700,10 +706,10 @@ static int child_open(const char *path, int flags)
 	return e;
 }
 
-static void f_other_process_refused(void)
+TEST_CASE(other_process_gets_ebusy_while_open)
 {
 	char path[4300];
-	test_path(path, sizeof(path), dir, "f");
+	test_path(path, sizeof(path), dir, "busy");
 	uint8_t buf[4096];
 	memset(buf, 9, sizeof(buf));
 	{
@@ -717,7 +723,7 @@ static void f_other_process_refused(void)
 
 	/* Open read-only here (a new cache): other readers are fine,
 	 * writers are not. */
-	struct pc_cache *c = new_cache();
+	struct pc_cache *c = cache_with_fault_hook();
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	r = child_open(path, O_RDONLY);
@@ -732,7 +738,7 @@ static void f_other_process_refused(void)
 	CHECK(pc_cache_destroy(c) == 0);
 
 	/* Open read-write here, with data cached. */
-	c = new_cache();
+	c = cache_with_fault_hook();
 	h = pc_open(c, path, O_RDWR, 0);
 	REQUIRE(h);
 	CHECK(pc_pwrite(h, buf, 100, 0, 0) == 100);
@@ -787,28 +793,4 @@ static void f_other_process_refused(void)
 	CHECK(pc_cache_destroy(c) == 0);
 	other_process_stop();
 	unlink(path);
-}
-
-int main(void)
-{
-	tu_exit_guard();
-	dir = test_dir("errors");
-	struct {
-		void (*fn)(void);
-		const char *name;
-	} tests[] = {
-		{ a_writeback_failure_keeps_dirty, "a: failed write-back keeps data dirty, fsync reports EIO" },
-		{ b_errseq, "b: errseq, once per handle open at the error" },
-		{ c_destroy_reports_lost_data, "c: pc_cache_destroy reports unwritable dirty data" },
-		{ d_read_failure, "d: failed device read is EIO, caches nothing wrong" },
-		{ e_argument_checks, "e: argument checks" },
-		{ f_other_process_refused, "f: another process gets EBUSY" },
-	};
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		unsigned before = tu_failed;
-		tests[i].fn();
-		printf("%s: %s\n", tests[i].name, tu_failed == before ? "ok" : "FAILED");
-	}
-	test_rmdir(dir);
-	return test_done();
 }

@@ -1,32 +1,35 @@
 /*
  * test_fault.c - the public fault-injection hooks (pc_fault_inject,
- * pc_fault_remove, pc_fault_count) through the cache's public API, with
- * io_uring and with PC_CFG_NO_IO_URING.  (test_backend.c checks every rule
- * kind at the backend: exact counts, rule order, continuations of cut
- * transfers, failed io_uring submissions completed exactly once.)
+ * pc_fault_remove, pc_fault_count) through the cache's public API, each
+ * case with io_uring (_uring) and with PC_CFG_NO_IO_URING (_no_uring).
+ * (test_backend.c checks every rule kind at the backend: exact counts, rule
+ * order, continuations of cut transfers, failed io_uring submissions
+ * completed exactly once.)
  *
- *   (a) FAIL on writes (EIO, ENOSPC): pc_fsync reports the error, the data
- *       stays dirty and readable; once the rule is removed the next fsync
- *       succeeds and a plain O_DIRECT read of the backing file holds it.
- *   (b) FAIL on reads (EIO, ENOSPC): pc_pread reports it; after removal
- *       the right data is read.
- *   (c) FAIL on sync (EIO, ENOSPC): pc_fsync and pc_fdatasync report it
- *       (the data itself was written); then fsync succeeds.
- *   (d) SHORT reads (read-ahead, misses) and writes (write-back): the data
- *       is right, and the cut transfers really were continued.
- *   (e) DELAY: a read takes at least delay_ms.
- *   (f) file and offset filters; skip/count; one_in with a seed gives the
- *       same faults on the same I/O sequence.
- *   (g) PC_FAULT_SUBMIT: never hangs pc_fsync, pc_pread or
- *       pc_cache_destroy; the I/O is done anyway (io_uring mode), the rule
- *       never fires without io_uring.
- *   (h) bad rules (a handle of another cache, a closed handle) are EINVAL;
- *       a rule may outlive its handle (no leak, no use after free: ASan).
+ *   - FAIL on writes (EIO, ENOSPC): pc_fsync reports the error, the data
+ *     stays dirty and readable; once the rule is removed the next fsync
+ *     succeeds and a plain O_DIRECT read of the backing file holds it.
+ *   - FAIL on reads (EIO, ENOSPC): pc_pread reports it; after removal the
+ *     right data is read.
+ *   - FAIL on sync (EIO, ENOSPC): pc_fsync and pc_fdatasync report it (the
+ *     data itself was written); then fsync succeeds.
+ *   - SHORT reads (read-ahead, misses) and writes (write-back): the data is
+ *     right, and the cut transfers really were continued.
+ *   - DELAY: a read takes at least delay_ms.
+ *   - file and offset filters; skip/count; one_in with a seed gives the
+ *     same faults on the same I/O sequence.
+ *   - PC_FAULT_SUBMIT: never hangs pc_fsync, pc_pread or pc_cache_destroy;
+ *     the I/O is done anyway (io_uring mode), the rule never fires without
+ *     io_uring.
+ *   - bad rules (a handle of another cache, a closed handle) are EINVAL; a
+ *     rule may outlive its handle (no leak, no use after free: ASan).
+ *   - PC_CFG_NO_IO_URING really leaves io_uring out.
  *
  * A buffered pread that misses may ask the device more than once (the
  * miss read, then the reader's own retry after a failure), so counts are
  * exact only with PC_DIRECT reads (one device read each); read-ahead is off
- * except where it is tested.  A watchdog fails the test if anything hangs.
+ * except where it is tested.  The harness's watchdog fails a case that
+ * hangs (a lost completion).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -40,26 +43,40 @@
 
 extern _Atomic long backend_test_continued;
 
-static const char *dir;
-static bool uring_mode;   /* this round: io_uring wanted */
-static bool uring_active; /* ...and the cache got it */
+TEST_SCRATCH_DIR("fault")
 
-/* ------------------------------------------------------------ helpers */
+static bool uring_mode; /* this case: io_uring wanted (else PC_CFG_NO_IO_URING) */
 
-static struct pc_cache *new_cache(bool readahead)
+/* An 8 MiB cache, 64 KiB folios, read-ahead on or off, io_uring as the
+ * case wants it (uring_mode). */
+static struct pc_cache *cache_with_readahead(bool readahead)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 8 * MiB;
+	struct pc_config cfg = tu_config(8 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	if (!readahead)
 		cfg.readahead_max_bytes = 0;
 	if (!uring_mode)
 		cfg.flags |= PC_CFG_NO_IO_URING;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	return tu_cache_new(&cfg);
 }
+
+/* ----------------------------------------------------------- io_uring */
+
+TEST_CASE(io_uring_only_when_wanted)
+{
+	for (int i = 0; i < 2; i++) {
+		uring_mode = i == 0;
+		struct pc_cache *c = cache_with_readahead(false);
+		bool active = tu_stats(c).io_uring != 0;
+		CHECK(pc_cache_destroy(c) == 0);
+		printf("%s: io_uring %s\n", uring_mode ? "io_uring wanted" : "PC_CFG_NO_IO_URING",
+		       active ? "active" : "not active");
+		if (!uring_mode)
+			CHECK(!active);
+	}
+}
+
+/* ------------------------------------------------------------ helpers */
 
 static void path_of(char *out, size_t n, const char *name)
 {
@@ -128,15 +145,15 @@ static bool read_all_matches(struct pc_file *h, const uint8_t *expect, size_t n)
 	return ok;
 }
 
-/* ---------------------------------------------------------------- (a) */
+/* ----------------------------------------------------- failing writes */
 
-static void a_write_fail(int err)
+static void write_fail(int err)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "a");
+	path_of(path, sizeof(path), "writefail");
 	const size_t n = 256 * KiB + 1000;
 	uint8_t *data = pattern(n, 1 + (uint64_t)err);
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	/* Written first: once its write-back fails, the file refuses new
@@ -160,16 +177,21 @@ static void a_write_fail(int err)
 	free(data);
 }
 
-/* ---------------------------------------------------------------- (b) */
+TEST_CASE(write_fail_eio_keeps_dirty_uring) { uring_mode = true; write_fail(EIO); }
+TEST_CASE(write_fail_enospc_keeps_dirty_uring) { uring_mode = true; write_fail(ENOSPC); }
+TEST_CASE(write_fail_eio_keeps_dirty_no_uring) { uring_mode = false; write_fail(EIO); }
+TEST_CASE(write_fail_enospc_keeps_dirty_no_uring) { uring_mode = false; write_fail(ENOSPC); }
 
-static void b_read_fail(int err)
+/* ------------------------------------------------------ failing reads */
+
+static void read_fail(int err)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "b");
+	path_of(path, sizeof(path), "readfail");
 	const size_t n = 256 * KiB;
 	uint8_t *data = pattern(n, 2);
 	tu_write_file(path, data, n);
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	int id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_READ, .action = PC_FAULT_FAIL,
@@ -186,15 +208,20 @@ static void b_read_fail(int err)
 	free(data);
 }
 
-/* ---------------------------------------------------------------- (c) */
+TEST_CASE(read_fail_eio_reported_uring) { uring_mode = true; read_fail(EIO); }
+TEST_CASE(read_fail_enospc_reported_uring) { uring_mode = true; read_fail(ENOSPC); }
+TEST_CASE(read_fail_eio_reported_no_uring) { uring_mode = false; read_fail(EIO); }
+TEST_CASE(read_fail_enospc_reported_no_uring) { uring_mode = false; read_fail(ENOSPC); }
 
-static void c_sync_fail(int err)
+/* ------------------------------------------------------ failing syncs */
+
+static void sync_fail(int err)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "c");
+	path_of(path, sizeof(path), "syncfail");
 	const size_t n = 128 * KiB + 7;
 	uint8_t *data = pattern(n, 3);
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h);
 	write_all(h, data, n);
@@ -215,17 +242,22 @@ static void c_sync_fail(int err)
 	free(data);
 }
 
-/* ---------------------------------------------------------------- (d) */
+TEST_CASE(sync_fail_eio_reported_uring) { uring_mode = true; sync_fail(EIO); }
+TEST_CASE(sync_fail_enospc_reported_uring) { uring_mode = true; sync_fail(ENOSPC); }
+TEST_CASE(sync_fail_eio_reported_no_uring) { uring_mode = false; sync_fail(EIO); }
+TEST_CASE(sync_fail_enospc_reported_no_uring) { uring_mode = false; sync_fail(ENOSPC); }
 
-static void d_short_transfers(void)
+/* ---------------------------------------------------- short transfers */
+
+static void short_transfers(void)
 {
 	char path[4200], wpath[4200];
-	path_of(path, sizeof(path), "d");
-	path_of(wpath, sizeof(wpath), "dw");
+	path_of(path, sizeof(path), "short");
+	path_of(wpath, sizeof(wpath), "shortw");
 	const size_t n = 1 * MiB + 3000;
 	uint8_t *data = pattern(n, 4);
 	tu_write_file(path, data, n);
-	struct pc_cache *c = new_cache(true); /* read-ahead's reads too */
+	struct pc_cache *c = cache_with_readahead(true); /* read-ahead's reads too */
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	struct pc_file *w = pc_open(c, wpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h && w);
@@ -262,16 +294,19 @@ static void d_short_transfers(void)
 	free(wdata);
 }
 
-/* ---------------------------------------------------------------- (e) */
+TEST_CASE(short_transfers_continued_uring) { uring_mode = true; short_transfers(); }
+TEST_CASE(short_transfers_continued_no_uring) { uring_mode = false; short_transfers(); }
 
-static void e_delay(void)
+/* -------------------------------------------------------------- delay */
+
+static void delay(void)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "e");
+	path_of(path, sizeof(path), "delay");
 	const size_t n = 64 * KiB;
 	uint8_t *data = pattern(n, 6);
 	tu_write_file(path, data, n);
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	int id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_READ, .action = PC_FAULT_DELAY,
@@ -288,18 +323,21 @@ static void e_delay(void)
 	free(data);
 }
 
-/* ---------------------------------------------------------------- (f) */
+TEST_CASE(delay_slows_one_read_uring) { uring_mode = true; delay(); }
+TEST_CASE(delay_slows_one_read_no_uring) { uring_mode = false; delay(); }
 
-static void f_filters(void)
+/* ------------------------------------------------------------ filters */
+
+static void filters(void)
 {
 	char pa[4200], pb[4200];
-	path_of(pa, sizeof(pa), "fa");
-	path_of(pb, sizeof(pb), "fb");
+	path_of(pa, sizeof(pa), "filter_a");
+	path_of(pb, sizeof(pb), "filter_b");
 	const size_t n = 512 * KiB;
 	uint8_t *da = pattern(n, 7), *db = pattern(n, 8);
 	tu_write_file(pa, da, n);
 	tu_write_file(pb, db, n);
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *a = pc_open(c, pa, O_RDWR, 0);
 	struct pc_file *b = pc_open(c, pb, O_RDWR, 0);
 	REQUIRE(a && b);
@@ -340,7 +378,7 @@ static void f_filters(void)
 	CHECK(pc_close(a) == 0);
 	CHECK(pc_close(b) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-	c = new_cache(false);
+	c = cache_with_readahead(false);
 	a = pc_open(c, pa, O_RDONLY, 0);
 	REQUIRE(a);
 	id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_READ, .action = PC_FAULT_FAIL, .error = EIO,
@@ -356,11 +394,14 @@ static void f_filters(void)
 	free(db);
 }
 
+TEST_CASE(file_range_skip_count_filters_uring) { uring_mode = true; filters(); }
+TEST_CASE(file_range_skip_count_filters_no_uring) { uring_mode = false; filters(); }
+
 /* The failing reads (bit i: the i-th of 32 PC_DIRECT reads) of a fresh
  * cache with a one_in 2 rule of `seed`. */
 static uint32_t one_in_pattern(const char *path, uint64_t seed)
 {
-	struct pc_cache *c = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	REQUIRE(h);
 	int id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_READ, .action = PC_FAULT_FAIL,
@@ -380,10 +421,10 @@ static uint32_t one_in_pattern(const char *path, uint64_t seed)
 	return bits;
 }
 
-static void f_one_in(void)
+static void one_in(void)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "f1");
+	path_of(path, sizeof(path), "one_in");
 	const size_t n = 2 * MiB;
 	uint8_t *data = pattern(n, 11);
 	tu_write_file(path, data, n);
@@ -393,20 +434,24 @@ static void f_one_in(void)
 	free(data);
 }
 
-/* ---------------------------------------------------------------- (g) */
+TEST_CASE(one_in_same_seed_same_faults_uring) { uring_mode = true; one_in(); }
+TEST_CASE(one_in_same_seed_same_faults_no_uring) { uring_mode = false; one_in(); }
 
-static void g_submit_fault(void)
+/* ----------------------------------------------------- submit failure */
+
+static void submit_fault(void)
 {
 	char path[4200], wpath[4200];
-	path_of(path, sizeof(path), "g");
-	path_of(wpath, sizeof(wpath), "gw");
+	path_of(path, sizeof(path), "submit");
+	path_of(wpath, sizeof(wpath), "submitw");
 	const size_t n = 512 * KiB + 100;
 	uint8_t *data = pattern(n, 12), *wdata = pattern(n, 13);
 	tu_write_file(path, data, n);
-	struct pc_cache *c = new_cache(true);
+	struct pc_cache *c = cache_with_readahead(true);
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	struct pc_file *w = pc_open(c, wpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(h && w);
+	bool uring_active = tu_stats(c).io_uring != 0;
 	int id = pc_fault_inject(c, &(struct pc_fault){.ops = PC_FAULT_SUBMIT, .action = PC_FAULT_FAIL,
 						       .error = EIO});
 	CHECK(id >= 0);
@@ -435,16 +480,19 @@ static void g_submit_fault(void)
 	free(wdata);
 }
 
-/* ---------------------------------------------------------------- (h) */
+TEST_CASE(submit_fault_never_hangs_uring) { uring_mode = true; submit_fault(); }
+TEST_CASE(submit_fault_never_hangs_no_uring) { uring_mode = false; submit_fault(); }
 
-static void h_handles(void)
+/* ------------------------------------------------------ rule handles */
+
+static void rule_handles(void)
 {
 	char path[4200];
-	path_of(path, sizeof(path), "h");
+	path_of(path, sizeof(path), "handles");
 	const size_t n = 64 * KiB;
 	uint8_t *data = pattern(n, 15);
 	tu_write_file(path, data, n);
-	struct pc_cache *c = new_cache(false), *other = new_cache(false);
+	struct pc_cache *c = cache_with_readahead(false), *other = cache_with_readahead(false);
 	struct pc_file *h = pc_open(c, path, O_RDONLY, 0);
 	struct pc_file *o = pc_open(other, path, O_RDONLY, 0); /* same process: not EBUSY */
 	REQUIRE(h && o);
@@ -476,38 +524,5 @@ static void h_handles(void)
 	free(data);
 }
 
-/* ------------------------------------------------------------------ main */
-
-static void run_round(bool uring)
-{
-	uring_mode = uring;
-	struct pc_cache *c = new_cache(false);
-	uring_active = tu_stats(c).io_uring != 0;
-	CHECK(pc_cache_destroy(c) == 0);
-	printf("round: %s (io_uring %s)\n", uring ? "io_uring wanted" : "PC_CFG_NO_IO_URING",
-	       uring_active ? "active" : "not active");
-	if (!uring)
-		CHECK(!uring_active);
-	const int errs[2] = {EIO, ENOSPC};
-	for (int i = 0; i < 2; i++) {
-		a_write_fail(errs[i]);
-		b_read_fail(errs[i]);
-		c_sync_fail(errs[i]);
-	}
-	d_short_transfers();
-	e_delay();
-	f_filters();
-	f_one_in();
-	g_submit_fault();
-	h_handles();
-}
-
-int main(void)
-{
-	alarm(120); /* a lost completion hangs: fail instead */
-	dir = test_dir("test_fault");
-	run_round(true);
-	run_round(false);
-	test_rmdir(dir);
-	return test_done();
-}
+TEST_CASE(rules_check_handles_outlive_them_uring) { uring_mode = true; rule_handles(); }
+TEST_CASE(rules_check_handles_outlive_them_no_uring) { uring_mode = false; rule_handles(); }

@@ -1,75 +1,50 @@
 /*
- * test_fullfs.c - a full file system, for real: small ext4 and XFS file
- * systems on loop devices, filled up to a few MiB, written through the
- * cache in every write mode.  (Reliability issue: a writer filling a full
- * file system waited for ever in the dirty throttle.)
+ * fullfs_util.h - full file systems, for real, for the test_fullfs_*
+ * programs: small ext4 and XFS file systems on loop devices, filled up to a
+ * few MiB, and the writes and checks their scenarios share.  (Reliability
+ * issue: a writer filling a full file system waited for ever in the dirty
+ * throttle.)
  *
- * Each scenario runs in a child process on a new file system (made, mounted
- * and filled for it: a filler file fallocated up to FREE_LEFT = 4 MiB
- * free; unmounted after it), with a watchdog: a scenario that does not
- * finish within PC_FULLFS_WATCHDOG seconds (default 60) fails with a
- * "HANG" line naming the call it was stuck in and the cache's counters.
- * The images: ext4 64 MiB, XFS 300 MiB (mkfs.xfs refuses less), 4 KiB
- * blocks.  Scenarios, for each file system, write (up to) 48 MiB of
- * 47008-byte records from offset 0, until the file system is full:
- *
- *   kernel/append, kernel/holes   the control: the same writes with plain
- *       pwrite on a normal descriptor, then fsync.  Documents the ground
- *       truth: the file system reports ENOSPC at write time (delayed
- *       allocation reserves space), fsync then succeeds, and once the
- *       filler is deleted everything written is there.
- *   append/MODE   through pagecache (memory_limit 128 MiB, the rest the
- *       defaults) into a new file, MODE one of dsync, direct, buffered,
- *       dontcache, nowait (PC_NOWAIT buffered writes; EAGAIN is retried):
- *       - the full file system is reported as ENOSPC (EIO allowed from a
- *         write the throttle held), by a write or at the latest by fsync;
- *         PC_DSYNC and PC_DIRECT writes report it themselves;
- *       - after a short write the next write fails; after a failed write a
- *         new write at the same offset fails too (nothing frees space);
- *       - every acknowledged byte reads back through the cache meanwhile
- *         (nothing dropped, PC_DONTCACHE data included); PC_DSYNC data is
- *         already on the device (plain O_DIRECT reads);
- *       - fsync while full is 0 or -1/ENOSPC;
- *       - the filler is deleted: the next fsync succeeds (it may first
- *         report, once, a writeback error counted before space came back:
- *         errseq semantics), a new record can be written, fsync, close and
- *         pc_cache_destroy succeed, and the backing file read with plain
- *         O_DIRECT reads holds every acknowledged byte.
- *   holes/MODE    the same into a file made 48 MiB long and sparse (plain
- *       ftruncate) before pc_open: the writes extend nothing, so space is
- *       not reserved as for extending writes and writeback meets ENOSPC
- *       (the failed data must stay dirty and cached until space returns).  In
- *       addition, while the file system is full and the victim's writes
- *       have failed, writers of other files are not stalled: 8 MiB written
- *       and fsynced on another device (the build tree) succeed, and a small
- *       write to another file of the full file system returns (data or
- *       ENOSPC); both are verified on disk at the end.
- *   destroy/open, destroy/closed   holes-file writes until the error, then
- *       pc_cache_destroy without freeing space (with the handle still
- *       open, resp. after pc_close, PC_DONTCACHE): it returns (the watchdog
- *       says if not), -1/ENOSPC when dirty data was left, else 0 with
- *       every acknowledged byte on disk.
+ * Each case runs its scenario with fullfs_run(): in a child process on a
+ * new file system (made, mounted and filled for it: a filler file
+ * fallocated up to FREE_LEFT = 4 MiB free; unmounted after it), with a
+ * watchdog: a scenario that does not finish within PC_FULLFS_WATCHDOG
+ * seconds (default 60) fails with a "HANG" line naming the call it was
+ * stuck in and the cache's counters.  The images: ext4 64 MiB, XFS 300 MiB
+ * (mkfs.xfs refuses less), 4 KiB blocks.  A scenario writes (up to) 48 MiB
+ * of 47008-byte records from offset 0, until the file system is full
+ * (write_until_error), through a cache of 128 MiB (the rest the defaults)
+ * or, for the kernel's control, with plain pwrite; free_space() deletes
+ * the filler, and check_disk() reads the file back with plain O_DIRECT.
+ * The child's checks are its own: it says how many passed, and the case
+ * has one check, that the child passed.
  *
  * Needs root, /dev/loop-control, mkfs.ext4 (e2fsprogs) and mkfs.xfs
- * (xfsprogs, else the XFS scenarios are left out).  Without root or when no
- * loop device or mount works, it prints why and exits with SKIP_CODE (77,
- * the test's SKIP_RETURN_CODE).
+ * (xfsprogs).  Without root or loop devices every case is skipped, with
+ * the reason; a file system that cannot be made, attached or mounted the
+ * first time skips the cases on it (TEST_SKIP: a failure under CI).
  *
- * Cleanup: the test works in a private mount namespace, so its mounts are
- * invisible outside and die with the process whatever happens; the loop
- * devices are set up with LO_FLAGS_AUTOCLEAR, so they detach when their
- * file system is unmounted; a scenario's child dies with the parent.  On a
- * normal exit, SIGINT, SIGTERM or SIGHUP the parent unmounts and removes
- * its files itself.  Files live in PC_TEST_DIR/fullfs.PID (the image files
- * are sparse); a later run removes those of a run killed by SIGKILL.
+ * Cleanup: the program works in a private mount namespace, so its mounts
+ * are invisible outside and die with the process whatever happens; the
+ * loop devices are set up with LO_FLAGS_AUTOCLEAR, so they detach when
+ * their file system is unmounted; a scenario's child dies with the parent.
+ * On a normal exit, SIGINT, SIGTERM or SIGHUP the parent unmounts and
+ * removes its files itself.  Files live in PC_TEST_DIR/fullfs.PID (the
+ * image files are sparse); a later run removes those of a run killed by
+ * SIGKILL.
  *
  * Environment: PC_FULLFS_WATCHDOG (seconds per scenario, default 60),
- * PC_FULLFS_MAX_HANGS (after this many hangs the remaining pagecache
- * scenarios are not run, to stay within CI's time; default 3, 0: no limit),
- * PC_FULLFS_ONLY (run only scenarios whose name, e.g. "ext4/holes/buffered",
- * contains this string), PC_TEST_QUICK=1 (only the buffered, dontcache
- * and direct modes).
+ * PC_FULLFS_MAX_HANGS (after this many hangs in one run of a program, its
+ * remaining pagecache cases fail without running, to stay within CI's
+ * time; default 3, 0: no limit).
+ *
+ * For the test_fullfs_* files only: each uses TEST_FIXTURE(fullfs_setup,
+ * fullfs_teardown) and the helpers it needs (the others are not warned
+ * about).
  */
+#ifndef PC_FULLFS_UTIL_H
+#define PC_FULLFS_UTIL_H
+
 #define _GNU_SOURCE
 #include "testutil.h"
 
@@ -81,23 +56,25 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
+/* Not every file uses every helper here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 
-#define SKIP_CODE 77         /* SKIP_RETURN_CODE of this test (CMakeLists.txt) */
 #define CHILD_HANG 3         /* a scenario's exit code when its watchdog fired */
 #define REC 47008ull         /* record size (the issue's case) */
 #define TOTAL (48 * MiB)     /* bytes each scenario tries to write */
 #define FREE_LEFT (4 * MiB)  /* free space left by the filler */
 #define CACHE_MEM (128 * MiB)
-#define OTHER_BYTES (8 * MiB) /* written to another device meanwhile */
-#define SMALL_BYTES (64 * KiB) /* written to another file of the full fs */
 
 extern char **environ;
 
@@ -106,8 +83,9 @@ extern char **environ;
 struct fs {
 	const char *type;     /* "ext4" or "xfs": mount(2)'s type */
 	uint64_t image_size;
-	bool usable;          /* it could be set up here */
+	enum { FS_UNTRIED, FS_WORKS, FS_FAILS } state; /* can it be set up here? */
 	bool up;              /* mounted now */
+	char why[512];        /* why the last set-up failed */
 	char image[3200];     /* sizes: top + a name fits, so does mnt + a name */
 	char mnt[3200];
 	char filler[3300];
@@ -116,16 +94,29 @@ struct fs {
 
 /* XFS refuses file systems under 300 MB (xfsprogs >= 5.19); the image
  * files are sparse, so their size costs nothing until written. */
+enum { EXT4, XFS };
 static struct fs fss[] = {
-	{ .type = "ext4", .image_size = 64 * MiB },
-	{ .type = "xfs", .image_size = 300 * MiB },
+	[EXT4] = { .type = "ext4", .image_size = 64 * MiB },
+	[XFS] = { .type = "xfs", .image_size = 300 * MiB },
 };
 #define NFS (sizeof(fss) / sizeof(fss[0]))
 
 static char top[3072]; /* PC_TEST_DIR/fullfs.PID: images, mount points, other files */
-static char other_path[3100]; /* top/other: the file on another device */
+static char other_path[3100]; /* top/other: a file on another device */
 static pid_t owner;        /* the parent: the only process that cleans up */
 static volatile pid_t child_pid;
+static const char *fullfs_why_not; /* set: no case can run here, and why */
+static char fullfs_why_buf[256];
+
+/* Say why setting up f failed (printed, and kept for the skip). */
+__attribute__((format(printf, 2, 3))) static void fs_why(struct fs *f, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(f->why, sizeof(f->why), fmt, ap);
+	va_end(ap);
+	printf("fullfs: %s\n", f->why);
+}
 
 /* Run a tool (argv[0] looked up in PATH); its exit status, -1 if it could
  * not be started. */
@@ -151,50 +142,53 @@ static bool have_tool(const char *name)
 }
 
 /*
- * Attach `image` to a free loop device with LO_FLAGS_AUTOCLEAR (it detaches
+ * Attach f's image to a free loop device with LO_FLAGS_AUTOCLEAR (it detaches
  * itself when the last user, the mounted file system, goes away).  Returns
  * the open loop device (the caller closes it once the file system holds
- * it), or -1 with a reason printed.  Another process may take the device
+ * it; its name in f->loopdev), or -1 with the reason in f->why.  Another process may take the device
  * LOOP_CTL_GET_FREE named first: LOOP_CONFIGURE then fails with EBUSY and
  * we ask again, as losetup does.
  */
-static int loop_attach(const char *image, char *dev, size_t devlen)
+static int loop_attach(struct fs *f)
 {
+	char *dev = f->loopdev;
 	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0) {
-		printf("test_fullfs: /dev/loop-control: %s\n", strerror(errno));
+		fs_why(f, "/dev/loop-control: %s", strerror(errno));
 		return -1;
 	}
-	int backing = open(image, O_RDWR | O_CLOEXEC);
+	int backing = open(f->image, O_RDWR | O_CLOEXEC);
 	REQUIRE(backing >= 0);
 	int lfd = -1;
 	for (int tries = 0; tries < 20 && lfd < 0; tries++) {
 		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (n < 0) {
-			printf("test_fullfs: LOOP_CTL_GET_FREE: %s\n", strerror(errno));
+			fs_why(f, "LOOP_CTL_GET_FREE: %s", strerror(errno));
 			break;
 		}
-		snprintf(dev, devlen, "/dev/loop%d", n);
+		snprintf(dev, sizeof(f->loopdev), "/dev/loop%d", n);
 		lfd = open(dev, O_RDWR | O_CLOEXEC);
 		if (lfd < 0) {
-			printf("test_fullfs: %s: %s\n", dev, strerror(errno));
+			fs_why(f, "%s: %s", dev, strerror(errno));
 			break;
 		}
 		struct loop_config lc;
 		memset(&lc, 0, sizeof(lc));
 		lc.fd = (uint32_t)backing;
 		lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-		snprintf((char *)lc.info.lo_file_name, LO_NAME_SIZE, "%s", image);
+		memcpy(lc.info.lo_file_name, f->image, strnlen(f->image, LO_NAME_SIZE - 1)); /* a name, cut */
 		if (ioctl(lfd, LOOP_CONFIGURE, &lc) != 0) {
 			int e = errno;
 			close(lfd);
 			lfd = -1;
 			if (e != EBUSY) {
-				printf("test_fullfs: LOOP_CONFIGURE %s: %s\n", dev, strerror(e));
+				fs_why(f, "LOOP_CONFIGURE %s: %s", dev, strerror(e));
 				break;
 			}
 		}
 	}
+	if (lfd < 0 && !f->why[0])
+		fs_why(f, "no free loop device after 20 tries");
 	close(backing);
 	close(ctl);
 	return lfd;
@@ -214,35 +208,37 @@ static bool mkfs(struct fs *f)
 }
 
 /* Make, attach and mount a new file system f under `top` (every scenario
- * gets a new one).  false (with the reason printed) when that cannot work. */
+ * gets a new one).  false (the reason printed and in f->why) when that
+ * cannot work. */
 static bool fs_setup(struct fs *f)
 {
+	f->why[0] = 0;
 	const char *mkfs_tool = strcmp(f->type, "ext4") == 0 ? "mkfs.ext4" : "mkfs.xfs";
 	if (!have_tool(mkfs_tool)) {
-		printf("test_fullfs: %s not found: no %s scenarios (install %s)\n", mkfs_tool, f->type,
+		fs_why(f, "%s not found: no %s cases (install %s)", mkfs_tool, f->type,
 		       strcmp(f->type, "ext4") == 0 ? "e2fsprogs" : "xfsprogs");
 		return false;
 	}
 	snprintf(f->image, sizeof(f->image), "%s/%s.img", top, f->type);
 	snprintf(f->mnt, sizeof(f->mnt), "%s/mnt-%s", top, f->type);
-	test_path(f->filler, sizeof(f->filler), f->mnt, "filler");
+	snprintf(f->filler, sizeof(f->filler), "%s/mnt-%s/filler", top, f->type);
 	int fd = open(f->image, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	REQUIRE(fd >= 0);
 	REQUIRE(ftruncate(fd, (off_t)f->image_size) == 0);
 	close(fd);
 	if (!mkfs(f)) {
-		printf("test_fullfs: %s on %s failed\n", mkfs_tool, f->image);
+		fs_why(f, "%s on %s failed", mkfs_tool, f->image);
 		unlink(f->image);
 		return false;
 	}
-	int lfd = loop_attach(f->image, f->loopdev, sizeof(f->loopdev));
+	int lfd = loop_attach(f);
 	if (lfd < 0) {
 		unlink(f->image);
 		return false;
 	}
 	REQUIRE(mkdir(f->mnt, 0755) == 0);
 	if (mount(f->loopdev, f->mnt, f->type, 0, NULL) != 0) {
-		printf("test_fullfs: mount %s (%s) on %s: %s\n", f->loopdev, f->type, f->mnt, strerror(errno));
+		fs_why(f, "mount %s (%s) on %s: %s", f->loopdev, f->type, f->mnt, strerror(errno));
 		close(lfd); /* autoclear: the device detaches now */
 		rmdir(f->mnt);
 		unlink(f->image);
@@ -278,6 +274,7 @@ static void fs_teardown(struct fs *f, bool patient)
 	unlink(f->image);
 }
 
+/* Unmount everything and remove the files (the parent only; again: nothing). */
 static void cleanup(void)
 {
 	if (getpid() != owner)
@@ -286,6 +283,7 @@ static void cleanup(void)
 		fs_teardown(&fss[i], true);
 	if (top[0])
 		test_rmdir(top);
+	top[0] = 0;
 }
 
 static void parent_signal(int sig)
@@ -322,7 +320,7 @@ static void remove_stale_dirs(void)
 			continue;
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s", base, e->d_name);
-		printf("test_fullfs: removing %s, left by a killed run\n", path);
+		printf("fullfs: removing %s, left by a killed run\n", path);
 		char *argv[] = { "rm", "-rf", "--one-file-system", path, NULL };
 		run_tool(argv);
 	}
@@ -335,7 +333,7 @@ static void remove_stale_dirs(void)
 static void private_mounts(void)
 {
 	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		printf("test_fullfs: no private mount namespace (%s); mounts are visible while it runs\n",
+		printf("fullfs: no private mount namespace (%s); mounts are visible while it runs\n",
 		       strerror(errno));
 }
 
@@ -366,7 +364,7 @@ static bool fs_fill(struct fs *f)
 	uint64_t filled = 0, avail;
 	for (int round = 0; round < 3 && (avail = free_bytes(f->mnt)) > FREE_LEFT + MiB; round++) {
 		if (fallocate(fd, 0, (off_t)filled, (off_t)(avail - FREE_LEFT)) != 0) {
-			printf("test_fullfs: fallocate filler on %s: %s\n", f->type, strerror(errno));
+			printf("fullfs: fallocate filler on %s: %s\n", f->type, strerror(errno));
 			break;
 		}
 		filled += avail - FREE_LEFT;
@@ -376,7 +374,7 @@ static bool fs_fill(struct fs *f)
 	close(fd);
 	avail = free_bytes(f->mnt);
 	if (avail < FREE_LEFT / 2 || avail > FREE_LEFT + MiB) {
-		printf("test_fullfs: could not leave %llu KiB free on %s (%llu KiB free)\n",
+		printf("fullfs: could not leave %llu KiB free on %s (%llu KiB free)\n",
 		       (unsigned long long)(FREE_LEFT / KiB), f->type, (unsigned long long)(avail / KiB));
 		return false;
 	}
@@ -415,14 +413,13 @@ static void child_watchdog(int sig)
 	_exit(CHILD_HANG);
 }
 
-static struct pc_cache *new_cache(void)
+/* The scenario's cache (CACHE_MEM, the rest the defaults): its counters
+ * go into the HANG report. */
+static struct pc_cache *scenario_cache(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = CACHE_MEM;
+	struct pc_config cfg = tu_config(CACHE_MEM);
 	step("pc_cache_new", 0);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	scen_cache = c;
 	return c;
 }
@@ -664,32 +661,7 @@ static void write_after_recovery(struct pc_file *h, int fd, int flags, uint64_t 
 	free(buf);
 }
 
-/* ------------------------------------------------- kernel control */
-
-static void scenario_kernel(const struct fs *f, bool holes, uint64_t seed)
-{
-	char path[PATH_MAX];
-	victim_path(path, sizeof(path), f);
-	if (holes)
-		make_sparse(path, TOTAL);
-	int fd = open(path, O_RDWR | O_CREAT | (holes ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
-	REQUIRE(fd >= 0);
-	struct wrun w = write_until_error(NULL, fd, 0, seed, TOTAL);
-	print_run(&w);
-	/* Ground truth: delayed allocation reserves space at write time. */
-	CHECK(w.err == ENOSPC);
-	step("fsync (kernel)", 0);
-	int r = fsync(fd);
-	printf("   fsync while full: %s\n", r ? strerror(errno) : "0");
-	CHECK(r == 0);
-	free_space(f);
-	write_after_recovery(NULL, fd, 0, seed, &w, TOTAL);
-	CHECK(fsync(fd) == 0);
-	CHECK(close(fd) == 0);
-	check_disk(path, seed, w.ack, holes ? TOTAL : w.ack, holes ? TOTAL : w.tried);
-}
-
-/* ------------------------------------------------ through pagecache */
+/* --------------------------------------- shared by the pagecache cases */
 
 /* pc_fsync while the file system is full: 0 (everything acknowledged had
  * its space) or ENOSPC; it must be ENOSPC if no write reported the error. */
@@ -735,222 +707,110 @@ static void fsync_after_space_returns(struct pc_file *h, const struct fs *f, uin
 	CHECK(r == 0);
 }
 
-/*
- * Writers of other files are not stalled by the failing victim: OTHER_BYTES
- * to a file on another device (the build tree) written and fsynced, and a
- * small write to another file of the full file system, which returns with
- * the data or ENOSPC.  Both are checked on disk at the end (*small_ok: the
- * small write was acknowledged).
- */
-static void others_not_stalled(struct pc_cache *c, const struct fs *f, uint64_t seed, bool *small_ok)
-{
-	char small[PATH_MAX];
-	test_path(small, sizeof(small), f->mnt, "small");
-	struct pc_file *o = pc_open(c, other_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(o);
-	uint8_t *buf = malloc(SMALL_BYTES > REC ? SMALL_BYTES : REC);
-	REQUIRE(buf);
-	bool all = true;
-	for (uint64_t off = 0; off < OTHER_BYTES && all; off = record_end(off, OTHER_BYTES)) {
-		size_t len = (size_t)(record_end(off, OTHER_BYTES) - off);
-		tu_fill_pattern(buf, len, seed + 1, off);
-		step("pc_pwrite to another device", off);
-		all = pc_pwrite(o, buf, len, (off_t)off, 0) == (ssize_t)len;
-	}
-	CHECK(all);
-	step("pc_fsync of another device's file", 0);
-	CHECK(pc_fsync(o) == 0);
-	step("pc_close of another device's file", 0);
-	CHECK(pc_close(o) == 0);
+/* ------------------------------------------------------------ the runner */
 
-	/* A new file may be refused already (XFS needs room for inodes). */
-	step("pc_open of another file of the full file system", 0);
-	struct pc_file *s = pc_open(c, small, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	int e = errno;
-	CHECK(s || e == ENOSPC);
-	ssize_t r = -1;
-	int cr = 0;
-	if (s) {
-		tu_fill_pattern(buf, SMALL_BYTES, seed + 2, 0);
-		step("pc_pwrite to another file of the full file system", 0);
-		r = pc_pwrite(s, buf, SMALL_BYTES, 0, 0);
-		e = errno;
-		CHECK(r == (ssize_t)SMALL_BYTES || (r == -1 && nospace_write_errno(e)));
-		step("pc_close of another file of the full file system", 0);
-		errno = 0;
-		cr = pc_close(s);
-		CHECK(cr == 0 || errno == ENOSPC);
-	}
-	*small_ok = r == (ssize_t)SMALL_BYTES;
-	printf("   meanwhile: %llu MiB to another device written and fsynced; another file on the full fs: %s\n",
-	       (unsigned long long)(OTHER_BYTES / MiB),
-	       !s ? "pc_open ENOSPC" : !*small_ok ? "pc_pwrite failed" : cr ? "written, pc_close ENOSPC" : "written");
-	free(buf);
-}
+static unsigned max_hangs = 3, hangs;
 
-static void check_others_on_disk(const struct fs *f, uint64_t seed, bool small_ok)
+static unsigned env_uint(const char *name, unsigned dflt)
 {
-	char small[PATH_MAX];
-	test_path(small, sizeof(small), f->mnt, "small");
-	check_disk(other_path, seed + 1, OTHER_BYTES, OTHER_BYTES, OTHER_BYTES);
-	if (small_ok)
-		check_disk(small, seed + 2, SMALL_BYTES, SMALL_BYTES, SMALL_BYTES);
+	const char *s = getenv(name);
+	return s && *s ? (unsigned)strtoul(s, NULL, 0) : dflt;
 }
 
 /*
- * The other file on the full file system was closed without waiting (the
- * default close): its write-back met ENOSPC while nobody had it open.  The
- * next handle's fsync reports that once (the kernel's rule for an error
- * nobody saw) and, space being back, writes it; then all is reported.
+ * The fixture: whether anything can run here (root, loop devices: else
+ * fullfs_why_not says why and every case skips), the program's directory,
+ * its private mount namespace and the cleanup on exit and on signals.
+ * Whether each kind of file system can be set up is learnt by the first
+ * case that tries.
  */
-static void reap_small_file(struct pc_cache *c, const struct fs *f)
+static void fullfs_setup(void)
 {
-	char small[PATH_MAX];
-	test_path(small, sizeof(small), f->mnt, "small");
-	struct pc_file *s = pc_open(c, small, O_RDWR, 0);
-	if (!s)
-		return; /* never created */
-	step("pc_fsync of the other file after space returned", 0);
-	errno = 0;
-	int r = pc_fsync(s);
-	CHECK(r == 0 || errno == ENOSPC);
-	CHECK(pc_fsync(s) == 0);
-	CHECK(pc_close(s) == 0);
-}
-
-/* append/MODE and holes/MODE: see the comment at the top. */
-static void scenario_pagecache(const struct fs *f, bool holes, int flags, uint64_t seed)
-{
-	char path[PATH_MAX];
-	victim_path(path, sizeof(path), f);
-	if (holes)
-		make_sparse(path, TOTAL);
-	struct pc_cache *c = new_cache();
-	step("pc_open", 0);
-	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | (holes ? 0 : O_TRUNC), 0644);
-	REQUIRE(h);
-
-	struct wrun w = write_until_error(h, -1, flags, seed, TOTAL);
-	print_run(&w);
-	if (flags & (PC_DSYNC | PC_DIRECT))
-		CHECK(w.err != 0); /* data goes to the device in the call */
-	if (!holes) /* past 1 MiB an append reserves its space: ENOSPC in the call */
-		CHECK(w.err == ENOSPC);
-	check_cached_reads(h, seed, w.ack);
-	if (flags & PC_DSYNC) /* durable on return; the size may be rounded up */
-		check_disk(path, seed, w.ack, holes ? TOTAL : w.ack, holes ? TOTAL : UINT64_MAX);
-	fsync_while_full(h, &w);
-	uint64_t errors_at_fsync = tu_stats(c).write_errors;
-
-	bool small_ok = false;
-	if (holes)
-		others_not_stalled(c, f, seed, &small_ok);
-
-	fsync_after_space_returns(h, f, errors_at_fsync);
-	if (holes)
-		reap_small_file(c, f);
-	write_after_recovery(h, -1, flags, seed, &w, TOTAL);
-	step("pc_fsync after the new write", 0);
-	CHECK(pc_fsync(h) == 0);
-	step("pc_close", 0);
-	CHECK(pc_close(h) == 0);
-	CHECK(destroy_cache(c) == 0);
-	check_disk(path, seed, w.ack, holes ? TOTAL : w.ack, holes ? TOTAL : w.tried);
-	if (holes)
-		check_others_on_disk(f, seed, small_ok);
-}
-
-/* destroy/open, destroy/closed: pc_cache_destroy on the full file system. */
-static void scenario_destroy(const struct fs *f, bool close_first, uint64_t seed)
-{
-	char path[PATH_MAX];
-	victim_path(path, sizeof(path), f);
-	make_sparse(path, TOTAL);
-	int flags = close_first ? PC_DONTCACHE : 0;
-	struct pc_cache *c = new_cache();
-	struct pc_file *h = pc_open(c, path, O_RDWR, 0644);
-	REQUIRE(h);
-	struct wrun w = write_until_error(h, -1, flags, seed, TOTAL);
-	print_run(&w);
-	if (close_first) {
-		step("pc_close while full", 0);
-		errno = 0;
-		int r = pc_close(h);
-		int e = errno;
-		printf("   pc_close while full: %s\n", r ? strerror(e) : "0");
-		CHECK(r == 0 || e == ENOSPC);
+	if (geteuid() != 0) {
+		fullfs_why_not = "needs root (loop devices, mkfs, mount)";
+		return;
 	}
-	uint64_t dirty = tu_stats(c).dirty_bytes, werrs = tu_stats(c).write_errors;
-	errno = 0;
-	int r = destroy_cache(c);
-	int e = errno;
-	printf("   pc_cache_destroy with %.2f MiB dirty: %s\n", (double)dirty / MiB, r ? strerror(e) : "0");
-	if (r == 0) {
-		check_disk(path, seed, w.ack, TOTAL, TOTAL);
-	} else {
-		CHECK(e == ENOSPC);
-		/* Data left, or an error of write-back after the close that
-		 * no handle reported (destroy is the last to report it). */
-		CHECK(dirty > 0 || (close_first && werrs > 0));
+	if (access("/dev/loop-control", R_OK | W_OK) != 0) {
+		snprintf(fullfs_why_buf, sizeof(fullfs_why_buf), "no /dev/loop-control (%s)", strerror(errno));
+		fullfs_why_not = fullfs_why_buf;
+		return;
 	}
+	watchdog_s = env_uint("PC_FULLFS_WATCHDOG", 60);
+	max_hangs = env_uint("PC_FULLFS_MAX_HANGS", 3);
+	owner = getpid();
+	remove_stale_dirs();
+	const char *d = test_dir("fullfs");
+	REQUIRE(strlen(d) < sizeof(top));
+	memcpy(top, d, strlen(d) + 1);
+	test_path(other_path, sizeof(other_path), top, "other");
+	atexit(cleanup); /* also after a REQUIRE's exit */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = parent_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	private_mounts();
 }
 
-/* ------------------------------------------------------------ driver */
-
-struct mode {
-	const char *name;
-	int flags;
-	bool quick; /* also with PC_TEST_QUICK=1 */
-};
-
-static const struct mode modes[] = {
-	{ "dsync", PC_DSYNC, false },
-	{ "direct", PC_DIRECT, true },
-	{ "buffered", 0, true },
-	{ "dontcache", PC_DONTCACHE, true },
-	{ "nowait", PC_NOWAIT, false },
-};
-#define NMODES (sizeof(modes) / sizeof(modes[0]))
-
-enum kind { KERNEL_APPEND, KERNEL_HOLES, PC_APPEND, PC_HOLES, DESTROY_OPEN, DESTROY_CLOSED };
-
-static void run_scenario(const struct fs *f, enum kind k, const struct mode *m, uint64_t seed)
+static void fullfs_teardown(void)
 {
-	switch (k) {
-	case KERNEL_APPEND: scenario_kernel(f, false, seed); break;
-	case KERNEL_HOLES: scenario_kernel(f, true, seed); break;
-	case PC_APPEND: scenario_pagecache(f, false, m->flags, seed); break;
-	case PC_HOLES: scenario_pagecache(f, true, m->flags, seed); break;
-	case DESTROY_OPEN: scenario_destroy(f, false, seed); break;
-	case DESTROY_CLOSED: scenario_destroy(f, true, seed); break;
+	cleanup();
+}
+
+/* The case's seed for its data: from its name, so each case writes its
+ * own data, the same in every run. */
+static uint64_t fullfs_seed(void)
+{
+	uint64_t h = 14695981039346656037ull; /* FNV-1a */
+	for (const char *p = tu_case_name(); *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	return h;
+}
+
+/* A scenario: runs in the child, on f set up and filled; arg is its own. */
+typedef void (*fullfs_scenario)(const struct fs *f, int arg, uint64_t seed);
+
+/*
+ * Run scenario fn(arg) in a child process on a new, filled file system
+ * fss[which], removed afterwards; the case's check: the child passed.
+ * through_cache: a pagecache scenario, not run (a failure) once
+ * PC_FULLFS_MAX_HANGS scenarios hung in this run of the program.
+ */
+static void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cache)
+{
+	struct fs *f = &fss[which];
+	const char *name = tu_case_name();
+	if (fullfs_why_not)
+		TEST_SKIP(fullfs_why_not);
+	if (f->state == FS_FAILS)
+		TEST_SKIP(f->why);
+	if (through_cache && max_hangs && hangs >= max_hangs) {
+		printf("%s: not run after %u hangs (PC_FULLFS_MAX_HANGS=0 runs it)\n", name, hangs);
+		CHECK(hangs < max_hangs);
+		return;
 	}
-}
-
-static unsigned max_hangs = 3, hangs, failures;
-static char failed_names[4096];
-
-static void parent_watchdog(int sig)
-{
-	(void)sig;
-	/* The child's own watchdog did not end it (stuck in the kernel?). */
-	if (child_pid > 0)
-		kill(child_pid, SIGKILL);
-}
-
-/* Run one scenario in a child process on a new, filled file system f,
- * removed afterwards; false if it failed or hung. */
-static bool run_child(struct fs *f, const char *name, enum kind k, const struct mode *m, uint64_t seed)
-{
-	bool ready = fs_setup(f) && fs_fill(f);
-	if (!ready) {
-		fprintf(stderr, "%s: could not set up a full %s file system\n", name, f->type);
-		CHECK(ready);
+	if (!fs_setup(f)) {
+		if (f->state == FS_UNTRIED) {
+			/* Never set up here: it cannot be, on this machine. */
+			f->state = FS_FAILS;
+			TEST_SKIP(f->why);
+		}
+		fprintf(stderr, "%s: could not set up a new %s file system this time: %s\n", name, f->type, f->why);
+		CHECK(!"a file system that could be set up before");
+		return;
+	}
+	f->state = FS_WORKS;
+	if (!fs_fill(f)) {
+		fprintf(stderr, "%s: could not fill the %s file system\n", name, f->type);
+		CHECK(!"a full file system");
 		fs_teardown(f, true);
-		return false;
+		return;
 	}
-	printf("%s: %llu KiB free, seed %llu\n", name, (unsigned long long)(free_bytes(f->mnt) / KiB),
+	uint64_t seed = fullfs_seed();
+	printf("%s: %s, %llu KiB free, seed %llu\n", name, f->type, (unsigned long long)(free_bytes(f->mnt) / KiB),
 	       (unsigned long long)seed);
-	fflush(stdout);
+	fflush(NULL);
 	double t0 = tu_now_s();
 	pid_t pid = fork();
 	REQUIRE(pid >= 0);
@@ -961,12 +821,13 @@ static bool run_child(struct fs *f, const char *name, enum kind k, const struct 
 		if (getppid() != owner)
 			_exit(1);
 		scen_name = name;
+		tu_passed = tu_failed = 0; /* the scenario's own, not the cases' before it */
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
 		signal(SIGALRM, child_watchdog);
 		alarm(watchdog_s);
-		run_scenario(f, k, m, seed);
+		fn(f, arg, seed);
 		alarm(0);
 		printf("   checks: %u passed, %u failed\n", tu_passed, tu_failed);
 		fflush(stdout);
@@ -974,143 +835,17 @@ static bool run_child(struct fs *f, const char *name, enum kind k, const struct 
 		_exit(tu_failed ? 1 : 0); /* _exit: the parent's atexit cleanup is not ours */
 	}
 	child_pid = pid;
-	alarm(watchdog_s + 30);
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		REQUIRE(errno == EINTR);
-	alarm(0);
+	/* The child's own watchdog ends it; if that does not (stuck in the
+	 * kernel?), tu_wait_child kills it. */
+	int st = tu_wait_child(pid, watchdog_s + 30);
 	child_pid = 0;
 	fs_teardown(f, true);
-	bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-	bool hung = (WIFEXITED(st) && WEXITSTATUS(st) == CHILD_HANG) || (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	if (hung)
-		hangs++;
-	if (!ok) {
-		failures++;
-		size_t len = strlen(failed_names);
-		snprintf(failed_names + len, sizeof(failed_names) - len, " %s%s", name, hung ? "(HANG)" : "");
-	}
-	printf("%s: %s (%.1f s)\n", name,
-	       ok ? "ok" : hung ? "FAILED: HANG" : WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "FAILED",
-	       tu_now_s() - t0);
-	CHECK(ok);
-	return ok;
+	bool hung = st == CHILD_HANG || st == 128 + SIGKILL;
+	hangs += hung;
+	printf("%s: %s (%.1f s)\n", name, st == 0 ? "ok" : hung ? "FAILED: HANG" : "FAILED", tu_now_s() - t0);
+	CHECK(st == 0);
 }
 
-static unsigned env_uint(const char *name, unsigned dflt)
-{
-	const char *s = getenv(name);
-	return s && *s ? (unsigned)strtoul(s, NULL, 0) : dflt;
-}
+#pragma GCC diagnostic pop
 
-/* In CI (CI set, as .ci/run's caller does) the full-disk rules must be
- * tested for real: what would be a skip elsewhere fails the test there. */
-static bool ci_forbids_skip(void)
-{
-	const char *ci = getenv("CI");
-	if (!ci || !*ci || strcmp(ci, "0") == 0 || strcmp(ci, "false") == 0)
-		return false;
-	printf("test_fullfs: FAILED: CI is set, so the skip above is a failure (run as root with loop devices, "
-	       "mkfs.ext4 and mkfs.xfs)\n");
-	return true;
-}
-
-/* Everything that must hold for the test to run here; false: skip. */
-static bool can_run(void)
-{
-	if (geteuid() != 0) {
-		printf("test_fullfs: SKIP: needs root (losetup, mkfs, mount)\n");
-		return false;
-	}
-	if (access("/dev/loop-control", R_OK | W_OK) != 0) {
-		printf("test_fullfs: SKIP: no /dev/loop-control (%s)\n", strerror(errno));
-		return false;
-	}
-	return true;
-}
-
-int main(void)
-{
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!can_run())
-		return ci_forbids_skip() ? 1 : SKIP_CODE;
-	watchdog_s = env_uint("PC_FULLFS_WATCHDOG", 60);
-	max_hangs = env_uint("PC_FULLFS_MAX_HANGS", 3);
-	const char *only = getenv("PC_FULLFS_ONLY");
-	bool quick = getenv("PC_TEST_QUICK") != NULL;
-
-	owner = getpid();
-	remove_stale_dirs();
-	const char *d = test_dir("fullfs");
-	REQUIRE(strlen(d) < sizeof(top));
-	memcpy(top, d, strlen(d) + 1);
-	test_path(other_path, sizeof(other_path), top, "other");
-	atexit(cleanup);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = parent_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sa.sa_handler = parent_watchdog;
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGALRM, &sa, NULL);
-	private_mounts();
-
-	/* Can each kind of file system be made, attached and mounted here? */
-	unsigned usable = 0;
-	for (size_t i = 0; i < NFS; i++) {
-		usable += fss[i].usable = fs_setup(&fss[i]);
-		fs_teardown(&fss[i], true);
-	}
-	for (size_t i = 0; i < NFS; i++)
-		if (!fss[i].usable)
-			printf("test_fullfs: SKIP: %s could not be set up on a loop device\n", fss[i].type);
-	if (usable < NFS && ci_forbids_skip())
-		return 1;
-	if (!usable)
-		return SKIP_CODE;
-
-	struct plan {
-		enum kind kind;
-		const char *name;
-		bool per_mode;
-	} plan[] = {
-		{ KERNEL_APPEND, "kernel/append", false }, { KERNEL_HOLES, "kernel/holes", false },
-		{ PC_APPEND, "append", true },             { PC_HOLES, "holes", true },
-		{ DESTROY_OPEN, "destroy/open", false },   { DESTROY_CLOSED, "destroy/closed", false },
-	};
-	double t0 = tu_now_s();
-	uint64_t seed = 1;
-	unsigned not_run = 0;
-	for (size_t p = 0; p < sizeof(plan) / sizeof(plan[0]); p++) {
-		for (size_t mi = 0; mi < (plan[p].per_mode ? NMODES : 1); mi++) {
-			const struct mode *m = plan[p].per_mode ? &modes[mi] : NULL;
-			if (m && quick && !m->quick)
-				continue;
-			for (size_t i = 0; i < NFS; i++) {
-				struct fs *f = &fss[i];
-				char name[128];
-				snprintf(name, sizeof(name), "%s/%s%s%s", f->type, plan[p].name, m ? "/" : "",
-					 m ? m->name : "");
-				seed++;
-				if (!f->usable || (only && !strstr(name, only)))
-					continue;
-				bool kernel = plan[p].kind == KERNEL_APPEND || plan[p].kind == KERNEL_HOLES;
-				if (!kernel && max_hangs && hangs >= max_hangs) {
-					not_run++;
-					continue;
-				}
-				run_child(f, name, plan[p].kind, m, seed);
-			}
-		}
-	}
-	if (not_run)
-		printf("test_fullfs: %u scenarios not run after %u hangs (PC_FULLFS_MAX_HANGS=0 runs them all)\n",
-		       not_run, hangs);
-	if (failures)
-		printf("test_fullfs: failed:%s\n", failed_names);
-	printf("test_fullfs: %.1f s\n", tu_now_s() - t0);
-	CHECK(not_run == 0);
-	return test_done();
-}
+#endif
