@@ -11,8 +11,9 @@
  * directory descriptor still reaches the ext4.  max_closed_files = 1, so
  * the second settled file makes the first give its descriptor up.
  *
- * Needs root, mount(8) with loop support and mkfs.ext4; exits 77 (skipped)
- * without them, except with CI set (as CI runs it), where a skip fails.
+ * Needs root, mount(8) with loop support, mkfs.ext4 and cachestat(2); the
+ * case is skipped without them (TEST_SKIP: a failure where CI is set).  A
+ * child in its own mount namespace runs it and reports its checks back.
  */
 #include "testutil.h"
 
@@ -47,36 +48,64 @@ static long kernel_unwritten(int dirfd, const char *name)
 	return n;
 }
 
+/* The exit status of the shell command (errno left 0: a command's
+ * failure is no system call's). */
 static int run(const char *cmd)
 {
 	int st = system(cmd);
+	errno = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
-static char dir[4200], img[4300], mnt[4300];
+static const char *dir;
+static char img[4300], mnt[4300];
 
-static bool setup_hidden_ext4(int *dirfd)
+/* tu_fork needs the exit guard before any cache; the scratch directory
+ * holds the image and the mount point. */
+static void setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("nosyncfs");
+}
+
+static void teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(setup, teardown)
+
+/* What the child sends back: its checks, or why it could not run. */
+struct child_report {
+	unsigned passed, failed;
+	char skip[200];
+};
+
+/* NULL, or the step that failed (errno set if a system call did). */
+static const char *setup_hidden_ext4(int *dirfd)
 {
 	char cmd[9000];
 	snprintf(img, sizeof(img), "%s/img", dir);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
 	if (mkdir(mnt, 0755) != 0)
-		return false;
+		return "mkdir of the mount point";
 	snprintf(cmd, sizeof(cmd), "truncate -s 64M '%s' && mkfs.ext4 -q -F -b 4096 '%s' >/dev/null 2>&1", img, img);
 	if (run(cmd) != 0)
-		return false;
+		return "no mkfs.ext4 (or truncate failed)";
 	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		return false;
+		return "no private mount namespace";
 	snprintf(cmd, sizeof(cmd), "mount -o loop '%s' '%s' 2>/dev/null", img, mnt);
 	if (run(cmd) != 0)
-		return false;
+		return "mount -o loop failed";
 	char sub[4400];
 	snprintf(sub, sizeof(sub), "%s/d", mnt);
 	if (mkdir(sub, 0755) != 0 || (*dirfd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return false;
+		return "mkdir in the ext4";
 	/* The mount point's path now leads to the tmpfs: the cache finds no
 	 * descriptor of the ext4 for syncfs. */
-	return mount("tmpfs", mnt, "tmpfs", 0, "size=1m") == 0;
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0)
+		return "mount of the tmpfs over it";
+	return NULL;
 }
 
 static void write_closed(struct pc_cache *c, int dirfd, const char *name, const char *data, size_t len)
@@ -87,18 +116,34 @@ static void write_closed(struct pc_cache *c, int dirfd, const char *name, const 
 	CHECK(pc_close(f) == 0);
 }
 
-/* A closed file's end, written through the kernel, is on the device once
- * the file gives its descriptor up (long before the kernel's own 30 s
- * write-back would have written it). */
-static void test_synced_when_descriptor_goes(int dirfd)
+/* In the child: why it cannot run, sent to the parent, then exit 77. */
+static _Noreturn void child_skip(int report_fd, struct child_report *r, const char *why)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 16u << 20;
+	snprintf(r->skip, sizeof(r->skip), "%s", why);
+	ssize_t w = write(report_fd, r, sizeof(*r));
+	(void)w;
+	fflush(NULL);
+	_exit(77);
+}
+
+/* The child's part: the hidden ext4, then the closed files.  Reports its
+ * checks (those since the fork) on report_fd; never returns. */
+static _Noreturn void run_hidden(int report_fd)
+{
+	struct child_report r = { 0 };
+	unsigned passed0 = tu_passed, failed0 = tu_failed;
+	int dirfd;
+	const char *failed = setup_hidden_ext4(&dirfd);
+	if (failed) {
+		char why[200];
+		snprintf(why, sizeof(why), "no hidden ext4 on a loop device here: %s%s%s%s", failed,
+			 errno ? " (" : "", errno ? strerror(errno) : "", errno ? ")" : "");
+		child_skip(report_fd, &r, why);
+	}
+	struct pc_config cfg = tu_config(16u << 20);
 	cfg.max_closed_files = 1;
 	cfg.dirty_expire_ms = 100;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	char data[5000];
 	memset(data, 'a', sizeof(data));
 	write_closed(c, dirfd, "f1", data, sizeof(data));
@@ -106,9 +151,8 @@ static void test_synced_when_descriptor_goes(int dirfd)
 	long seen = 0;
 	(void)TU_POLL((seen = kernel_unwritten(dirfd, "f1")) != 0, 5000);
 	if (seen < 0) {
-		printf("test_nosyncfs: no cachestat(2): skipped\n");
 		pc_cache_destroy(c);
-		exit(77);
+		child_skip(report_fd, &r, "no cachestat(2)");
 	}
 	CHECK(seen > 0); /* else the test shows nothing */
 	/* Two more closed files: f1, the oldest settled one, gives its
@@ -120,48 +164,46 @@ static void test_synced_when_descriptor_goes(int dirfd)
 	/* destroy fdatasynced what still had its descriptor */
 	CHECK(kernel_unwritten(dirfd, "f2") == 0);
 	CHECK(kernel_unwritten(dirfd, "f3") == 0);
+	close(dirfd);
+	umount2(mnt, MNT_DETACH); /* the tmpfs */
+	umount2(mnt, MNT_DETACH); /* the ext4: its loop device goes with it */
+	r.passed = tu_passed - passed0;
+	r.failed = tu_failed - failed0;
+	ssize_t w = write(report_fd, &r, sizeof(r));
+	(void)w;
+	fflush(NULL);
+	_exit(r.failed ? 1 : 0);
 }
 
-/* A skip, or with CI set a failure: CI must run this test. */
-static int skipped(void)
+/* A closed file's end, written through the kernel, is on the device once
+ * the file gives its descriptor up (long before the kernel's own 30 s
+ * write-back would have written it), and destroy syncs the rest. */
+TEST_CASE(closed_file_synced_when_descriptor_given_up)
 {
-	if (getenv("CI")) {
-		printf("test_nosyncfs: CI is set: a skip is a failure\n");
-		return 1;
-	}
-	return 77;
-}
-
-int main(void)
-{
-	if (geteuid() != 0) {
-		printf("test_nosyncfs: needs root (mount): skipped\n");
-		return skipped();
-	}
-	tu_exit_guard();
-	snprintf(dir, sizeof(dir), "%s", test_dir("nosyncfs"));
+	if (geteuid() != 0)
+		TEST_SKIP("needs root (mount)");
+	int pipefd[2];
+	REQUIRE(pipe(pipefd) == 0);
 	/* The child (its own mount namespace) runs the test; a hang fails it. */
 	pid_t pid = tu_fork_alone(300);
 	if (pid == 0) {
-		int dirfd;
-		if (!setup_hidden_ext4(&dirfd)) {
-			printf("test_nosyncfs: no loop mount here (%s): skipped\n", strerror(errno));
-			fflush(stdout);
-			_exit(77);
-		}
-		test_synced_when_descriptor_goes(dirfd);
-		close(dirfd);
-		umount2(mnt, MNT_DETACH); /* the tmpfs */
-		umount2(mnt, MNT_DETACH); /* the ext4: its loop device goes with it */
-		int rc = test_done();
-		fflush(stdout);
-		_exit(rc);
+		close(pipefd[0]);
+		run_hidden(pipefd[1]);
 	}
+	close(pipefd[1]);
 	int st = tu_wait_child(pid, 310);
-	char cmd[9000];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	run(cmd);
-	if (st == 77)
-		return skipped();
-	return st ? 1 : 0;
+	static struct child_report r; /* static: the skip reason outlives the case */
+	memset(&r, 0, sizeof(r));
+	bool reported = read(pipefd[0], &r, sizeof(r)) == (ssize_t)sizeof(r);
+	close(pipefd[0]);
+	if (reported && st == 77)
+		TEST_SKIP(r.skip);
+	/* The child's checks are this case's. */
+	tu_passed += r.passed;
+	tu_failed += r.failed;
+	if (!reported || st != (r.failed ? 1 : 0)) {
+		fprintf(stderr, "the child ended with status %d%s\n", st,
+			reported ? "" : " without reporting its checks");
+		CHECK(0);
+	}
 }

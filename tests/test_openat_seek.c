@@ -12,8 +12,22 @@
 
 #define FSIZE (4u << 20)
 
-static void test_openat(struct pc_cache *c, const char *dir)
+TEST_SCRATCH_DIR("openat_seek")
+
+/* Each case's cache: 64 MiB, its memory taken as it is needed. */
+static struct pc_cache *lazy_memory_cache(void)
 {
+	struct pc_config cfg = tu_config(64u << 20);
+	cfg.flags = PC_CFG_LAZY_MEMORY;
+	return tu_cache_new(&cfg);
+}
+
+/* pc_openat opens and creates relative to a directory descriptor; with
+ * O_NOFOLLOW a symlink as the last component is ELOOP and nothing is
+ * created where it points; a bad descriptor or name is an error. */
+TEST_CASE(openat_relative_nofollow_and_errors)
+{
+	struct pc_cache *c = lazy_memory_cache();
 	int dfd = open(dir, O_PATH | O_DIRECTORY);
 	REQUIRE(dfd >= 0);
 	struct pc_file *f = pc_openat(c, dfd, "a", O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
@@ -48,6 +62,7 @@ static void test_openat(struct pc_cache *c, const char *dir)
 	errno = 0;
 	CHECK(pc_openat(c, dfd, "nosuch", O_RDONLY, 0) == NULL && errno == ENOENT);
 	close(dfd);
+	CHECK(pc_cache_destroy(c) == 0);
 }
 
 /* SEEK_DATA at off: no nonzero byte of the model lies in [off, r). */
@@ -71,8 +86,12 @@ static void check_seek(struct pc_file *f, const uint8_t *model, uint64_t size, u
 	CHECK(hole_zero);
 }
 
-static void test_seek_model(struct pc_cache *c, const char *dir, uint64_t seed)
+/* Random writes, punches, truncates, syncs and drops of a sparse file, with
+ * SEEK_DATA / SEEK_HOLE checked against the model of its bytes. */
+TEST_CASE(seek_data_and_hole_match_model)
 {
+	uint64_t seed = test_seed("test_openat_seek", 12345);
+	struct pc_cache *c = lazy_memory_cache();
 	char p[4200];
 	test_path(p, sizeof(p), dir, "sparse");
 	struct pc_file *f = pc_open(c, p, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -118,14 +137,18 @@ static void test_seek_model(struct pc_cache *c, const char *dir, uint64_t seed)
 	CHECK(pc_lseek(f, 0, 99) == -1 && errno == EINVAL);
 	errno = 0;
 	CHECK(pc_lseek(NULL, 0, SEEK_DATA) == -1 && errno == EBADF);
-	CHECK(pc_fsync(f) == 0); /* nothing dirty left for test_flush_and_info's counts */
+	CHECK(pc_fsync(f) == 0); /* what is left is written */
 	pc_close(f);
 	free(model);
 	free(buf);
+	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static void test_flush_and_info(struct pc_cache *c, const char *dir)
+/* pc_flush starts write-back or waits for it and reports an error once;
+ * pc_cache_file_info knows the file, open or closed, by device and inode. */
+TEST_CASE(flush_writes_back_and_file_info_knows_size)
 {
+	struct pc_cache *c = lazy_memory_cache();
 	char p[4200];
 	test_path(p, sizeof(p), dir, "flush");
 	struct pc_file *f = pc_open(c, p, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -171,22 +194,5 @@ static void test_flush_and_info(struct pc_cache *c, const char *dir)
 	CHECK(pc_cache_file_info(c, st.st_dev, (ino_t)-3, &info) == -1 && errno == ENOENT);
 	errno = 0;
 	CHECK(pc_cache_file_info(NULL, 0, 0, &info) == -1 && errno == EINVAL);
-}
-
-int main(void)
-{
-	const char *dir = test_dir("openat_seek");
-	uint64_t seed = test_seed("test_openat_seek", 12345);
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64u << 20;
-	cfg.flags = PC_CFG_LAZY_MEMORY;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	test_openat(c, dir);
-	test_seek_model(c, dir, seed);
-	test_flush_and_info(c, dir);
 	CHECK(pc_cache_destroy(c) == 0);
-	test_rmdir(dir);
-	return test_done();
 }
