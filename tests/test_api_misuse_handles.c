@@ -1,98 +1,39 @@
 /*
- * test_api_misuse.c - every public call with every kind of bad argument
- * returns what include/pagecache.h documents, never crashes and never hangs.
+ * test_api_misuse_handles.c - every public call on a file handle, with
+ * every kind of bad argument, returns what include/pagecache.h documents,
+ * never crashes and never hangs.
  *
- * Three tables, each row one call with its arguments and the expected
- * return and errno (checked exactly; errno is not checked on success):
- *
- *   handle_rows  pc_pread .. pc_file_stats on a read-write, read-only,
- *                write-only, just-closed (quarantined) and NULL handle:
- *                NULL buffers and iovecs, negative and overflowing offsets
- *                and lengths, offsets past the file system's largest file
- *                (EFBIG), iovcnt out of range, iovec totals over SSIZE_MAX,
- *                unknown flags, fallocate modes and fadvise advice, reads
- *                at or past EOF and zero-length calls (0); also
- *                pc_cache_stats, pc_cache_destroy and pc_config_init with
- *                NULL.
- *   open_rows    pc_open: NULL cache or path, unknown flags, O_ACCMODE,
- *                O_RDONLY|O_TRUNC, missing paths, O_EXCL on existing
- *                paths, directories, a FIFO, /dev/null, a socket, a /proc
- *                file (no O_DIRECT), names too long, a path through a file,
- *                a symlink loop, permission denied (as root: run with the
- *                DAC-override capabilities dropped from the calling thread),
- *                the file open in another cache (EBUSY).
- *   config_rows  pc_cache_new with each pc_config field out of range.
- *
- * Every row that fails prints one line; the program then fails.  After
- * all rows the file must hold exactly what it held before (no failed call
- * changed it) and no failed pc_open may have created a file.  A watchdog
- * fails the test if a call hangs (opening a FIFO blocks in open(2)).
+ * Each case is a table of rows, each row one call with its arguments and
+ * the expected return and errno (api_misuse_util.h): pc_pread ..
+ * pc_file_stats on a read-write, read-only, write-only, just-closed
+ * (quarantined) and NULL handle: NULL buffers and iovecs, negative and
+ * overflowing offsets and lengths, offsets past the file system's largest
+ * file (EFBIG), iovcnt out of range, iovec totals over SSIZE_MAX, unknown
+ * flags, fallocate modes and fadvise advice, reads at or past EOF and
+ * zero-length calls (0); also pc_cache_stats, pc_cache_destroy and
+ * pc_config_init with NULL.  Every row that fails prints one line.  After
+ * the cases the file must hold exactly what it held before: no failed call
+ * changed it (the fixture's teardown).
  */
 #define _GNU_SOURCE
-#include "testutil.h"
-
-#include "api/internal.h"
+#include "api_misuse_util.h"
 
 #include <limits.h>
-#include <linux/capability.h>
 #include <linux/falloc.h>
-#include <signal.h>
-#include <stddef.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 
-#define KiB 1024ull
-#define MiB (1024ull * 1024ull)
+TEST_FIXTURE(misuse_fixture_setup, misuse_fixture_teardown)
 
-/* Not a multiple of a block: EOF falls inside one. */
-#define FILE_SIZE 8292
-
-/* ------------------------------------------------------------- fixture */
-
-/* The objects a row can name. */
-enum handle_kind { H_RW, H_RO, H_WO, H_CLOSED, H_NULL };
-static const char *const handle_names[] = { "rw", "ro", "wo", "closed", "NULL" };
-
-static struct {
-	char dir[4096];
-	char file[4200];
-	struct pc_cache *c;
-	struct pc_file *h[H_NULL + 1]; /* h[H_NULL] stays NULL */
-	int64_t max_bytes;             /* the file system's largest file */
-	uint8_t content[FILE_SIZE];    /* what the file holds */
-	uint8_t buf[FILE_SIZE];        /* where reads go */
-} fx;
-
-static struct pc_cache *small_cache(void)
+/* The largest file, and one past it when that is an off_t (else
+ * INT64_MAX, which is then past it by the length of any write). */
+static off_t largest_file(void)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
-	cfg.max_folio_size = 64 * KiB;
-	cfg.flags = PC_CFG_LAZY_MEMORY;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	return c;
+	return (off_t)fx.max_bytes;
 }
 
-static void fixture_setup(void)
+static off_t past_largest_file(void)
 {
-	snprintf(fx.dir, sizeof(fx.dir), "%s", test_dir("api_misuse"));
-	test_path(fx.file, sizeof(fx.file), fx.dir, "data");
-	tu_fill_pattern(fx.content, FILE_SIZE, 7, 0);
-	tu_write_file(fx.file, fx.content, FILE_SIZE);
-	fx.c = small_cache();
-	/* Read-write first: the shared mapping then has a readable descriptor. */
-	fx.h[H_RW] = pc_open(fx.c, fx.file, O_RDWR, 0);
-	fx.h[H_RO] = pc_open(fx.c, fx.file, O_RDONLY, 0);
-	fx.h[H_WO] = pc_open(fx.c, fx.file, O_WRONLY, 0);
-	fx.h[H_CLOSED] = pc_open(fx.c, fx.file, O_RDWR, 0);
-	REQUIRE(fx.h[H_RW] && fx.h[H_RO] && fx.h[H_WO] && fx.h[H_CLOSED]);
-	REQUIRE(pc_close(fx.h[H_CLOSED]) == 0); /* now in the quarantine */
-	fx.max_bytes = fx.h[H_RW]->m->max_bytes;
-	printf("file system's largest file: %lld bytes\n", (long long)fx.max_bytes);
+	return fx.max_bytes < INT64_MAX ? (off_t)fx.max_bytes + 1 : INT64_MAX;
 }
 
 /* The library's largest file size is the kernel's: a plain ftruncate one
@@ -111,80 +52,9 @@ static void check_max_bytes_is_the_kernels(void)
 	unlink(p);
 }
 
-/*
- * Watchdog.  SIGALRM without SA_RESTART interrupts a blocking open(2) (of a
- * FIFO), so a row that would hang fails with EINTR and the next row runs;
- * if the row is still running at the second alarm, the test fails there.
- * The signal may land on one of the cache's threads: it is passed on to the
- * main thread, the one running the rows.
- */
-#define ROW_TIMEOUT_S 10
-static volatile sig_atomic_t alarms;
-static pid_t main_tid;
-
-static void on_alarm(int sig)
-{
-	if (syscall(SYS_gettid) != main_tid) {
-		syscall(SYS_tgkill, getpid(), main_tid, sig);
-		return;
-	}
-	if (++alarms >= 2) {
-		static const char msg[] = "test_api_misuse: a call hung; failing\n";
-		(void)!write(2, msg, sizeof(msg) - 1);
-		_exit(1);
-	}
-	alarm(ROW_TIMEOUT_S);
-}
-
-static void watchdog_install(void)
-{
-	main_tid = (pid_t)syscall(SYS_gettid);
-	struct sigaction sa = { .sa_handler = on_alarm };
-	sigemptyset(&sa.sa_mask);
-	REQUIRE(sigaction(SIGALRM, &sa, NULL) == 0);
-}
-
-/* Around each row's call. */
-static void row_timer_start(void)
-{
-	alarms = 0;
-	alarm(ROW_TIMEOUT_S);
-}
-
-static void row_timer_stop(void)
-{
-	alarm(0);
-}
-
-/* ------------------------------------------------------ expected results */
-
-/* A row's expectation: ret, and errno when ret is -1. */
-#define FAILS(e) .ret = -1, .err = (e), .err_name = #e
-#define GIVES(r) .ret = (r), .err = 0, .err_name = NULL
-
-/* Counted as a CHECK, without CHECK's own line: the row prints its own. */
-static bool outcome_ok(long long got, int got_err, long long ret, int err)
-{
-	bool ok = got == ret && (ret != -1 || got_err == err);
-	if (ok)
-		tu_passed++;
-	else
-		tu_failed++;
-	return ok;
-}
-
-static void report_row(const char *table, unsigned i, const char *call, long long got, int got_err, long long ret,
-		       const char *err_name)
-{
-	if (ret == -1)
-		fprintf(stderr, "FAIL %s[%u] %s: got %lld errno %d (%s), expected -1 %s\n", table, i, call, got,
-			got_err, strerror(got_err), err_name);
-	else
-		fprintf(stderr, "FAIL %s[%u] %s: got %lld errno %d (%s), expected %lld\n", table, i, call, got,
-			got_err, strerror(got_err), ret);
-}
-
 /* ------------------------------------------------------- handle calls */
+
+static const char *const handle_names[] = { "rw", "ro", "wo", "closed", "NULL" };
 
 enum call {
 	PREAD, PWRITE, PREADV, PWRITEV, FSYNC, FDATASYNC, FTRUNCATE, FALLOCATE, SIZE, FADVISE, CLOSE,
@@ -357,22 +227,50 @@ static void describe_handle_row(const struct handle_row *r, char *out, size_t n)
 		break;
 	}
 }
-
-static unsigned run_handle_rows(void)
+/* Each row's call, its outcome counted as one check. */
+static void run_handle_rows(const struct handle_row *rows, size_t n)
 {
-	const off_t max = (off_t)fx.max_bytes;
-	/* One past the largest file, when that is an off_t (else INT64_MAX,
-	 * which is then past it by the length of any write). */
-	const off_t past_max = fx.max_bytes < INT64_MAX ? max + 1 : INT64_MAX;
-	const size_t ssize_max = SSIZE_MAX;
+	rows_watchdog();
+	unsigned failed = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const struct handle_row *r = &rows[i];
+		row_timer_start();
+		errno = 0;
+		long long got = run_handle_row(r);
+		int got_err = errno;
+		row_timer_stop();
+		if (!outcome_ok(got, got_err, r->ret, r->err)) {
+			char what[256];
+			describe_handle_row(r, what, sizeof(what));
+			report_row(i, what, got, got_err, r->ret, r->err_name);
+			failed++;
+		}
+	}
+	printf("%s: %zu rows, %u failed\n", tu_case_name(), n, failed);
+}
+
+/* ------------------------------------------------------------ the cases */
+
+/* pc_pread on a NULL, closed or write-only handle: EBADF, even for no
+ * bytes and no buffer. */
+TEST_CASE(pread_bad_handle_ebadf)
+{
 	const struct handle_row rows[] = {
-		/* pc_pread: the handle. */
 		{ PREAD, H_NULL, .len = 10, FAILS(EBADF) },
 		{ PREAD, H_CLOSED, .len = 10, FAILS(EBADF) },
 		{ PREAD, H_WO, .len = 10, FAILS(EBADF) },
 		{ PREAD, H_WO, .len = 0, FAILS(EBADF) },
 		{ PREAD, H_WO, M_NULL, .len = 0, FAILS(EBADF) },
-		/* Buffer, offset, length, flags. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pread with no buffer (but for no bytes), a negative offset, unknown
+ * flags, a length over SSIZE_MAX: EINVAL. */
+TEST_CASE(pread_bad_arguments_einval)
+{
+	const size_t ssize_max = SSIZE_MAX;
+	const struct handle_row rows[] = {
 		{ PREAD, H_RW, M_NULL, .len = 10, FAILS(EINVAL) },
 		{ PREAD, H_RW, M_NULL, .len = 0, GIVES(0) },
 		{ PREAD, H_RW, .len = 10, .off = -1, FAILS(EINVAL) },
@@ -384,7 +282,18 @@ static unsigned run_handle_rows(void)
 		{ PREAD, H_RW, .len = 10, .arg = -1, FAILS(EINVAL) },
 		{ PREAD, H_RW, .len = ssize_max + 1, FAILS(EINVAL) },
 		{ PREAD, H_RW, .len = SIZE_MAX, FAILS(EINVAL) },
-		/* At and past EOF: 0, whatever the offset and length. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pread at and past EOF: 0, whatever the offset and length (an offset
+ * past the largest file, flags, off + len past INT64_MAX too); across
+ * EOF, the bytes up to it. */
+TEST_CASE(pread_stops_at_eof)
+{
+	const off_t max = largest_file();
+	const size_t ssize_max = SSIZE_MAX;
+	const struct handle_row rows[] = {
 		{ PREAD, H_RO, .len = 10, .off = FILE_SIZE, GIVES(0) },
 		{ PREAD, H_RO, .len = 10, .off = FILE_SIZE + 1, GIVES(0) },
 		{ PREAD, H_RO, .len = 10, .off = 1 << 30, GIVES(0) },
@@ -397,13 +306,28 @@ static unsigned run_handle_rows(void)
 		{ PREAD, H_RO, .len = 10, .off = FILE_SIZE - 4, GIVES(4) },
 		{ PREAD, H_RO, .len = 10, .off = 0, GIVES(10) },
 		{ PREAD, H_RW, .len = 10, .off = 100, GIVES(10) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_pwrite: the handle. */
+/* pc_pwrite on a NULL, closed or read-only handle: EBADF. */
+TEST_CASE(pwrite_bad_handle_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ PWRITE, H_NULL, .len = 10, FAILS(EBADF) },
 		{ PWRITE, H_CLOSED, .len = 10, FAILS(EBADF) },
 		{ PWRITE, H_RO, .len = 10, FAILS(EBADF) },
 		{ PWRITE, H_RO, .len = 0, FAILS(EBADF) },
-		/* Buffer, offset, length, flags. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pwrite with no buffer (but for no bytes), a negative offset, unknown
+ * flags, a length over SSIZE_MAX: EINVAL. */
+TEST_CASE(pwrite_bad_arguments_einval)
+{
+	const size_t ssize_max = SSIZE_MAX;
+	const struct handle_row rows[] = {
 		{ PWRITE, H_RW, M_NULL, .len = 10, FAILS(EINVAL) },
 		{ PWRITE, H_RW, M_NULL, .len = 0, GIVES(0) },
 		{ PWRITE, H_WO, M_NULL, .len = 0, GIVES(0) },
@@ -415,22 +339,59 @@ static unsigned run_handle_rows(void)
 		{ PWRITE, H_RW, .len = 10, .arg = -1, FAILS(EINVAL) },
 		{ PWRITE, H_RW, .len = ssize_max + 1, FAILS(EINVAL) },
 		{ PWRITE, H_RW, .len = SIZE_MAX, FAILS(EINVAL) },
-		/* Past the largest file. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pwrite ending past the file system's largest file: EFBIG, that
+ * largest size being the kernel's (check_max_bytes_is_the_kernels). */
+TEST_CASE(pwrite_past_largest_file_efbig)
+{
+	check_max_bytes_is_the_kernels();
+	const off_t max = largest_file();
+	const off_t past_max = past_largest_file();
+	const size_t ssize_max = SSIZE_MAX;
+	const struct handle_row rows[] = {
 		{ PWRITE, H_RW, .len = 1, .off = past_max, FAILS(EFBIG) },
 		{ PWRITE, H_RW, .len = 10, .off = max - 5, FAILS(EFBIG) },
 		{ PWRITE, H_RW, .len = 1, .off = INT64_MAX, FAILS(EFBIG) },
 		{ PWRITE, H_RW, .len = 10, .off = INT64_MAX - 5, FAILS(EFBIG) }, /* overflows off_t */
 		{ PWRITE, H_RW, .len = ssize_max, .off = 1, FAILS(EFBIG) },
 		{ PWRITE, H_WO, .len = 10, .off = INT64_MAX - 5, .arg = PC_DIRECT, FAILS(EFBIG) },
-		/* Zero bytes: 0 at any offset. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pwrite of no bytes: 0 at any offset, past the largest file too. */
+TEST_CASE(pwrite_of_no_bytes_gives_zero)
+{
+	const struct handle_row rows[] = {
 		{ PWRITE, H_RW, .len = 0, .off = INT64_MAX, GIVES(0) },
 		{ PWRITE, H_RW, .len = 0, .off = FILE_SIZE + 4096, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_preadv. */
+/* pc_preadv on a NULL, closed or write-only handle: EBADF. */
+TEST_CASE(preadv_bad_handle_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ PREADV, H_NULL, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PREADV, H_CLOSED, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PREADV, H_WO, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PREADV, H_WO, .iov = V_NULL, .iovcnt = 0, FAILS(EBADF) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_preadv with no iovecs, an iovcnt out of [0, IOV_MAX], a NULL base of
+ * a non-empty iovec, a total over SSIZE_MAX, a negative offset or unknown
+ * flags: EINVAL; no iovecs at all, IOV_MAX of them and a NULL base of an
+ * empty one are fine. */
+TEST_CASE(preadv_bad_iovecs_einval)
+{
+	const size_t ssize_max = SSIZE_MAX;
+	const struct handle_row rows[] = {
 		{ PREADV, H_RW, .iov = V_NULL, .iovcnt = 1, FAILS(EINVAL) },
 		{ PREADV, H_RW, .iov = V_NULL, .iovcnt = 0, GIVES(0) },
 		{ PREADV, H_RW, .iov = V_ONE, .iovcnt = -1, .len = 10, FAILS(EINVAL) },
@@ -445,14 +406,38 @@ static unsigned run_handle_rows(void)
 		{ PREADV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = ssize_max + 1, FAILS(EINVAL) },
 		{ PREADV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = -1, FAILS(EINVAL) },
 		{ PREADV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .arg = 0x100, FAILS(EINVAL) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_preadv at and past EOF: 0. */
+TEST_CASE(preadv_past_eof_gives_zero)
+{
+	const struct handle_row rows[] = {
 		{ PREADV, H_RO, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = FILE_SIZE, GIVES(0) },
 		{ PREADV, H_RO, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = INT64_MAX, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_pwritev. */
+/* pc_pwritev on a NULL, closed or read-only handle: EBADF. */
+TEST_CASE(pwritev_bad_handle_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ PWRITEV, H_NULL, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PWRITEV, H_CLOSED, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PWRITEV, H_RO, .iov = V_ONE, .iovcnt = 1, .len = 10, FAILS(EBADF) },
 		{ PWRITEV, H_RO, .iov = V_NULL, .iovcnt = 0, FAILS(EBADF) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pwritev with no iovecs, an iovcnt over IOV_MAX, a NULL base, a total
+ * over SSIZE_MAX, a negative offset or unknown flags: EINVAL; no iovecs
+ * at all and IOV_MAX of them are fine. */
+TEST_CASE(pwritev_bad_iovecs_einval)
+{
+	const struct handle_row rows[] = {
 		{ PWRITEV, H_RW, .iov = V_NULL, .iovcnt = 1, FAILS(EINVAL) },
 		{ PWRITEV, H_RW, .iov = V_NULL, .iovcnt = 0, GIVES(0) },
 		{ PWRITEV, H_RW, .iov = V_ONE, .iovcnt = -1, .len = 10, FAILS(EINVAL) },
@@ -463,11 +448,27 @@ static unsigned run_handle_rows(void)
 		{ PWRITEV, H_RW, .iov = V_SUM_PLUS1, .iovcnt = 2, FAILS(EINVAL) },
 		{ PWRITEV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = -1, FAILS(EINVAL) },
 		{ PWRITEV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .arg = -1, FAILS(EINVAL) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_pwritev ending past the largest file: EFBIG; of no bytes there, 0. */
+TEST_CASE(pwritev_past_largest_file_efbig)
+{
+	const off_t max = largest_file();
+	const struct handle_row rows[] = {
 		{ PWRITEV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = max - 5, FAILS(EFBIG) },
 		{ PWRITEV, H_RW, .iov = V_ONE, .iovcnt = 1, .len = 10, .off = INT64_MAX - 5, FAILS(EFBIG) },
 		{ PWRITEV, H_WO, .iov = V_ONE, .iovcnt = 1, .len = 0, .off = INT64_MAX, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_fsync, pc_fdatasync: any open handle, read-only too. */
+/* pc_fsync and pc_fdatasync: EBADF on a NULL or closed handle, 0 on any
+ * open one, read-only too. */
+TEST_CASE(fsync_needs_an_open_handle)
+{
+	const struct handle_row rows[] = {
 		{ FSYNC, H_NULL, FAILS(EBADF) },
 		{ FSYNC, H_CLOSED, FAILS(EBADF) },
 		{ FSYNC, H_RO, GIVES(0) },
@@ -476,8 +477,16 @@ static unsigned run_handle_rows(void)
 		{ FDATASYNC, H_CLOSED, FAILS(EBADF) },
 		{ FDATASYNC, H_RO, GIVES(0) },
 		{ FDATASYNC, H_RW, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_ftruncate (.off is the length). */
+/* pc_ftruncate (.off is the length): EBADF on a NULL, closed or read-only
+ * handle, EINVAL for a negative length, EFBIG past the largest file. */
+TEST_CASE(ftruncate_bad_handle_or_length)
+{
+	const off_t past_max = past_largest_file();
+	const struct handle_row rows[] = {
 		{ FTRUNCATE, H_NULL, .off = 0, FAILS(EBADF) },
 		{ FTRUNCATE, H_CLOSED, .off = 0, FAILS(EBADF) },
 		{ FTRUNCATE, H_RO, .off = 0, FAILS(EBADF) },
@@ -486,21 +495,54 @@ static unsigned run_handle_rows(void)
 		{ FTRUNCATE, H_RW, .off = past_max, FAILS(EFBIG) },
 		{ FTRUNCATE, H_RW, .off = FILE_SIZE, GIVES(0) },
 		{ FTRUNCATE, H_WO, .off = FILE_SIZE, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_fallocate. */
+/* pc_fallocate on a NULL, closed or read-only handle: EBADF. */
+TEST_CASE(fallocate_bad_handle_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ FALLOCATE, H_NULL, .off = 0, .range = 4096, FAILS(EBADF) },
 		{ FALLOCATE, H_CLOSED, .off = 0, .range = 4096, FAILS(EBADF) },
 		{ FALLOCATE, H_RO, .off = 0, .range = 4096, FAILS(EBADF) },
 		{ FALLOCATE, H_RO, .arg = FALLOC_FL_KEEP_SIZE, .off = 0, .range = 4096, FAILS(EBADF) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_fallocate of an empty or negative range, at a negative offset: EINVAL. */
+TEST_CASE(fallocate_bad_range_einval)
+{
+	const struct handle_row rows[] = {
 		{ FALLOCATE, H_RW, .off = 0, .range = 0, FAILS(EINVAL) },
 		{ FALLOCATE, H_RW, .off = 0, .range = -1, FAILS(EINVAL) },
 		{ FALLOCATE, H_RW, .off = 0, .range = INT64_MIN, FAILS(EINVAL) },
 		{ FALLOCATE, H_RW, .off = -1, .range = 4096, FAILS(EINVAL) },
 		{ FALLOCATE, H_RW, .off = INT64_MIN, .range = 4096, FAILS(EINVAL) },
 		{ FALLOCATE, H_RW, .arg = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, .range = 0, FAILS(EINVAL) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_fallocate ending past the largest file (or past INT64_MAX): EFBIG. */
+TEST_CASE(fallocate_past_largest_file_efbig)
+{
+	const off_t max = largest_file();
+	const off_t past_max = past_largest_file();
+	const struct handle_row rows[] = {
 		{ FALLOCATE, H_RW, .off = max - 5, .range = 10, FAILS(EFBIG) },
 		{ FALLOCATE, H_RW, .off = past_max, .range = 1, FAILS(EFBIG) },
 		{ FALLOCATE, H_RW, .off = INT64_MAX, .range = INT64_MAX, FAILS(EFBIG) }, /* overflows off_t */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_fallocate supports mode 0 and FALLOC_FL_KEEP_SIZE only: any other
+ * mode, known to the kernel or not, is EOPNOTSUPP. */
+TEST_CASE(fallocate_only_keep_size_mode)
+{
+	const struct handle_row rows[] = {
 		{ FALLOCATE, H_RW, .arg = FALLOC_FL_PUNCH_HOLE, .range = 4096, FAILS(EOPNOTSUPP) },
 		{ FALLOCATE, H_RW, .arg = FALLOC_FL_COLLAPSE_RANGE, .range = 4096, FAILS(EOPNOTSUPP) },
 		{ FALLOCATE, H_RW, .arg = FALLOC_FL_INSERT_RANGE, .range = 4096, FAILS(EOPNOTSUPP) },
@@ -511,35 +553,76 @@ static unsigned run_handle_rows(void)
 		{ FALLOCATE, H_RW, .arg = -1, .range = 4096, FAILS(EOPNOTSUPP) },
 		{ FALLOCATE, H_RW, .arg = FALLOC_FL_KEEP_SIZE, .off = 0, .range = 4096, GIVES(0) },
 		{ FALLOCATE, H_WO, .arg = FALLOC_FL_KEEP_SIZE, .off = 4096, .range = 4096, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_size. */
+/* pc_size: EBADF on a NULL or closed handle; the size on any open one. */
+TEST_CASE(size_needs_an_open_handle)
+{
+	const struct handle_row rows[] = {
 		{ SIZE, H_NULL, FAILS(EBADF) },
 		{ SIZE, H_CLOSED, FAILS(EBADF) },
 		{ SIZE, H_RO, GIVES(FILE_SIZE) },
 		{ SIZE, H_WO, GIVES(FILE_SIZE) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_fadvise. */
+/* pc_fadvise on a NULL or closed handle: EBADF. */
+TEST_CASE(fadvise_bad_handle_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ FADVISE, H_NULL, .arg = POSIX_FADV_DONTNEED, FAILS(EBADF) },
 		{ FADVISE, H_CLOSED, .arg = POSIX_FADV_DONTNEED, FAILS(EBADF) },
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_fadvise with an advice that does not exist, a negative offset or
+ * length: EINVAL. */
+TEST_CASE(fadvise_bad_advice_or_range_einval)
+{
+	const struct handle_row rows[] = {
 		{ FADVISE, H_RW, .arg = 6, FAILS(EINVAL) },
 		{ FADVISE, H_RW, .arg = 99, FAILS(EINVAL) },
 		{ FADVISE, H_RW, .arg = -1, FAILS(EINVAL) },
 		{ FADVISE, H_RW, .off = -1, .arg = POSIX_FADV_WILLNEED, FAILS(EINVAL) },
 		{ FADVISE, H_RW, .range = -1, .arg = POSIX_FADV_WILLNEED, FAILS(EINVAL) },
 		{ FADVISE, H_RW, .off = INT64_MIN, .arg = POSIX_FADV_DONTNEED, FAILS(EINVAL) },
-		/* off + len past the largest offset: to the end of the file. */
+	};
+	run_handle_rows(ROWS(rows));
+}
+
+/* pc_fadvise with off + len past the largest offset: to the end of the
+ * file; past EOF, and each advice on any open handle: 0. */
+TEST_CASE(fadvise_range_past_end_is_fine)
+{
+	const struct handle_row rows[] = {
 		{ FADVISE, H_RW, .off = INT64_MAX, .range = INT64_MAX, .arg = POSIX_FADV_WILLNEED, GIVES(0) },
 		{ FADVISE, H_RW, .off = 4096, .range = INT64_MAX, .arg = POSIX_FADV_DONTNEED, GIVES(0) },
 		{ FADVISE, H_RO, .off = FILE_SIZE, .range = 1 << 20, .arg = POSIX_FADV_WILLNEED, GIVES(0) },
 		{ FADVISE, H_RO, .arg = POSIX_FADV_SEQUENTIAL, GIVES(0) },
 		{ FADVISE, H_WO, .arg = POSIX_FADV_NORMAL, GIVES(0) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* pc_close: NULL, and a second close of a closed handle. */
+/* pc_close of NULL, and a second close of a closed handle: EBADF. */
+TEST_CASE(close_null_or_closed_ebadf)
+{
+	const struct handle_row rows[] = {
 		{ CLOSE, H_NULL, FAILS(EBADF) },
 		{ CLOSE, H_CLOSED, FAILS(EBADF) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* Counters: NULL or closed objects leave *s zeroed, NULL *s is
-		 * ignored, and an open one fills it. */
+/* The counters: NULL or closed objects leave *s zeroed, a NULL *s is
+ * ignored, and an open one fills it. */
+TEST_CASE(stats_of_null_or_closed_left_zeroed)
+{
+	const struct handle_row rows[] = {
 		{ FILE_STATS, H_NULL, GIVES(0) },
 		{ FILE_STATS, H_CLOSED, GIVES(0) },
 		{ FILE_STATS, H_RW, M_NULL, GIVES(0) },
@@ -547,494 +630,17 @@ static unsigned run_handle_rows(void)
 		{ CACHE_STATS, H_NULL, GIVES(0) },
 		{ CACHE_STATS, H_RW, M_NULL, GIVES(0) },
 		{ CACHE_STATS, H_RW, GIVES(1) },
+	};
+	run_handle_rows(ROWS(rows));
+}
 
-		/* The cache-level calls with NULL. */
+/* pc_cache_destroy(NULL): EINVAL; pc_config_init(NULL) does not crash. */
+TEST_CASE(cache_calls_with_null)
+{
+	const struct handle_row rows[] = {
 		{ CACHE_DESTROY_NULL, H_NULL, FAILS(EINVAL) },
 		{ CONFIG_INIT_NULL, H_NULL, GIVES(0) },
 	};
-	unsigned failed = 0;
-	for (unsigned i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		const struct handle_row *r = &rows[i];
-		row_timer_start();
-		errno = 0;
-		long long got = run_handle_row(r);
-		int got_err = errno;
-		row_timer_stop();
-		bool ok = outcome_ok(got, got_err, r->ret, r->err);
-		if (!ok) {
-			char what[256];
-			describe_handle_row(r, what, sizeof(what));
-			report_row("handle_rows", i, what, got, got_err, r->ret, r->err_name);
-			failed++;
-		}
-	}
-	printf("handle_rows: %zu rows, %u failed\n", sizeof(rows) / sizeof(rows[0]), failed);
-	return failed;
+	run_handle_rows(ROWS(rows));
 }
 
-/* ------------------------------------------------------------ pc_open */
-
-enum cache_kind { C_FX, C_NULL, C_OTHER /* a second cache: the file is open in the first */ };
-static const char *const cache_names[] = { "cache", "NULL", "other_cache" };
-
-enum path_kind {
-	P_FILE,          /* the fixture's regular file */
-	P_NULL,
-	P_EMPTY,         /* "" */
-	P_MISSING,       /* never exists */
-	P_MISSING_DIR,   /* missing/file */
-	P_DIR,
-	P_DIR_LINK,      /* a symlink to a directory */
-	P_FIFO,
-	P_DEVNULL,       /* a character device */
-	P_SOCKET,
-	P_PROC,          /* /proc/self/status: regular, no O_DIRECT */
-	P_TOO_LONG,      /* PATH_MAX and more */
-	P_NAME_TOO_LONG, /* one component of NAME_MAX + 1 */
-	P_THROUGH_FILE,  /* data/x */
-	P_LOOP,          /* a symlink to itself */
-	P_DANGLING,      /* a symlink to a missing file */
-	P_NOPERM,        /* a regular file of mode 0 */
-	P_NOSEARCH,      /* a file in a directory of mode 0 */
-	P_RODIR_NEW,     /* a new file in a directory of mode 0555 */
-	P_NEW,           /* created by a row that succeeds */
-	P_COUNT
-};
-static const char *const path_names[] = {
-	"file", "NULL", "\"\"", "missing", "missing/file", "dir", "symlink-to-dir", "fifo", "/dev/null",
-	"socket", "/proc/self/status", "path>=PATH_MAX", "name>NAME_MAX", "file/x", "symlink-loop",
-	"dangling-symlink", "mode-0-file", "mode-0-dir/file", "mode-0555-dir/new", "new",
-};
-
-static struct {
-	char path[P_COUNT][2 * PATH_MAX];
-	const char *skip[P_COUNT]; /* why rows on this path cannot run */
-	struct pc_cache *other;
-} op;
-
-static void make_path(enum path_kind k, const char *name)
-{
-	test_path(op.path[k], sizeof(op.path[k]), fx.dir, name);
-}
-
-static void open_paths_setup(void)
-{
-	snprintf(op.path[P_FILE], sizeof(op.path[P_FILE]), "%s", fx.file);
-	op.path[P_EMPTY][0] = 0;
-	make_path(P_MISSING, "missing");
-	make_path(P_MISSING_DIR, "missing_dir/file");
-	snprintf(op.path[P_DIR], sizeof(op.path[P_DIR]), "%s", fx.dir);
-	make_path(P_DIR_LINK, "dir_link");
-	REQUIRE(symlink(".", op.path[P_DIR_LINK]) == 0);
-	make_path(P_FIFO, "fifo");
-	REQUIRE(mkfifo(op.path[P_FIFO], 0644) == 0);
-	snprintf(op.path[P_DEVNULL], sizeof(op.path[P_DEVNULL]), "/dev/null");
-	snprintf(op.path[P_PROC], sizeof(op.path[P_PROC]), "/proc/self/status");
-
-	make_path(P_SOCKET, "sock");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (strlen(op.path[P_SOCKET]) >= sizeof(sa.sun_path) || s < 0) {
-		op.skip[P_SOCKET] = "the socket's path is too long for sun_path";
-	} else {
-		strcpy(sa.sun_path, op.path[P_SOCKET]);
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-			op.skip[P_SOCKET] = "bind of a unix socket failed";
-	}
-	if (s >= 0)
-		close(s); /* the socket file stays */
-
-	/* "dir/aaaa...": PATH_MAX + 10 characters in all. */
-	size_t n = (size_t)snprintf(op.path[P_TOO_LONG], sizeof(op.path[P_TOO_LONG]), "%s/", fx.dir);
-	memset(op.path[P_TOO_LONG] + n, 'a', PATH_MAX + 10 - n);
-	op.path[P_TOO_LONG][PATH_MAX + 10] = 0;
-	n = (size_t)snprintf(op.path[P_NAME_TOO_LONG], sizeof(op.path[P_NAME_TOO_LONG]), "%s/", fx.dir);
-	memset(op.path[P_NAME_TOO_LONG] + n, 'b', NAME_MAX + 1);
-	op.path[P_NAME_TOO_LONG][n + NAME_MAX + 1] = 0;
-
-	make_path(P_THROUGH_FILE, "data/x");
-	make_path(P_LOOP, "loop");
-	REQUIRE(symlink("loop", op.path[P_LOOP]) == 0);
-	make_path(P_DANGLING, "dangling");
-	REQUIRE(symlink("missing_target", op.path[P_DANGLING]) == 0);
-
-	make_path(P_NOPERM, "noperm");
-	tu_write_file(op.path[P_NOPERM], fx.content, 4096);
-	REQUIRE(chmod(op.path[P_NOPERM], 0) == 0);
-	char d[4300];
-	test_path(d, sizeof(d), fx.dir, "nosearch");
-	REQUIRE(mkdir(d, 0755) == 0);
-	make_path(P_NOSEARCH, "nosearch/file");
-	tu_write_file(op.path[P_NOSEARCH], fx.content, 4096);
-	REQUIRE(chmod(d, 0) == 0);
-	test_path(d, sizeof(d), fx.dir, "rodir");
-	REQUIRE(mkdir(d, 0555) == 0);
-	make_path(P_RODIR_NEW, "rodir/new");
-	make_path(P_NEW, "new");
-	op.other = small_cache();
-}
-
-/* Mode-0 directories must be searchable again for test_rmdir. */
-static void open_paths_teardown(void)
-{
-	char d[4300];
-	test_path(d, sizeof(d), fx.dir, "nosearch");
-	chmod(d, 0755);
-	test_path(d, sizeof(d), fx.dir, "rodir");
-	chmod(d, 0755);
-	CHECK(pc_cache_destroy(op.other) == 0);
-}
-
-/*
- * Root passes every permission check, so the EACCES rows run with
- * CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped from the calling
- * thread's effective set (capabilities are per thread; pc_open opens the
- * file in the calling thread), and raised again right after.  A user other
- * than root needs nothing.
- */
-static struct __user_cap_header_struct cap_hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-static struct __user_cap_data_struct saved_caps[_LINUX_CAPABILITY_U32S_3];
-
-static bool drop_dac_caps(void)
-{
-	if (geteuid() != 0)
-		return true;
-	if (syscall(SYS_capget, &cap_hdr, saved_caps) != 0)
-		return false;
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-	memcpy(d, saved_caps, sizeof(d));
-	d[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
-	return syscall(SYS_capset, &cap_hdr, d) == 0;
-}
-
-static void restore_caps(void)
-{
-	if (geteuid() == 0)
-		REQUIRE(syscall(SYS_capset, &cap_hdr, saved_caps) == 0);
-}
-
-struct open_row {
-	enum cache_kind c;
-	enum path_kind p;
-	int flags;
-	const char *flags_name;
-	bool unprivileged; /* run without the DAC-override capabilities */
-	long long ret;     /* 0: a handle (closed again at once), -1: NULL */
-	int err;
-	const char *err_name;
-};
-#define FL(f) .flags = (f), .flags_name = #f
-#define OPENS GIVES(0)
-
-static struct pc_cache *cache_of(enum cache_kind k)
-{
-	return k == C_FX ? fx.c : k == C_OTHER ? op.other : NULL;
-}
-
-/* 0 and the handle closed again, or -1. */
-static long long run_open_row(const struct open_row *r)
-{
-	const char *path = r->p == P_NULL ? NULL : op.path[r->p];
-	struct pc_file *h = pc_open(cache_of(r->c), path, r->flags, 0644);
-	if (!h)
-		return -1;
-	int e = errno;
-	CHECK(pc_close(h) == 0);
-	errno = e;
-	return 0;
-}
-
-static unsigned run_open_rows(void)
-{
-	const struct open_row rows[] = {
-		/* NULL arguments. */
-		{ C_NULL, P_FILE, FL(O_RDONLY), FAILS(EINVAL) },
-		{ C_FX, P_NULL, FL(O_RDONLY), FAILS(EINVAL) },
-		{ C_NULL, P_NULL, FL(O_RDWR | O_CREAT), FAILS(EINVAL) },
-		/* Flags: access mode 3, unknown flags, O_TRUNC without write access. */
-		{ C_FX, P_FILE, FL(O_ACCMODE), FAILS(EINVAL) },
-		{ C_FX, P_MISSING, FL(O_ACCMODE | O_CREAT), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDWR | O_APPEND), FAILS(EINVAL) },
-		{ C_FX, P_MISSING, FL(O_RDWR | O_CREAT | O_APPEND), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDWR | O_NONBLOCK), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDONLY | O_PATH), FAILS(EINVAL) },
-		{ C_FX, P_DIR, FL(O_RDONLY | O_DIRECTORY), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDONLY | O_NOFOLLOW), FAILS(EINVAL) },
-		{ C_FX, P_DIR, FL(O_RDWR | O_TMPFILE), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDWR | O_ASYNC), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDWR | O_NOCTTY), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(0x40000000), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(-1), FAILS(EINVAL) },
-		{ C_FX, P_FILE, FL(O_RDONLY | O_TRUNC), FAILS(EINVAL) },
-		{ C_FX, P_MISSING, FL(O_RDONLY | O_CREAT | O_TRUNC), FAILS(EINVAL) },
-		/* Missing paths. */
-		{ C_FX, P_EMPTY, FL(O_RDONLY), FAILS(ENOENT) },
-		{ C_FX, P_EMPTY, FL(O_RDWR | O_CREAT), FAILS(ENOENT) },
-		{ C_FX, P_MISSING, FL(O_RDONLY), FAILS(ENOENT) },
-		{ C_FX, P_MISSING, FL(O_RDWR), FAILS(ENOENT) },
-		{ C_FX, P_MISSING_DIR, FL(O_RDWR | O_CREAT), FAILS(ENOENT) },
-		{ C_FX, P_DANGLING, FL(O_RDONLY), FAILS(ENOENT) },
-		/* O_CREAT | O_EXCL on anything that exists. */
-		{ C_FX, P_FILE, FL(O_RDWR | O_CREAT | O_EXCL), FAILS(EEXIST) },
-		{ C_FX, P_DIR, FL(O_RDWR | O_CREAT | O_EXCL), FAILS(EEXIST) },
-		{ C_FX, P_FIFO, FL(O_WRONLY | O_CREAT | O_EXCL), FAILS(EEXIST) },
-		{ C_FX, P_DANGLING, FL(O_RDWR | O_CREAT | O_EXCL), FAILS(EEXIST) },
-		/* Directories. */
-		{ C_FX, P_DIR, FL(O_RDONLY), FAILS(EISDIR) },
-		{ C_FX, P_DIR, FL(O_WRONLY), FAILS(EISDIR) },
-		{ C_FX, P_DIR, FL(O_RDWR), FAILS(EISDIR) },
-		{ C_FX, P_DIR, FL(O_RDONLY | O_CREAT), FAILS(EISDIR) },
-		{ C_FX, P_DIR_LINK, FL(O_RDONLY), FAILS(EISDIR) },
-		/* Other non-regular files, and a file system without O_DIRECT. */
-		{ C_FX, P_FIFO, FL(O_RDONLY), FAILS(EINVAL) },
-		{ C_FX, P_FIFO, FL(O_WRONLY), FAILS(EINVAL) },
-		{ C_FX, P_FIFO, FL(O_RDWR), FAILS(EINVAL) },
-		{ C_FX, P_FIFO, FL(O_RDWR | O_CREAT), FAILS(EINVAL) },
-		{ C_FX, P_DEVNULL, FL(O_RDONLY), FAILS(EINVAL) },
-		{ C_FX, P_DEVNULL, FL(O_RDWR), FAILS(EINVAL) },
-		{ C_FX, P_SOCKET, FL(O_RDONLY), FAILS(EINVAL) },
-		{ C_FX, P_SOCKET, FL(O_RDWR), FAILS(EINVAL) },
-		{ C_FX, P_PROC, FL(O_RDONLY), FAILS(EINVAL) },
-		/* Names. */
-		{ C_FX, P_TOO_LONG, FL(O_RDONLY), FAILS(ENAMETOOLONG) },
-		{ C_FX, P_TOO_LONG, FL(O_RDWR | O_CREAT), FAILS(ENAMETOOLONG) },
-		{ C_FX, P_NAME_TOO_LONG, FL(O_RDWR | O_CREAT), FAILS(ENAMETOOLONG) },
-		{ C_FX, P_THROUGH_FILE, FL(O_RDONLY), FAILS(ENOTDIR) },
-		{ C_FX, P_THROUGH_FILE, FL(O_RDWR | O_CREAT), FAILS(ENOTDIR) },
-		{ C_FX, P_LOOP, FL(O_RDONLY), FAILS(ELOOP) },
-		/* Permissions. */
-		{ C_FX, P_NOPERM, FL(O_RDONLY), .unprivileged = true, FAILS(EACCES) },
-		{ C_FX, P_NOPERM, FL(O_RDWR), .unprivileged = true, FAILS(EACCES) },
-		{ C_FX, P_NOSEARCH, FL(O_RDONLY), .unprivileged = true, FAILS(EACCES) },
-		{ C_FX, P_RODIR_NEW, FL(O_RDWR | O_CREAT), .unprivileged = true, FAILS(EACCES) },
-		/* The file is open (read-write) in another cache of this process. */
-		{ C_OTHER, P_FILE, FL(O_RDWR), FAILS(EBUSY) },
-		{ C_OTHER, P_FILE, FL(O_RDONLY), FAILS(EBUSY) },
-		/* What is allowed. */
-		{ C_FX, P_FILE, FL(O_RDONLY), OPENS },
-		{ C_FX, P_FILE, FL(O_RDONLY | O_CREAT), OPENS },
-		{ C_FX, P_FILE, FL(O_RDWR | O_DSYNC | O_DIRECT | O_CLOEXEC | O_NOATIME), OPENS },
-		{ C_FX, P_FILE, FL(O_WRONLY | O_SYNC), OPENS },
-		{ C_FX, P_NEW, FL(O_RDWR | O_CREAT | O_EXCL), OPENS },
-	};
-	unsigned failed = 0;
-	bool privileged_skip_printed = false;
-	for (unsigned i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		const struct open_row *r = &rows[i];
-		char what[512];
-		snprintf(what, sizeof(what), "pc_open(%s, %s, %s)%s", cache_names[r->c], path_names[r->p],
-			 r->flags_name, r->unprivileged ? " without DAC override" : "");
-		if (op.skip[r->p]) {
-			printf("skip open_rows[%u] %s: %s\n", i, what, op.skip[r->p]);
-			continue;
-		}
-		if (r->unprivileged && !drop_dac_caps()) {
-			if (!privileged_skip_printed)
-				printf("skip the EACCES rows: running as root and cannot drop CAP_DAC_OVERRIDE (%s)\n",
-				       strerror(errno));
-			privileged_skip_printed = true;
-			continue;
-		}
-		row_timer_start();
-		errno = 0;
-		long long got = run_open_row(r);
-		int got_err = errno;
-		row_timer_stop();
-		if (r->unprivileged)
-			restore_caps();
-		bool ok = outcome_ok(got, got_err, r->ret, r->err);
-		if (!ok) {
-			report_row("open_rows", i, what, got, got_err, r->ret, r->err_name);
-			failed++;
-		}
-		/* A failed pc_open creates nothing (removed, so later rows still
-		 * find the path missing). */
-		if (r->p == P_MISSING && unlink(op.path[P_MISSING]) == 0) {
-			fprintf(stderr, "FAIL open_rows[%u] %s created %s\n", i, what, op.path[P_MISSING]);
-			tu_failed++;
-			failed += ok;
-		}
-	}
-	printf("open_rows: %zu rows, %u failed\n", sizeof(rows) / sizeof(rows[0]), failed);
-	return failed;
-}
-
-/* ------------------------------------------------------ pc_cache_new */
-
-struct cfg_set {
-	const char *field;
-	size_t off, size;
-	uint64_t value;
-};
-#define SET(f, v) { #f, offsetof(struct pc_config, f), sizeof(((struct pc_config *)0)->f), (uint64_t)(v) }
-
-struct config_row {
-	struct cfg_set set[2]; /* on top of small_cache's config; unused ones have no field */
-	long long ret;         /* 0: a cache (destroyed again at once), -1: NULL */
-	int err;
-	const char *err_name;
-};
-
-static void apply_set(struct pc_config *cfg, const struct cfg_set *s)
-{
-	char *p = (char *)cfg + s->off;
-	if (s->size == sizeof(size_t))
-		*(size_t *)p = (size_t)s->value;
-	else
-		*(unsigned *)p = (unsigned)s->value;
-}
-
-static long long run_config_row(const struct config_row *r)
-{
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
-	cfg.max_folio_size = 64 * KiB;
-	cfg.flags = PC_CFG_LAZY_MEMORY;
-	for (unsigned k = 0; k < 2 && r->set[k].field; k++)
-		apply_set(&cfg, &r->set[k]);
-	struct pc_cache *c = pc_cache_new(&cfg);
-	if (!c)
-		return -1;
-	CHECK(pc_cache_destroy(c) == 0);
-	return 0;
-}
-
-static unsigned run_config_rows(void)
-{
-	const uint64_t TiB = 1024 * 1024 * MiB;
-	const struct config_row rows[] = {
-		/* memory_limit: at least 1 MiB and 16 folios (after rounding
-		 * down to 4 KiB), below 16 TiB; 0 is the default. */
-		{ { SET(memory_limit, 512 * KiB), SET(max_folio_size, 4096) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, MiB - 4096), SET(max_folio_size, 4096) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, MiB + 4095), SET(max_folio_size, 4096) }, GIVES(0) },
-		{ { SET(memory_limit, 2 * MiB), SET(max_folio_size, 256 * KiB) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, 16 * TiB) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, 16 * TiB - 4096) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(memory_limit, 0) }, GIVES(0) },
-		/* max_folio_size: a power of two from 4 KiB to 2 MiB; 0 is the default. */
-		{ { SET(max_folio_size, 1) }, FAILS(EINVAL) },
-		{ { SET(max_folio_size, 2048) }, FAILS(EINVAL) },
-		{ { SET(max_folio_size, 12 * KiB) }, FAILS(EINVAL) },
-		{ { SET(max_folio_size, 4 * MiB), SET(memory_limit, 128 * MiB) }, FAILS(EINVAL) },
-		{ { SET(max_folio_size, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(max_folio_size, 0) }, GIVES(0) },
-		/* block_size: 0, or a power of two from 512 to 64 KiB, at most max_folio_size. */
-		{ { SET(block_size, 256) }, FAILS(EINVAL) },
-		{ { SET(block_size, 1000) }, FAILS(EINVAL) },
-		{ { SET(block_size, 128 * KiB), SET(max_folio_size, 256 * KiB) }, FAILS(EINVAL) },
-		{ { SET(block_size, 8192), SET(max_folio_size, 4096) }, FAILS(EINVAL) },
-		{ { SET(block_size, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(block_size, 64 * KiB) }, GIVES(0) },
-		/* dirty_limit_bytes: at most half of memory_limit. */
-		{ { SET(dirty_limit_bytes, 2 * MiB + 4096) }, FAILS(EINVAL) },
-		{ { SET(dirty_limit_bytes, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(dirty_limit_bytes, 2 * MiB) }, GIVES(0) },
-		/* dirty_background_bytes: at most dirty_limit_bytes (given or default). */
-		{ { SET(dirty_background_bytes, MiB + 1), SET(dirty_limit_bytes, MiB) }, FAILS(EINVAL) },
-		{ { SET(dirty_background_bytes, MiB) }, FAILS(EINVAL) }, /* default limit: 20 % of 4 MiB */
-		{ { SET(dirty_background_bytes, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(dirty_background_bytes, MiB), SET(dirty_limit_bytes, MiB) }, GIVES(0) },
-		/* writeback_threads: at most 64. */
-		{ { SET(writeback_threads, 65) }, FAILS(EINVAL) },
-		{ { SET(writeback_threads, UINT_MAX) }, FAILS(EINVAL) },
-		{ { SET(writeback_threads, 64) }, GIVES(0) },
-		/* queue_depth: at most 4096. */
-		{ { SET(queue_depth, 4097) }, FAILS(EINVAL) },
-		{ { SET(queue_depth, UINT_MAX) }, FAILS(EINVAL) },
-		{ { SET(queue_depth, 4096) }, GIVES(0) },
-		/* max_io_bytes: a multiple of 4 KiB from 4 KiB to 64 MiB. */
-		{ { SET(max_io_bytes, 2048) }, FAILS(EINVAL) },
-		{ { SET(max_io_bytes, 4097) }, FAILS(EINVAL) },
-		{ { SET(max_io_bytes, 64 * MiB + 4096) }, FAILS(EINVAL) },
-		{ { SET(max_io_bytes, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(max_io_bytes, 64 * MiB) }, GIVES(0) },
-		/* flags: only PC_CFG_*. */
-		{ { SET(flags, 0x100) }, FAILS(EINVAL) },
-		{ { SET(flags, 0x6f | PC_CFG_EAGER_MEMORY) }, GIVES(0) },
-		{ { SET(flags, 0x7f) }, GIVES(0) },
-		/* ... no thread and a thread that faults in all of it: */
-		{ { SET(flags, PC_CFG_LAZY_MEMORY | PC_CFG_EAGER_MEMORY) }, FAILS(EINVAL) },
-		/* max_closed_files: at most 1048576. */
-		{ { SET(max_closed_files, (1u << 20) + 1) }, FAILS(EINVAL) },
-		{ { SET(max_closed_files, 1u << 20) }, GIVES(0) },
-		/* edge_budget_bytes: at most memory_limit / 2 (of 4 MiB here). */
-		{ { SET(edge_budget_bytes, (2u << 20) + 1) }, FAILS(EINVAL) },
-		{ { SET(edge_budget_bytes, 2u << 20) }, GIVES(0) },
-		{ { SET(edge_budget_bytes, SIZE_MAX) }, FAILS(EINVAL) },
-		{ { SET(flags, 0x80000000u) }, FAILS(EINVAL) },
-		{ { SET(flags, UINT_MAX) }, FAILS(EINVAL) },
-		/* Fields with no error: limited (documented) or any value. */
-		{ { SET(readahead_max_bytes, SIZE_MAX) }, GIVES(0) },
-		{ { SET(uncached_kick_bytes, SIZE_MAX) }, GIVES(0) },
-		{ { SET(dirty_expire_ms, UINT_MAX) }, GIVES(0) },
-		{ { SET(edge_expire_ms, UINT_MAX) }, GIVES(0) },
-	};
-	unsigned failed = 0;
-	for (unsigned i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		const struct config_row *r = &rows[i];
-		row_timer_start();
-		errno = 0;
-		long long got = run_config_row(r);
-		int got_err = errno;
-		row_timer_stop();
-		bool ok = outcome_ok(got, got_err, r->ret, r->err);
-		if (!ok) {
-			char what[256];
-			int n = snprintf(what, sizeof(what), "pc_cache_new(");
-			for (unsigned k = 0; k < 2 && r->set[k].field; k++)
-				n += snprintf(what + n, sizeof(what) - (size_t)n, "%s%s = %llu", k ? ", " : "",
-					      r->set[k].field, (unsigned long long)r->set[k].value);
-			snprintf(what + n, sizeof(what) - (size_t)n, ")");
-			report_row("config_rows", i, what, got, got_err, r->ret, r->err_name);
-			failed++;
-		}
-	}
-	/* NULL: the defaults. */
-	errno = 0;
-	struct pc_cache *d = pc_cache_new(NULL);
-	CHECK(d != NULL);
-	if (d)
-		CHECK(pc_cache_destroy(d) == 0);
-	printf("config_rows: %zu rows, %u failed\n", sizeof(rows) / sizeof(rows[0]), failed);
-	return failed;
-}
-
-/* --------------------------------------------------------------- main */
-
-/* No failed call changed the file: its bytes through the cache and, after
- * fsync, on the device are the ones written at the start. */
-static void check_file_unchanged(void)
-{
-	CHECK(pc_size(fx.h[H_RW]) == FILE_SIZE);
-	memset(fx.buf, 0, sizeof(fx.buf));
-	CHECK(pc_pread(fx.h[H_RO], fx.buf, FILE_SIZE, 0, 0) == FILE_SIZE);
-	CHECK(memcmp(fx.buf, fx.content, FILE_SIZE) == 0);
-	CHECK(pc_fsync(fx.h[H_RW]) == 0);
-	CHECK(tu_verify_disk(fx.file, fx.content, FILE_SIZE));
-}
-
-int main(void)
-{
-	watchdog_install();
-	fixture_setup();
-	check_max_bytes_is_the_kernels();
-	open_paths_setup();
-
-	unsigned failed = run_handle_rows();
-	failed += run_open_rows();
-	failed += run_config_rows();
-
-	check_file_unchanged();
-	open_paths_teardown();
-	CHECK(pc_close(fx.h[H_RW]) == 0);
-	CHECK(pc_close(fx.h[H_RO]) == 0);
-	CHECK(pc_close(fx.h[H_WO]) == 0);
-	CHECK(pc_cache_destroy(fx.c) == 0);
-	test_rmdir(fx.dir);
-	if (failed)
-		fprintf(stderr, "%u rows failed\n", failed);
-	return test_done();
-}
