@@ -6,9 +6,12 @@
  * Each case runs in a child of its own with its own cache, its stderr in a
  * file: a check that trips aborts the child, and the parent reads what it
  * said.  In a checking build (PC_CHECKS: Debug, sanitizers, fuzz) every
- * broken case must end in SIGABRT with the message named; in a build
- * without checks the same broken calls must run through (none of them
- * deadlocks a lone thread), which shows the checks cost Release nothing.
+ * broken case (named "..._trips") must end in SIGABRT with the message
+ * named; in a build without checks the same broken calls must run through
+ * (none of them deadlocks a lone thread), which shows the checks cost
+ * Release nothing.  The fixture says "checks on in this build" or "checks
+ * off in this build": CMake's pass expression for every checks.* test of
+ * a checking build wants "on" (CMakeLists.txt).
  */
 #include "testutil.h"
 
@@ -18,6 +21,23 @@
 
 static const char *dir;
 
+/* The children come from tu_fork_alone, which wants tu_exit_guard called
+ * first (testutil.h).  The line printed is what CMake's pass expression
+ * looks for. */
+static void checks_setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("checks");
+	printf("checks %s in this build\n", PC_CHECKS ? "on" : "off");
+}
+
+static void checks_teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(checks_setup, checks_teardown)
+
 struct env {
 	struct pc_cache *c;
 	struct pc_file *h;
@@ -26,13 +46,11 @@ struct env {
 
 static struct env env_open(void)
 {
-	struct pc_config cfg = { .memory_limit = 64ull << 20 };
 	struct env e;
 	char path[4200];
 
 	test_path(path, sizeof(path), dir, "f");
-	e.c = pc_cache_new(&cfg);
-	REQUIRE(e.c);
+	e.c = tu_cache_of(64ull << 20);
 	e.h = pc_open(e.c, path, O_RDWR | O_CREAT, 0644);
 	REQUIRE(e.h);
 	e.m = e.h->m;
@@ -48,7 +66,7 @@ static void env_close(struct env *e)
 	REQUIRE(pc_cache_destroy(e->c) == 0);
 }
 
-/* ------------------------------------------------------------ the cases */
+/* ------------------------------------------------- what the children do */
 
 /* tree_lock before inval_lock: the documented order the other way round. */
 static void broken_order_tree_then_inval(struct env *e)
@@ -101,6 +119,12 @@ static void missing_folio_lock(struct env *e)
 static void unlock_not_held(struct env *e)
 {
 	inval_unlock(e->m);
+}
+
+/* Only its record: what a build without checks can run of the above. */
+static void note_give_not_held(struct env *e)
+{
+	lock_note_give(&e->m->inval_lock);
 }
 
 /* PC_ASSERT of something false. */
@@ -166,26 +190,6 @@ static void warn_once(struct env *e)
 
 /* ------------------------------------------------------------ the runner */
 
-struct tcase {
-	const char *name;
-	void (*run)(struct env *e);
-	const char *says; /* what a checking build prints before it aborts; NULL: runs through */
-	bool undefined_unchecked; /* without checks the calls are undefined: not run there */
-};
-
-static const struct tcase cases[] = {
-	{ "broken order: tree then inval", broken_order_tree_then_inval,
-	  "takes: inval_lock while holding tree_lock", false },
-	{ "broken order: leaf then tree", broken_order_leaf_then_tree, "takes: tree_lock while holding leaf lock", false },
-	{ "wait under tree_lock", wait_under_tree_lock, "waits: tree_lock while holding tree_lock", false },
-	{ "missing inval_lock", missing_inval_lock, "lock_held(&(m)->inval_lock)", false },
-	{ "missing folio lock", missing_folio_lock, "folio_test((f), PF_LOCKED)", false },
-	{ "unlock not held", unlock_not_held, "releases a lock this thread does not hold", true },
-	{ "PC_ASSERT(false)", assert_false, "check failed at", false },
-	{ "right order", right_order, NULL, false },
-	{ "span across another file's write", span_across_other_write, NULL, false },
-};
-
 static char *slurp(const char *path)
 {
 	static char buf[65536];
@@ -197,9 +201,10 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-/* Run one case in a child with stderr in a file; returns its status
- * (tu_wait_child) and leaves what it said in *said. */
-static int run_case(const struct tcase *t, char **said)
+/* Run `run` in a child with stderr in a file, on a cache and file of its
+ * own; returns its status (tu_wait_child) and leaves what it said in
+ * *said.  The child never returns. */
+static int run_in_child(void (*run)(struct env *e), char **said)
 {
 	char errpath[4200];
 	test_path(errpath, sizeof(errpath), dir, "stderr");
@@ -209,7 +214,7 @@ static int run_case(const struct tcase *t, char **said)
 		if (fd < 0 || dup2(fd, 2) < 0)
 			_exit(100);
 		struct env e = env_open();
-		t->run(&e);
+		run(&e);
 		env_close(&e);
 		exit(0);
 	}
@@ -219,30 +224,81 @@ static int run_case(const struct tcase *t, char **said)
 	return st;
 }
 
-static void check_case(const struct tcase *t)
+/* A checking build must abort in `run` saying `says` (NULL: the calls are
+ * right, and nothing trips); a build without checks must run through. */
+static void check_trips(void (*run)(struct env *e), const char *says)
 {
 	unsigned failed = tu_failed;
 	char *said;
-	int st = run_case(t, &said);
-	bool trips = PC_CHECKS && t->says;
-	if (trips) {
+	int st = run_in_child(run, &said);
+	if (PC_CHECKS && says) {
 		/* 128 + SIGABRT, with the message. */
 		CHECK(st == 128 + SIGABRT);
-		CHECK(strstr(said, t->says) != NULL);
+		CHECK(strstr(said, says) != NULL);
 	} else {
 		CHECK(st == 0);
 		CHECK(strstr(said, "check failed") == NULL);
 	}
 	if (tu_failed != failed)
-		fprintf(stderr, "case \"%s\" (checks %s): status %d, said:\n%s\n", t->name, PC_CHECKS ? "on" : "off", st,
+		fprintf(stderr, "%s (checks %s): status %d, said:\n%s\n", tu_case_name(), PC_CHECKS ? "on" : "off", st,
 			said);
 }
 
-static void check_warn_once(void)
+/* ------------------------------------------------------------ the cases */
+
+TEST_CASE(tree_lock_then_inval_lock_trips)
 {
-	struct tcase t = { "PC_WARN_ONCE", warn_once, NULL, false };
+	check_trips(broken_order_tree_then_inval, "takes: inval_lock while holding tree_lock");
+}
+
+TEST_CASE(leaf_lock_then_tree_lock_trips)
+{
+	check_trips(broken_order_leaf_then_tree, "takes: tree_lock while holding leaf lock");
+}
+
+TEST_CASE(wait_under_tree_lock_trips)
+{
+	check_trips(wait_under_tree_lock, "waits: tree_lock while holding tree_lock");
+}
+
+TEST_CASE(missing_inval_lock_trips)
+{
+	check_trips(missing_inval_lock, "lock_held(&(m)->inval_lock)");
+}
+
+TEST_CASE(missing_folio_lock_trips)
+{
+	check_trips(missing_folio_lock, "folio_test((f), PF_LOCKED)");
+}
+
+/* Without checks, unlocking a lock not held is undefined: there the case
+ * gives back only the record of the lock (what inval_unlock does first,
+ * and all a checking build gets to), which must be nothing at all. */
+TEST_CASE(unlock_not_held_trips)
+{
+	check_trips(PC_CHECKS ? unlock_not_held : note_give_not_held, "releases a lock this thread does not hold");
+}
+
+TEST_CASE(assert_false_trips)
+{
+	check_trips(assert_false, "check failed at");
+}
+
+TEST_CASE(documented_lock_order_is_quiet)
+{
+	check_trips(right_order, NULL);
+}
+
+TEST_CASE(write_span_across_other_files_write_is_quiet)
+{
+	check_trips(span_across_other_write, NULL);
+}
+
+/* PC_WARN_ONCE: a checking build says so once; none says it otherwise. */
+TEST_CASE(warn_once_says_so_once)
+{
 	char *said;
-	CHECK(run_case(&t, &said) == 0);
+	CHECK(run_in_child(warn_once, &said) == 0);
 	const char *first = strstr(said, "warned at round");
 	if (PC_CHECKS) {
 		CHECK(first && strstr(first, "warned at round 0"));
@@ -251,26 +307,4 @@ static void check_warn_once(void)
 		CHECK(first == NULL);
 	}
 	CHECK(strstr(said, "never") == NULL);
-}
-
-int main(void)
-{
-	tu_exit_guard();
-	dir = test_dir("test_checks");
-	printf("checks %s in this build\n", PC_CHECKS ? "on" : "off");
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		unsigned failed = tu_failed;
-		if (!PC_CHECKS && cases[i].undefined_unchecked) {
-			printf("%-32s skipped: undefined without checks\n", cases[i].name);
-			continue;
-		}
-		check_case(&cases[i]);
-		printf("%-32s %s\n", cases[i].name, tu_failed == failed ? "ok" : "FAILED");
-	}
-	check_warn_once();
-	char path[4200];
-	test_path(path, sizeof(path), dir, "f");
-	unlink(path);
-	rmdir(dir);
-	return test_done();
 }
