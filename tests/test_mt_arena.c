@@ -1,28 +1,27 @@
 /*
  * test_mt_arena.c - the background fault-in of the folio arena (arena.c)
  * against everything that can meet it while it runs:
- *   (a) pc_cache_destroy: it returns (the thread stops within a step),
- *       nothing leaks (ASan), nothing races (TSan); caches destroyed at
- *       once, before the thread's first step, and in the middle of it;
- *   (b) writes and reads: writer threads fill and rewrite their regions of
- *       a file in a fresh cache, in misaligned records, reading each pass
- *       back; then the backing file, after destroy, holds the last pass;
- *   (c) fork(), right after pc_cache_new and after writes: the child's
- *       calls on the inherited cache and handle fail at once with EPERM
- *       and its pc_cache_destroy of the copy returns 0 (there is no thread
- *       to stop in the child); outside the sanitizers the child's own new
- *       cache works; the parent's cache goes on with exact data;
- *   (d) it keeps a lead ahead of the memory handed out and no more (an
- *       idle new cache faults in its lead only, and destroy wakes it at
- *       once), follows the memory writes use, and runs to the end once
- *       all of the arena is used, the descriptor table with it;
- *       PC_CFG_EAGER_MEMORY faults all of it in unused;
- *       PC_CFG_LAZY_MEMORY starts no thread.
- * The large caches of (a) to (c) take min(1 GiB, a quarter of the
+ *   - pc_cache_destroy: it returns (the thread stops within a step),
+ *     nothing leaks (ASan), nothing races (TSan); caches destroyed at
+ *     once, before the thread's first step, and in the middle of it;
+ *   - writes and reads: writer threads fill and rewrite their regions of
+ *     a file in a fresh cache, in misaligned records, reading each pass
+ *     back; then the backing file, after destroy, holds the last pass;
+ *   - fork(), right after pc_cache_new and after writes: the child's calls
+ *     on the inherited cache and handle fail at once with EPERM and its
+ *     pc_cache_destroy of the copy returns 0 (there is no thread to stop
+ *     in the child); outside the sanitizers the child's own new cache
+ *     works; the parent's cache goes on with exact data;
+ * and how far it goes: it keeps a lead ahead of the memory handed out and
+ * no more (an idle new cache faults in its lead only, and destroy wakes it
+ * at once), follows the memory writes use, and runs to the end once all
+ * of the arena is used, the descriptor table with it; PC_CFG_EAGER_MEMORY
+ * faults all of it in unused; PC_CFG_LAZY_MEMORY starts no thread.
+ * The large caches of the first three take min(1 GiB, a quarter of the
  * available memory) with PC_CFG_EAGER_MEMORY (the thread faults all of it
  * in, not only a lead), so that faulting them in takes long enough to meet
- * the calls above on any machine; no figure of time is asserted (a
- * watchdog fails a hang).
+ * the calls above on any machine; no figure of time is asserted (the
+ * harness's watchdog fails a hang).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -37,7 +36,6 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 #define GiB (1024ull * MiB)
-#define WATCHDOG_S 300
 #define CHILD_WATCHDOG_S 30u
 #define NWRITERS 2
 #define REGION (24 * MiB)
@@ -46,6 +44,21 @@
 
 static const char *dir;
 
+/* tu_exit_guard before any cache: the fork case's children come from a
+ * process whose threads run (testutil.h, tu_fork). */
+static void arena_setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("mt_arena");
+}
+
+static void arena_teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(arena_setup, arena_teardown)
+
 static uint64_t large_cache_bytes(void)
 {
 	uint64_t avail = sysmem_available();
@@ -53,13 +66,17 @@ static uint64_t large_cache_bytes(void)
 	return tu_max_u64(64 * MiB, tu_round_down(want, MiB));
 }
 
-static struct pc_cache *cache_of(uint64_t bytes, unsigned flags)
+static struct pc_config config_with_flags(uint64_t bytes, unsigned flags)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = (size_t)bytes;
+	struct pc_config cfg = tu_config((size_t)bytes);
 	cfg.flags = flags;
-	return pc_cache_new(&cfg);
+	return cfg;
+}
+
+static struct pc_cache *cache_with_flags(uint64_t bytes, unsigned flags)
+{
+	struct pc_config cfg = config_with_flags(bytes, flags);
+	return tu_cache_new(&cfg);
 }
 
 static bool populating(struct pc_cache *c)
@@ -70,22 +87,23 @@ static bool populating(struct pc_cache *c)
 /* A new cache of `bytes` (its fault-in starting) and a new file in it. */
 static struct pc_file *new_cache_and_file(uint64_t bytes, const char *path, struct pc_cache **c)
 {
-	*c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
-	REQUIRE(*c);
+	*c = cache_with_flags(bytes, PC_CFG_EAGER_MEMORY);
 	struct pc_file *f = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
 	return f;
 }
 
-/* ---------------------------------------------------------------- (a) */
+/* ------------------------------------------------------------ destroy */
 
-static void destroy_while_populating(uint64_t bytes)
+/* pc_cache_destroy while the arena is being faulted in: at once, and once
+ * the thread has done a step. */
+TEST_CASE(destroy_while_faulting_in)
 {
+	uint64_t bytes = large_cache_bytes();
 	unsigned midway = 0;
 	double slowest = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		struct pc_cache *c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
-		REQUIRE(c);
+		struct pc_cache *c = cache_with_flags(bytes, PC_CFG_EAGER_MEMORY);
 		CHECK(c->populate_running);
 		/* Even rounds: at once (the thread may not have run yet); odd
 		 * ones: once it has done a step. */
@@ -99,13 +117,13 @@ static void destroy_while_populating(uint64_t bytes)
 		if (took > slowest)
 			slowest = took;
 	}
-	printf("(a) 8 caches of %llu MiB destroyed while being faulted in (%u of them midway), slowest "
+	printf("8 caches of %llu MiB destroyed while being faulted in (%u of them midway), slowest "
 	       "destroy %.0f us\n",
 	       (unsigned long long)(bytes / MiB), midway, slowest * 1e6);
 	CHECK(midway > 0);
 }
 
-/* ---------------------------------------------------------------- (b) */
+/* ------------------------------------------------------ writes, reads */
 
 struct writer {
 	pthread_t t;
@@ -144,8 +162,11 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-static void data_while_populating(uint64_t bytes)
+/* Writers and readers while the arena is being faulted in: exact data, in
+ * the cache and on the device. */
+TEST_CASE(data_exact_while_faulting_in)
 {
+	uint64_t bytes = large_cache_bytes();
 	char path[4200];
 	test_path(path, sizeof(path), dir, "data");
 	struct pc_cache *c;
@@ -162,7 +183,7 @@ static void data_while_populating(uint64_t bytes)
 		CHECK(w[i].bad_reads == 0);
 	}
 	size_t at_end = arena_populated_bytes(c);
-	printf("(b) %u writers, %u passes of %llu MiB each; faulted in %zu MiB at the start, %zu MiB at the end "
+	printf("%u writers, %u passes of %llu MiB each; faulted in %zu MiB at the start, %zu MiB at the end "
 	       "of %llu MiB\n",
 	       NWRITERS, PASSES, (unsigned long long)(REGION / MiB), (size_t)(at_start / MiB), (size_t)(at_end / MiB),
 	       (unsigned long long)(bytes / MiB));
@@ -179,7 +200,7 @@ static void data_while_populating(uint64_t bytes)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (c) */
+/* --------------------------------------------------------------- fork */
 
 /* In the child: exit statuses say which step failed.  The child's own
  * cache is faulted in by a thread of the child's. */
@@ -187,7 +208,8 @@ static int child_own_cache(unsigned n)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/child%u", dir, n);
-	struct pc_cache *c = cache_of(16 * MiB, 0);
+	struct pc_config cfg = config_with_flags(16 * MiB, 0);
+	struct pc_cache *c = pc_cache_new(&cfg);
 	struct pc_file *f = c ? pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644) : NULL;
 	if (!f)
 		return 20;
@@ -243,15 +265,18 @@ static bool fork_child(struct pc_cache *c, struct pc_file *f, const char *path, 
 	return midway;
 }
 
-static void fork_while_populating(uint64_t bytes)
+/* Children forked while the parent's arena is being faulted in: their
+ * calls on the inherited copy fail with EPERM, the parent's data stays
+ * exact. */
+TEST_CASE(fork_while_faulting_in)
 {
+	uint64_t bytes = large_cache_bytes();
 	char path[4200];
 	test_path(path, sizeof(path), dir, "parent");
 	/* The first child comes right after pc_cache_new, before pc_open
 	 * (which takes long under TSan): faulting in goes at up to 20 GiB/s
 	 * where the machine has the memory at hand. */
-	struct pc_cache *c = cache_of(bytes, PC_CFG_EAGER_MEMORY);
-	REQUIRE(c);
+	struct pc_cache *c = cache_with_flags(bytes, PC_CFG_EAGER_MEMORY);
 	unsigned midway = fork_child(c, NULL, path, 0), nchildren = 4;
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
@@ -266,7 +291,7 @@ static void fork_while_populating(uint64_t bytes)
 		CHECK(pc_pread(f, back, size, 0, 0) == (ssize_t)size);
 		CHECK(memcmp(data, back, size) == 0);
 	}
-	printf("(c) %u children forked, %u of them while the parent's cache was being faulted in\n", nchildren,
+	printf("%u children forked, %u of them while the parent's cache was being faulted in\n", nchildren,
 	       midway);
 	CHECK(midway > 0);
 	CHECK(pc_fsync(f) == 0);
@@ -278,9 +303,15 @@ static void fork_while_populating(uint64_t bytes)
 	unlink(path);
 }
 
-/* ---------------------------------------------------------------- (d) */
+/* ------------------------------------------------------- how far it goes */
 
-/* Pages of the descriptor table the kernel has in memory (mincore). */
+/* Pages of the descriptor table, and of those the kernel has in memory
+ * (mincore). */
+static size_t table_pages(struct pc_cache *c)
+{
+	return ((size_t)c->npages * sizeof(struct pc_folio) + 4095) / 4096;
+}
+
 static size_t table_pages_resident(struct pc_cache *c)
 {
 	size_t bytes = (size_t)c->npages * sizeof(struct pc_folio);
@@ -314,11 +345,10 @@ static void use_memory(struct pc_cache *c, const char *name, uint64_t bytes)
 /* The thread keeps its lead ahead of the memory handed out, and only
  * that: a cache whose working set stays small never faults in the rest
  * (an uncached writer's first writes would pay for it with a CPU). */
-static void keeps_a_lead(void)
+TEST_CASE(keeps_a_lead_and_no_more)
 {
 	const uint64_t bytes = 64 * MiB, step = 2 * MiB;
-	struct pc_cache *c = cache_of(bytes, 0);
-	REQUIRE(c);
+	struct pc_cache *c = cache_with_flags(bytes, 0);
 	size_t lead = c->populate_lead;
 	CHECK(lead >= step && lead < bytes);
 	/* Idle: the lead, then nothing more. */
@@ -337,7 +367,7 @@ static void keeps_a_lead(void)
 	CHECK(pc_cache_destroy(c) == 0);
 	double took = tu_now_s() - t0;
 	CHECK(took < 5.0);
-	printf("(d) a %llu MiB cache: idle it faulted in %zu MiB (its lead %zu MiB); after %zu MiB used, %zu MiB; "
+	printf("a %llu MiB cache: idle it faulted in %zu MiB (its lead %zu MiB); after %zu MiB used, %zu MiB; "
 	       "destroy took %.0f us\n",
 	       (unsigned long long)(bytes / MiB), idle / (size_t)MiB, lead / (size_t)MiB, used / (size_t)MiB,
 	       (size_t)((tu_min_u64(used + lead, bytes)) / MiB), took * 1e6);
@@ -346,10 +376,9 @@ static void keeps_a_lead(void)
 /* Once all of the arena has been handed out the thread runs to its end,
  * and faults in the descriptor table with it (a cache's first write
  * otherwise faulted in, and zeroed, a 2 MiB huge page of the table). */
-static void runs_to_the_end(void)
+TEST_CASE(runs_to_the_end_once_all_used)
 {
-	struct pc_cache *c = cache_of(8 * MiB, 0);
-	REQUIRE(c);
+	struct pc_cache *c = cache_with_flags(8 * MiB, 0);
 	/* What pc_stats says is left is what the thread has yet to do,
 	 * and 0 once it has ended. */
 	struct pc_stats s = tu_stats(c);
@@ -360,38 +389,28 @@ static void runs_to_the_end(void)
 	CHECK(TU_POLL(arena_populated_bytes(c) == c->arena_bytes, 60000));
 	CHECK(TU_POLL(atomic_load(&c->populate_ended), 10000));
 	CHECK(tu_stats(c).prefault_pending_bytes == 0);
-	size_t table_pages = ((size_t)c->npages * sizeof(struct pc_folio) + 4095) / 4096;
-	CHECK(table_pages_resident(c) == table_pages);
+	CHECK(table_pages_resident(c) == table_pages(c));
 	CHECK(pc_cache_destroy(c) == 0);
+}
 
-	/* PC_CFG_EAGER_MEMORY: all of it at once, nothing used. */
-	c = cache_of(8 * MiB, PC_CFG_EAGER_MEMORY);
-	REQUIRE(c);
+/* PC_CFG_EAGER_MEMORY: all of it at once, the descriptor table with it,
+ * nothing used. */
+TEST_CASE(eager_memory_faults_in_all_unused)
+{
+	struct pc_cache *c = cache_with_flags(8 * MiB, PC_CFG_EAGER_MEMORY);
 	CHECK(TU_POLL(atomic_load(&c->populate_ended), 60000));
 	CHECK(arena_populated_bytes(c) == c->arena_bytes);
 	CHECK(arena_used_pages(c) == 0);
-	CHECK(table_pages_resident(c) == table_pages);
+	CHECK(table_pages_resident(c) == table_pages(c));
 	CHECK(pc_cache_destroy(c) == 0);
+}
 
-	c = cache_of(8 * MiB, PC_CFG_LAZY_MEMORY);
-	REQUIRE(c);
+/* PC_CFG_LAZY_MEMORY: no thread, nothing faulted in ahead. */
+TEST_CASE(lazy_memory_starts_no_thread)
+{
+	struct pc_cache *c = cache_with_flags(8 * MiB, PC_CFG_LAZY_MEMORY);
 	CHECK(!c->populate_running);
 	CHECK(arena_populated_bytes(c) == 0);
 	CHECK(tu_stats(c).prefault_pending_bytes == 0); /* nothing will run */
 	CHECK(pc_cache_destroy(c) == 0);
-}
-
-int main(void)
-{
-	tu_exit_guard();
-	tu_watchdog("test_mt_arena", WATCHDOG_S);
-	dir = test_dir("test_mt_arena");
-	uint64_t bytes = large_cache_bytes();
-	destroy_while_populating(bytes);
-	data_while_populating(bytes);
-	fork_while_populating(bytes);
-	keeps_a_lead();
-	runs_to_the_end();
-	test_rmdir(dir);
-	return test_done();
 }

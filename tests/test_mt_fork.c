@@ -19,6 +19,8 @@
  *   - pc_close and pc_cache_destroy of the inherited copies return 0.
  * The parent then stops its writers and checks its file, on the device,
  * against what each writer wrote: nothing lost, nothing written by a child.
+ * And a child that destroys an inherited PC_CFG_FLUSH_AT_EXIT cache and
+ * exits through the library's exit handler writes nothing either.
  * A watchdog (alarm) fails any process that hangs.  The children are forked
  * while the parent's threads run: they leave by _exit, never through
  * LeakSanitizer's check at exit (testutil.h, tu_exit_guard).
@@ -40,7 +42,6 @@
 #define NWRITERS 3
 #define REGION (4 * MiB)   /* each writer's part of the parent's file */
 #define RECORD 6000u       /* misaligned records */
-#define WATCHDOG_S 120
 #define CHILD_WATCHDOG_S 30u
 #define CHILD_WAIT_S (CHILD_WATCHDOG_S + 5)
 
@@ -51,6 +52,26 @@ static _Atomic long *foreign_ios;
 /* The slowest child's time for all its calls on the inherited cache, in
  * microseconds (shared page, after foreign_ios): reported, not asserted. */
 static _Atomic long *slowest_child_us;
+
+/* tu_exit_guard before any cache, and before the library registers its
+ * exit handler with the first PC_CFG_FLUSH_AT_EXIT cache (testutil.h). */
+static void fork_setup(void)
+{
+	tu_exit_guard();
+	dir = test_dir("mt_fork");
+	parent_pid = getpid();
+	foreign_ios = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(foreign_ios != MAP_FAILED);
+	slowest_child_us = foreign_ios + 1;
+}
+
+static void fork_teardown(void)
+{
+	munmap((void *)foreign_ios, 4096);
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(fork_setup, fork_teardown)
 
 static int count_foreign_io(void *arg, int op, int fd, off_t off, size_t len)
 {
@@ -69,16 +90,10 @@ struct writer {
 	long errors;
 };
 
-/* Byte i of the region of writer w in pass p. */
-static uint8_t pattern(unsigned w, unsigned pass, uint64_t i)
+/* The pattern of the region of writer w in pass p (offsets in the region). */
+static uint64_t seed_of(unsigned w, unsigned pass)
 {
-	return (uint8_t)(w * 31 + pass * 7 + i * 13 + (i >> 9));
-}
-
-static void fill_record(uint8_t *buf, unsigned w, unsigned pass, uint64_t start, size_t n)
-{
-	for (size_t k = 0; k < n; k++)
-		buf[k] = pattern(w, pass, start + k);
+	return 1000u * w + pass + 1;
 }
 
 /* Rewrite the writer's region in misaligned records, pass after pass. */
@@ -90,8 +105,8 @@ static void *writer_main(void *arg)
 	while (!atomic_load(&w->stop)) {
 		unsigned pass = w->passes + 1;
 		for (uint64_t at = 0; at < REGION; at += RECORD) {
-			size_t n = (size_t)u64_min(RECORD, REGION - at);
-			fill_record(buf, w->id, pass, at, n);
+			size_t n = (size_t)tu_min_u64(RECORD, REGION - at);
+			tu_fill_pattern(buf, n, seed_of(w->id, pass), at);
 			int flags = ((at / RECORD) % 3 == 0) ? PC_DONTCACHE : 0;
 			if (pc_pwrite(w->f, buf, n, (off_t)(base + at), flags) != (ssize_t)n)
 				w->errors++;
@@ -155,9 +170,7 @@ static void child_inherited_calls_fail(struct pc_cache *c, struct pc_file *f, co
 /* The child's own cache: the parent's file is busy, its own file works. */
 static void child_own_cache_works(const char *parent_file, unsigned n)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
+	struct pc_config cfg = tu_config(4 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	struct pc_cache *c = pc_cache_new(&cfg);
 	CHILD_CHECK(c);
@@ -168,8 +181,7 @@ static void child_own_cache_works(const char *parent_file, unsigned n)
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	CHILD_CHECK(f);
 	static uint8_t buf[MiB], back[MiB];
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = (uint8_t)(i * 7 + n);
+	tu_fill_pattern(buf, sizeof(buf), 100 + n, 1234);
 	CHILD_CHECK(pc_pwrite(f, buf, sizeof(buf), 1234, 0) == (ssize_t)sizeof(buf));
 	CHILD_CHECK(pc_fsync(f) == 0);
 	CHILD_CHECK(pc_pread(f, back, sizeof(back), 1234, PC_DIRECT) == (ssize_t)sizeof(back));
@@ -220,27 +232,77 @@ static void check_parent_file(const char *path, struct writer *w)
 	static uint8_t got[REGION], want[REGION];
 	for (unsigned i = 0; i < NWRITERS; i++) {
 		REQUIRE(pread(fd, got, REGION, (off_t)i * REGION) == (ssize_t)REGION);
-		fill_record(want, i, w[i].passes, 0, REGION);
+		tu_fill_pattern(want, REGION, seed_of(i, w[i].passes), 0);
 		CHECK(memcmp(got, want, REGION) == 0);
 	}
 	close(fd);
 }
 
+/* Children forked while writer threads run get EPERM at once from every
+ * call on the inherited cache, do no I/O on it, and the parent's file
+ * holds exactly what its writers wrote. */
+TEST_CASE(children_of_writing_parent_get_eperm)
+{
+	atomic_store(foreign_ios, 0);
+	atomic_store(slowest_child_us, 0);
+	struct pc_config cfg = tu_config(8 * MiB);
+	cfg.dirty_limit_bytes = 512 * KiB; /* writers wait in the throttle */
+	cfg.max_folio_size = 64 * KiB;
+	struct pc_cache *c = tu_cache_new(&cfg);
+	c->fault_hook = count_foreign_io;
+	char path[4200];
+	test_path(path, sizeof(path), dir, "parent");
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+
+	struct writer w[NWRITERS];
+	memset(w, 0, sizeof(w));
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		w[i].f = f;
+		w[i].id = i;
+		REQUIRE(pthread_create(&w[i].t, NULL, writer_main, &w[i]) == 0);
+	}
+	unsigned nchildren = tu_quick() ? 8 : 24;
+	for (unsigned n = 0; n < nchildren; n++) {
+		CHECK(fork_and_wait(c, f, path, n) == 0);
+		usleep(20000 + 10000 * (n % 5)); /* fork at varied moments */
+	}
+	for (unsigned i = 0; i < NWRITERS; i++)
+		atomic_store(&w[i].stop, true);
+	for (unsigned i = 0; i < NWRITERS; i++) {
+		pthread_join(w[i].t, NULL);
+		CHECK(w[i].errors == 0);
+		CHECK(w[i].passes > 0);
+	}
+	CHECK(pc_fsync(f) == 0);
+	CHECK(atomic_load(foreign_ios) == 0);
+	struct pc_stats st;
+	pc_cache_stats(c, &st);
+	/* (Reported, not asserted: under TSan the writers may be too slow
+	 * to reach the limit.) */
+	check_parent_file(path, w);
+	CHECK(pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	printf("%u children, writer passes %u/%u/%u, throttle waits %llu; the slowest child's 16 calls on the "
+	       "inherited cache took %ld us in all\n",
+	       nchildren, w[0].passes, w[1].passes, w[2].passes, (unsigned long long)st.throttle_waits,
+	       atomic_load(slowest_child_us));
+	unlink(path);
+}
+
 /* A child that destroys an inherited PC_CFG_FLUSH_AT_EXIT cache and then
  * exit()s: the exit handler must not touch the freed copy, nor write the
  * parent's data (ASan sees the first, the fault hook the second).  The
- * library registers its handler here, after main's tu_exit_guard, so it
- * runs before the guard's _exit: a child whose handler read the freed
- * copy was caught under ASan with the guard in place (issue 34). */
-static void fork_exit_with_flush_at_exit(void)
+ * library registers its handler here, after the fixture's tu_exit_guard,
+ * so it runs before the guard's _exit: a child whose handler read the
+ * freed copy was caught under ASan with the guard in place. */
+TEST_CASE(child_exit_after_destroying_flush_at_exit_copy)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 4 * MiB;
+	atomic_store(foreign_ios, 0);
+	struct pc_config cfg = tu_config(4 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	cfg.flags = PC_CFG_FLUSH_AT_EXIT;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	c->fault_hook = count_foreign_io;
 	char path[4200];
 	test_path(path, sizeof(path), dir, "atexit");
@@ -262,65 +324,4 @@ static void fork_exit_with_flush_at_exit(void)
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 	unlink(path);
-}
-
-int main(void)
-{
-	tu_exit_guard();
-	tu_watchdog("test_mt_fork", WATCHDOG_S);
-	dir = test_dir("test_mt_fork");
-	parent_pid = getpid();
-	foreign_ios = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	REQUIRE(foreign_ios != MAP_FAILED);
-	slowest_child_us = foreign_ios + 1;
-
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 8 * MiB;
-	cfg.dirty_limit_bytes = 512 * KiB; /* writers wait in the throttle */
-	cfg.max_folio_size = 64 * KiB;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	c->fault_hook = count_foreign_io;
-	char path[4200];
-	test_path(path, sizeof(path), dir, "parent");
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
-
-	struct writer w[NWRITERS];
-	memset(w, 0, sizeof(w));
-	for (unsigned i = 0; i < NWRITERS; i++) {
-		w[i].f = f;
-		w[i].id = i;
-		REQUIRE(pthread_create(&w[i].t, NULL, writer_main, &w[i]) == 0);
-	}
-	unsigned nchildren = getenv("PC_TEST_QUICK") ? 8 : 24;
-	for (unsigned n = 0; n < nchildren; n++) {
-		CHECK(fork_and_wait(c, f, path, n) == 0);
-		usleep(20000 + 10000 * (n % 5)); /* fork at varied moments */
-	}
-	for (unsigned i = 0; i < NWRITERS; i++)
-		atomic_store(&w[i].stop, true);
-	for (unsigned i = 0; i < NWRITERS; i++) {
-		pthread_join(w[i].t, NULL);
-		CHECK(w[i].errors == 0);
-		CHECK(w[i].passes > 0);
-	}
-	CHECK(pc_fsync(f) == 0);
-	CHECK(atomic_load(foreign_ios) == 0);
-	struct pc_stats st;
-	pc_cache_stats(c, &st);
-	/* (Reported, not asserted: under TSan the writers may be too slow
-	 * to reach the limit.) */
-	check_parent_file(path, w);
-	CHECK(pc_close(f) == 0);
-	CHECK(pc_cache_destroy(c) == 0);
-	fork_exit_with_flush_at_exit();
-	printf("test_mt_fork: %u children, writer passes %u/%u/%u, throttle waits %llu; the slowest child's 16 "
-	       "calls on the inherited cache took %ld us in all\n",
-	       nchildren, w[0].passes, w[1].passes, w[2].passes, (unsigned long long)st.throttle_waits,
-	       atomic_load(slowest_child_us));
-	unlink(path);
-	test_rmdir(dir);
-	return test_done();
 }

@@ -2,29 +2,29 @@
  * test_mt_hits.c - cache hits served without locks (read_hit.c, the
  * lockless index walk of radix.c and the per-thread counters of counter.c).
  *
- *   (a) the index alone: a writer thread inserts and removes aligned items
- *       of 1 to 512 pages (those of 64 or more are held in interior slots,
- *       and a smaller removal splits them) in a tree with a node pool while
- *       reader threads walk it
- *       without the lock; every item a reader gets for index i must be one
- *       that covers i (items encode their range), and lookups with no writer
- *       active agree with the locked walk;
- *   (b) hits racing eviction and reuse: readers hit random 4 KiB pieces of
- *       file A while another thread drops A's folios (fadvise DONTNEED) and
- *       reads file B, whose different bytes then fill the freed memory; every
- *       byte a reader gets must be A's (a hit that copied from reused memory
- *       and did not notice would return B's bytes);
- *       Also deterministically: a test hook frees A's folio and refills its
- *       memory with B's bytes after a hit has checked the folio and before
- *       it copies; the read must still return A's bytes (the hit notices,
- *       declines, and the full read path reads A again), whether B's
- *       folio is at A's index or far from it;
- *   (c) counting: more threads than counter slots hit a file, twice over
- *       (threads exit and their slots are reused); hit_bytes of the cache
- *       and of the file are exactly what was read;
- *   (d) read-ahead marks: a cold file read sequentially in 4 KiB reads, most
- *       of them hits served without the handle, still goes to the device in
- *       windows (a few large reads), not one read per miss.
+ *   - the index alone: a writer thread inserts and removes aligned items
+ *     of 1 to 512 pages (those of 64 or more are held in interior slots,
+ *     and a smaller removal splits them) in a tree with a node pool while
+ *     reader threads walk it without the lock; every item a reader gets
+ *     for index i must be one that covers i (items encode their range),
+ *     and lookups with no writer active agree with the locked walk;
+ *   - hits racing eviction and reuse: readers hit random pieces of file A
+ *     while another thread drops A's folios (fadvise DONTNEED) and writes
+ *     file B, whose different bytes then fill the freed memory; every byte
+ *     a reader gets must be A's (a hit that copied from reused memory and
+ *     did not notice would return B's bytes);
+ *   - the same deterministically: a test hook frees A's folio and refills
+ *     its memory with B's bytes after a hit has checked the folio and
+ *     before it copies (or between its lookup and its checks); the read
+ *     must still return A's bytes (the hit notices, declines, and the full
+ *     read path reads A again), whether B's folio is at A's index or far
+ *     from it;
+ *   - counting: more threads than counter slots hit a file, twice over
+ *     (threads exit and their slots are reused); hit_bytes of the cache
+ *     and of the file are exactly what was read;
+ *   - read-ahead marks: a cold file read sequentially in 4 KiB reads, most
+ *     of them hits served without the handle, still goes to the device in
+ *     windows (a few large reads), not one read per miss.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -34,7 +34,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-/* ------------------------------------------------------------ (a) index */
+TEST_SCRATCH_DIR("mt_hits")
+
+/* ---------------------------------------------------------- the index */
 
 /* An item covering [first, first + n): one per insert, never changed or
  * freed while readers run (the tree does not own items), so whatever a
@@ -43,9 +45,9 @@ struct item {
 	uint64_t first, n;
 };
 
-#define A_PAGES (1u << 14) /* a root of shift 12: folios held in slots of the level below it */
+#define INDEX_PAGES (1u << 14) /* a root of shift 12: folios held in slots of the level below it */
 
-struct a_shared {
+struct index_shared {
 	struct rt_root tree;
 	pthread_rwlock_t lock;
 	struct item *items;
@@ -54,12 +56,12 @@ struct a_shared {
 	_Atomic long bad, looked, found;
 };
 
-static void *a_reader(void *arg)
+static void *index_reader(void *arg)
 {
-	struct a_shared *s = arg;
+	struct index_shared *s = arg;
 	uint64_t seed = (uint64_t)pthread_self() | 1;
 	while (!atomic_load(&s->stop)) {
-		uint64_t i = tu_rand(&seed) % A_PAGES;
+		uint64_t i = tu_rand(&seed) % INDEX_PAGES;
 		struct item *it;
 		do {
 			it = rt_lookup_lockless(&s->tree, i, rt_read_begin(&s->tree));
@@ -74,10 +76,10 @@ static void *a_reader(void *arg)
 	return NULL;
 }
 
-static void a_writer_round(struct a_shared *s, uint64_t *seed, long *next)
+static void index_writer_round(struct index_shared *s, uint64_t *seed, long *next)
 {
 	uint64_t n = 1ull << (tu_rand(seed) % 10); /* 1..512 pages, aligned: up to 8 interior slots */
-	uint64_t first = (tu_rand(seed) % (A_PAGES / n)) * n;
+	uint64_t first = (tu_rand(seed) % (INDEX_PAGES / n)) * n;
 	pthread_rwlock_wrlock(&s->lock);
 	if (tu_rand(seed) % 2) {
 		struct item *it = &s->items[(*next)++];
@@ -90,20 +92,22 @@ static void a_writer_round(struct a_shared *s, uint64_t *seed, long *next)
 	pthread_rwlock_unlock(&s->lock);
 }
 
-static void test_index_lockless(void)
+/* Readers walking the index without its lock find only items that cover
+ * the index they asked for, while a writer changes the tree. */
+TEST_CASE(lockless_walk_finds_only_covering_items)
 {
-	static struct a_shared s;
+	static struct index_shared s;
 	struct rt_pool pool;
 	rt_pool_init(&pool);
 	rt_init(&s.tree, &pool);
 	pthread_rwlock_init(&s.lock, NULL);
 	long rounds = TU_SANITIZED ? 20000 : 200000;
-	s.nitems = rounds + A_PAGES;
+	s.nitems = rounds + INDEX_PAGES;
 	s.items = calloc((size_t)s.nitems, sizeof(*s.items));
 	REQUIRE(s.items);
 	/* Start half full, so that readers find items from the first walk. */
 	long next = 0;
-	for (uint64_t i = 0; i < A_PAGES; i += 2) {
+	for (uint64_t i = 0; i < INDEX_PAGES; i += 2) {
 		struct item *it = &s.items[next++];
 		it->first = i;
 		it->n = 1;
@@ -111,7 +115,7 @@ static void test_index_lockless(void)
 	}
 	pthread_t r[2];
 	for (int i = 0; i < 2; i++)
-		REQUIRE(pthread_create(&r[i], NULL, a_reader, &s) == 0);
+		REQUIRE(pthread_create(&r[i], NULL, index_reader, &s) == 0);
 	uint64_t seed = test_seed("test_mt_hits index", 7);
 	/* Readers must be walking while the tree changes: wait for them to
 	 * start, and go on (while items last) until they have looked a lot. */
@@ -119,7 +123,7 @@ static void test_index_lockless(void)
 		sched_yield();
 	long want = TU_SANITIZED ? 20000 : 200000;
 	for (long k = 0; k < rounds && (k < rounds / 2 || atomic_load(&s.looked) < want); k++)
-		a_writer_round(&s, &seed, &next);
+		index_writer_round(&s, &seed, &next);
 	atomic_store(&s.stop, true);
 	for (int i = 0; i < 2; i++)
 		pthread_join(r[i], NULL);
@@ -127,7 +131,7 @@ static void test_index_lockless(void)
 	CHECK(atomic_load(&s.found) > 0);
 	/* Quiet tree: the lockless walk agrees with the locked one. */
 	long disagree = 0;
-	for (uint64_t i = 0; i < A_PAGES + 64; i++)
+	for (uint64_t i = 0; i < INDEX_PAGES + 64; i++)
 		if (rt_lookup_lockless(&s.tree, i, rt_read_begin(&s.tree)) != rt_lookup(&s.tree, i))
 			disagree++;
 	CHECK(disagree == 0);
@@ -139,28 +143,29 @@ static void test_index_lockless(void)
 	free(s.items);
 }
 
-/* ------------------------------------------------ (b) eviction and reuse */
+/* ------------------------------------------------ eviction and reuse */
 
-#define B_SIZE (8u << 20)
+#define RACE_SIZE (8u << 20)
 
-static uint8_t pattern_a(uint64_t off)
-{
-	return (uint8_t)(off * 7 + (off >> 12) * 13 + 1);
-}
+/* File A's bytes: tu_pattern_byte(A_SEED, off); file B's: all 0xEE. */
+#define A_SEED 0xa11ceu
+#define B_BYTE 0xEE
 
-/* A file of `size` bytes, byte(off) at each offset (NULL: 0xEE), on the
- * device before a cache sees it. */
-static void make_file(const char *path, uint64_t size, uint8_t (*byte)(uint64_t))
+/* A file of `size` bytes, A's (a_pattern) or B's, on the device before a
+ * cache sees it. */
+static void make_file(const char *path, uint64_t size, bool a_pattern)
 {
 	uint8_t *buf = malloc(size);
 	REQUIRE(buf);
-	for (uint64_t i = 0; i < size; i++)
-		buf[i] = byte ? byte(i) : 0xEE;
+	if (a_pattern)
+		tu_fill_pattern(buf, size, A_SEED, 0);
+	else
+		memset(buf, B_BYTE, size);
 	tu_write_file(path, buf, size);
 	free(buf);
 }
 
-struct b_shared {
+struct race_shared {
 	struct pc_file *a, *b;
 	_Atomic bool stop;
 	_Atomic long bad, reads;
@@ -168,78 +173,74 @@ struct b_shared {
 
 /* Whole-folio reads (256 KiB, the default max_folio_size), so that each
  * copy is long enough for eviction and reuse to land in the middle of it. */
-#define B_READ (256u << 10)
+#define HIT_READ (256u << 10)
 
-static void *b_reader(void *arg)
+static void *race_reader(void *arg)
 {
-	struct b_shared *s = arg;
+	struct race_shared *s = arg;
 	uint64_t seed = (uint64_t)pthread_self() | 1;
-	uint8_t *buf = malloc(B_READ);
-	REQUIRE(buf);
+	uint8_t *buf = malloc(HIT_READ), *want = malloc(HIT_READ);
+	REQUIRE(buf && want);
 	while (!atomic_load(&s->stop)) {
-		uint64_t off = (tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ;
-		ssize_t n = pc_pread(s->a, buf, B_READ, (off_t)off, 0);
-		if (n != (ssize_t)B_READ) {
+		uint64_t off = (tu_rand(&seed) % (RACE_SIZE / HIT_READ)) * HIT_READ;
+		ssize_t n = pc_pread(s->a, buf, HIT_READ, (off_t)off, 0);
+		if (n != (ssize_t)HIT_READ) {
 			atomic_fetch_add(&s->bad, 1);
 			continue;
 		}
-		for (size_t i = 0; i < B_READ; i++) {
-			if (buf[i] != pattern_a(off + i)) {
-				atomic_fetch_add(&s->bad, 1);
-				break;
-			}
-		}
+		tu_fill_pattern(want, HIT_READ, A_SEED, off);
+		if (memcmp(buf, want, HIT_READ) != 0)
+			atomic_fetch_add(&s->bad, 1);
 		atomic_fetch_add(&s->reads, 1);
 	}
 	free(buf);
+	free(want);
 	return NULL;
 }
 
-/* A cache of `mem` bytes with file A (pattern_a) open read-only and file B
- * (0xEE bytes) open for writing, each of `size` bytes. */
-static struct pc_cache *open_a_and_b(const char *dir, const char *tag, uint64_t size, size_t mem,
-				     struct pc_file **a, struct pc_file **b)
+/* A cache of `mem` bytes with file A open read-only and file B open for
+ * writing, each of `size` bytes. */
+static struct pc_cache *open_a_and_b(const char *tag, uint64_t size, size_t mem, struct pc_file **a,
+				     struct pc_file **b)
 {
 	char pa[4200], pb[4200], name[64];
 	snprintf(name, sizeof(name), "%s-a", tag);
 	test_path(pa, sizeof(pa), dir, name);
 	snprintf(name, sizeof(name), "%s-b", tag);
 	test_path(pb, sizeof(pb), dir, name);
-	make_file(pa, size, pattern_a);
-	make_file(pb, size, NULL);
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = mem;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	make_file(pa, size, true);
+	make_file(pb, size, false);
+	struct pc_cache *c = tu_cache_of(mem);
 	*a = pc_open(c, pa, O_RDONLY, 0);
 	*b = pc_open(c, pb, O_RDWR, 0);
 	REQUIRE(*a && *b);
 	return c;
 }
 
-static void test_hits_race_reuse(const char *dir)
+/* Hits of A racing the drop of A's folios and writes of B into the
+ * memory they freed return A's bytes only. */
+TEST_CASE(hits_racing_reuse_return_own_bytes)
 {
-	static struct b_shared s;
+	static struct race_shared s;
 	/* A and B do not both fit: B reuses A's memory. */
-	struct pc_cache *c = open_a_and_b(dir, "race", B_SIZE, 12u << 20, &s.a, &s.b);
+	struct pc_cache *c = open_a_and_b("race", RACE_SIZE, 12u << 20, &s.a, &s.b);
 	pthread_t r[2];
 	for (int i = 0; i < 2; i++)
-		REQUIRE(pthread_create(&r[i], NULL, b_reader, &s) == 0);
-	uint8_t *buf = malloc(B_READ);
+		REQUIRE(pthread_create(&r[i], NULL, race_reader, &s) == 0);
+	uint8_t *buf = malloc(HIT_READ);
 	REQUIRE(buf);
-	memset(buf, 0xEE, B_READ);
+	memset(buf, B_BYTE, HIT_READ);
 	/* Drop a piece of A, write a piece of B into the memory it freed (a
 	 * write fills the memory at once, a read only when the device has
 	 * answered, mostly after the racing copy is over). */
 	uint64_t seed = 11;
 	int rounds = TU_SANITIZED ? 300 : 5000;
 	for (int k = 0; k < rounds; k++) {
-		off_t a_off = (off_t)((tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ);
-		off_t b_off = (off_t)((tu_rand(&seed) % (B_SIZE / B_READ)) * B_READ);
-		CHECK(pc_fadvise(s.a, a_off, B_READ, POSIX_FADV_DONTNEED) == 0);
-		CHECK(pc_fadvise(s.b, b_off, B_READ, POSIX_FADV_DONTNEED) == 0);
-		CHECK(pc_pwrite(s.b, buf, B_READ, b_off, 0) == (ssize_t)B_READ);
+		off_t a_off = (off_t)((tu_rand(&seed) % (RACE_SIZE / HIT_READ)) * HIT_READ);
+		off_t b_off = (off_t)((tu_rand(&seed) % (RACE_SIZE / HIT_READ)) * HIT_READ);
+		CHECK(pc_fadvise(s.a, a_off, HIT_READ, POSIX_FADV_DONTNEED) == 0);
+		CHECK(pc_fadvise(s.b, b_off, HIT_READ, POSIX_FADV_DONTNEED) == 0);
+		CHECK(pc_pwrite(s.b, buf, HIT_READ, b_off, 0) == (ssize_t)HIT_READ);
 	}
 	atomic_store(&s.stop, true);
 	for (int i = 0; i < 2; i++)
@@ -279,14 +280,14 @@ static void reuse_under_copy(struct pc_mapping *m, uint64_t off, int at)
 		atomic_fetch_add(&hook_cache->folio_frees, (uint64_t)1 << (32 - PF_GEN_SHIFT - 1));
 		return;
 	}
-	CHECK(pc_fadvise(hook_a, (off_t)(off & ~(uint64_t)(B_READ - 1)), B_READ, POSIX_FADV_DONTNEED) == 0);
-	CHECK(pc_pwrite(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
+	CHECK(pc_fadvise(hook_a, (off_t)(off & ~(uint64_t)(HIT_READ - 1)), HIT_READ, POSIX_FADV_DONTNEED) == 0);
+	CHECK(pc_pwrite(hook_b, hook_buf, HIT_READ, hook_b_off, 0) == (ssize_t)HIT_READ);
 	if (at == AFTER_LOOKUP) {
 		/* B's folio as a hit takes it (uptodate, referenced): so the
 		 * hit copies from it, and only the owner and index checks
 		 * after the copy can see that it is not A's any more. */
-		CHECK(pc_pread(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
-		CHECK(pc_pread(hook_b, hook_buf, B_READ, hook_b_off, 0) == (ssize_t)B_READ);
+		CHECK(pc_pread(hook_b, hook_buf, HIT_READ, hook_b_off, 0) == (ssize_t)HIT_READ);
+		CHECK(pc_pread(hook_b, hook_buf, HIT_READ, hook_b_off, 0) == (ssize_t)HIT_READ);
 	}
 }
 
@@ -299,29 +300,29 @@ static void reuse_under_copy(struct pc_mapping *m, uint64_t off, int at)
  * generation before the copy, the owner and index after the lookup, the
  * count of frees) working, not a decline before it.
  */
-static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off, int at, bool frees_only)
+static void hit_reused_under_it(const char *tag, off_t b_off, int at, bool frees_only)
 {
-	struct pc_cache *c = open_a_and_b(dir, tag, B_READ, 16 * B_READ, &hook_a, &hook_b);
+	struct pc_cache *c = open_a_and_b(tag, HIT_READ, 16 * HIT_READ, &hook_a, &hook_b);
 	hook_b_off = b_off;
 	hook_at = at;
 	hook_cache = c;
 	hook_frees_only = frees_only;
 	hook_calls = 0;
-	hook_buf = malloc(B_READ);
-	uint8_t *buf = malloc(B_READ);
+	hook_buf = malloc(HIT_READ);
+	uint8_t *buf = malloc(HIT_READ);
 	REQUIRE(hook_buf && buf);
-	memset(hook_buf, 0xEE, B_READ);
-	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ);
-	CHECK(pc_pread(hook_a, buf, B_READ, 0, 0) == (ssize_t)B_READ); /* referenced */
+	memset(hook_buf, B_BYTE, HIT_READ);
+	CHECK(pc_pread(hook_a, buf, HIT_READ, 0, 0) == (ssize_t)HIT_READ);
+	CHECK(pc_pread(hook_a, buf, HIT_READ, 0, 0) == (ssize_t)HIT_READ); /* referenced */
 	long discards = atomic_load(&read_hit_discards);
 	read_hit_test_hook = reuse_under_copy;
-	memset(buf, 0, B_READ);
+	memset(buf, 0, HIT_READ);
 	CHECK(pc_pread(hook_a, buf, 4096, 4096, 0) == 4096);
 	read_hit_test_hook = NULL;
 	CHECK(hook_calls == 1);
 	long bad = 0;
 	for (size_t i = 0; i < 4096; i++)
-		bad += buf[i] != pattern_a(4096 + i);
+		bad += buf[i] != tu_pattern_byte(A_SEED, 4096 + i);
 	CHECK(bad == 0);
 #if !defined(__SANITIZE_THREAD__)
 	CHECK(atomic_load(&read_hit_discards) == discards + 1);
@@ -335,33 +336,64 @@ static void test_hit_reuse_in_copy(const char *dir, const char *tag, off_t b_off
 	free(buf);
 }
 
-/* ---------------------------------------------------------- (c) counting */
+/* Reused during the copy: the generation check. */
+TEST_CASE(hit_reused_during_copy_same_index)
+{
+	hit_reused_under_it("hook0", 0, BEFORE_COPY, false);
+}
 
-#define C_THREADS (PC_COUNTER_SLOTS + 4)
-#define C_READS 2000
+/* Reused for another index: the copy must not follow the new one. */
+TEST_CASE(hit_reused_during_copy_other_index)
+{
+	hit_reused_under_it("hookfar", (off_t)16 << 30, BEFORE_COPY, false);
+}
 
-struct c_arg {
+/* Reused between the lookup and the flags: the generation does not move
+ * during the copy; the owner and index checks after it see the change. */
+TEST_CASE(hit_reused_after_lookup_same_index)
+{
+	hit_reused_under_it("hooklk0", 0, AFTER_LOOKUP, false);
+}
+
+TEST_CASE(hit_reused_after_lookup_other_index)
+{
+	hit_reused_under_it("hooklkfar", (off_t)16 << 30, AFTER_LOOKUP, false);
+}
+
+/* A wrap's worth of frees during the copy: the count of frees. */
+TEST_CASE(hit_declines_after_generation_wrap)
+{
+	hit_reused_under_it("hookwrap", 0, BEFORE_COPY, true);
+}
+
+/* ---------------------------------------------------------- counting */
+
+#define COUNT_THREADS (PC_COUNTER_SLOTS + 4)
+#define COUNT_READS 2000
+
+struct count_arg {
 	struct pc_file *f;
 	long ok;
 };
 
-static void *c_reader(void *arg)
+static void *count_reader(void *arg)
 {
-	struct c_arg *a = arg;
+	struct count_arg *a = arg;
 	uint8_t buf[4096];
-	for (int i = 0; i < C_READS; i++)
+	for (int i = 0; i < COUNT_READS; i++)
 		if (pc_pread(a->f, buf, sizeof(buf), (off_t)((i % 256) * 4096), 0) == (ssize_t)sizeof(buf))
 			a->ok++;
 	return NULL;
 }
 
-static void test_hit_counting(const char *dir)
+/* More threads than counter slots, twice over: every hit byte counted,
+ * in the cache's and the file's hit_bytes. */
+TEST_CASE(hit_counts_exact_across_slot_reuse)
 {
 	char p[4200];
 	test_path(p, sizeof(p), dir, "c");
-	make_file(p, 1 << 20, pattern_a);
-	struct pc_cache *c = pc_cache_new(NULL);
-	REQUIRE(c);
+	make_file(p, 1 << 20, true);
+	struct pc_cache *c = tu_cache_new(NULL);
 	struct pc_file *f = pc_open(c, p, O_RDONLY, 0);
 	REQUIRE(f);
 	uint8_t *buf = malloc(1 << 20);
@@ -375,20 +407,20 @@ static void test_hit_counting(const char *dir)
 	pc_file_stats(f, &f0);
 	long ok = 0;
 	for (int round = 0; round < 2; round++) {
-		pthread_t t[C_THREADS];
-		struct c_arg a[C_THREADS];
-		for (int i = 0; i < C_THREADS; i++) {
-			a[i] = (struct c_arg){ .f = f };
-			REQUIRE(pthread_create(&t[i], NULL, c_reader, &a[i]) == 0);
+		pthread_t t[COUNT_THREADS];
+		struct count_arg a[COUNT_THREADS];
+		for (int i = 0; i < COUNT_THREADS; i++) {
+			a[i] = (struct count_arg){ .f = f };
+			REQUIRE(pthread_create(&t[i], NULL, count_reader, &a[i]) == 0);
 		}
-		for (int i = 0; i < C_THREADS; i++) {
+		for (int i = 0; i < COUNT_THREADS; i++) {
 			pthread_join(t[i], NULL);
 			ok += a[i].ok;
 		}
 	}
 	pc_cache_stats(c, &c1);
 	pc_file_stats(f, &f1);
-	CHECK(ok == 2L * C_THREADS * C_READS);
+	CHECK(ok == 2L * COUNT_THREADS * COUNT_READS);
 	CHECK(c1.hit_bytes - c0.hit_bytes == (uint64_t)ok * 4096);
 	CHECK(f1.hit_bytes - f0.hit_bytes == (uint64_t)ok * 4096);
 	CHECK(c1.miss_bytes == c0.miss_bytes);
@@ -398,23 +430,21 @@ static void test_hit_counting(const char *dir)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ------------------------------------------------------ (d) read-ahead */
+/* ------------------------------------------------------ read-ahead */
 
-static void test_readahead_through_hits(const char *dir)
+/* A cold file read in 4 KiB pieces, most of them hits, goes to the
+ * device in read-ahead windows. */
+TEST_CASE(readahead_windows_through_hits)
 {
 	char p[4200];
 	test_path(p, sizeof(p), dir, "d");
 	const uint64_t size = 16u << 20;
-	make_file(p, size, pattern_a);
+	make_file(p, size, true);
 	int fd = open(p, O_RDONLY);
 	REQUIRE(fd >= 0);
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64u << 20;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_of(64u << 20);
 	struct pc_file *f = pc_open(c, p, O_RDONLY, 0);
 	REQUIRE(f);
 	uint8_t buf[4096];
@@ -425,7 +455,7 @@ static void test_readahead_through_hits(const char *dir)
 			continue;
 		}
 		for (size_t i = 0; i < sizeof(buf); i += 512)
-			if (buf[i] != pattern_a(off + i)) {
+			if (buf[i] != tu_pattern_byte(A_SEED, off + i)) {
 				bad++;
 				break;
 			}
@@ -442,25 +472,4 @@ static void test_readahead_through_hits(const char *dir)
 	CHECK(s.hit_bytes >= size / 2);
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-}
-
-int main(void)
-{
-	const char *dir = test_dir("test_mt_hits");
-	test_index_lockless();
-	test_hits_race_reuse(dir);
-	/* Reused during the copy: the generation check. */
-	test_hit_reuse_in_copy(dir, "hook0", 0, BEFORE_COPY, false);
-	/* Reused for another index: the copy must not follow the new one. */
-	test_hit_reuse_in_copy(dir, "hookfar", (off_t)16 << 30, BEFORE_COPY, false);
-	/* Reused between the lookup and the flags: the generation does not
-	 * move during the copy; the owner and index checks after it. */
-	test_hit_reuse_in_copy(dir, "hooklk0", 0, AFTER_LOOKUP, false);
-	test_hit_reuse_in_copy(dir, "hooklkfar", (off_t)16 << 30, AFTER_LOOKUP, false);
-	/* A wrap's worth of frees during the copy: the count of frees. */
-	test_hit_reuse_in_copy(dir, "hookwrap", 0, BEFORE_COPY, true);
-	test_hit_counting(dir);
-	test_readahead_through_hits(dir);
-	test_rmdir(dir);
-	return test_done();
 }
