@@ -12,24 +12,27 @@
  * bytes meaningful), so no cross-thread locking is needed.  Some threads
  * call pc_fsync / pc_fdatasync concurrently, and fadvise DONTNEED/WILLNEED.
  *
- *   phase A: all threads share one struct pc_file.
- *   phase B: each thread also opens its own pc_file of the same path (same
- *            cache), uses mostly that one, and closes/reopens it sometimes.
- *   After A and after B the main thread reads the whole file through the
+ * The own-stripes cases run two phases on one file:
+ *   shared phase: all threads share one struct pc_file.
+ *   own phase:    each thread also opens its own pc_file of the same path
+ *                 (same cache), uses mostly that one, and closes/reopens it
+ *                 sometimes.
+ *   After each phase the main thread reads the whole file through the
  *   cache, and at the end the backing file is read with plain O_DIRECT and
  *   compared with the model, size included; dirty_bytes must be 0.
- *   phase C: interleaved records (record i at offset i*R by thread i mod T,
- *            R = 6000 and 47008) written with PC_DONTCACHE (and a smaller
- *            round with PC_DIRECT and PC_DONTCACHE|PC_DSYNC) to a new file,
- *            then the whole file is verified through the cache and on disk.
+ * The interleaved-records cases write records (record i at offset i*R by
+ * thread i mod T, R = 6000 and 47008) with PC_DONTCACHE (and smaller rounds
+ * with PC_DIRECT and PC_DONTCACHE|PC_DSYNC) to new files, then verify each
+ * whole file through the cache and on disk.
  *
- * Runs two cache configurations (block 4096 / 64 KiB folios / 4 MiB memory,
- * and block 16384 / 256 KiB folios / 8 MiB memory); if pc_open refuses a
- * block size with EINVAL the configuration is skipped with a note.
+ * Each kind runs in two cache configurations, a case each: block 4096 /
+ * 64 KiB folios / 4 MiB memory, and block 16384 / 256 KiB folios / 8 MiB
+ * memory; if pc_open refuses a block size with EINVAL the case is skipped.
  *
- * Environment: PC_SEED, PC_THREADS, PC_OPS (random ops per thread per phase,
- * default 3000; PC_TEST_QUICK=1: 600), PC_CONFIG=k (only configuration k),
- * PC_MT_PHASES (letters of the phases to run, default "ABC").
+ * Environment: PC_SEED (the base seed, printed; each configuration derives
+ * its own from it and prints it), PC_THREADS, PC_OPS (random ops per thread
+ * per phase, default 3000; PC_TEST_QUICK=1: 600), PC_MT_PHASES (the phases
+ * the own-stripes cases run: "shared", "own" or both, the default).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -68,6 +71,9 @@ static const struct mtcfg mtconfigs[] = {
 #define NMTCONFIGS (sizeof(mtconfigs) / sizeof(mtconfigs[0]))
 
 /* Shared, read-only while threads run. */
+static const char *dir; /* the scratch directory */
+static uint64_t base_seed;
+static bool quick;
 static uint8_t *pool;
 static int nthreads;
 static uint64_t fsize;
@@ -78,8 +84,9 @@ static struct pc_cache *cache;
 static struct pc_file *shared_f;
 static char path[4200];
 static const char *cfgname;
-static const char *phases = "ABC"; /* PC_MT_PHASES */
-static int phase; /* 'A', 'B' */
+static const char *phases = "shared,own"; /* PC_MT_PHASES */
+static enum { PHASE_SHARED, PHASE_OWN } phase;
+static const char *const phase_names[] = { "shared", "own" };
 
 static atomic_int failures;
 
@@ -120,9 +127,9 @@ static void tfail(struct thr *th, const char *op, uint64_t off, uint64_t len, in
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	fprintf(stderr,
-		"\n*** MISMATCH config %s phase %c thread %d op #%llu: %s off=%llu len=%llu end=%llu flags=%s: %s "
+		"\n*** MISMATCH config %s %s phase thread %d op #%llu: %s off=%llu len=%llu end=%llu flags=%s: %s "
 		"(errno %d %s)\n",
-		cfgname, phase, th->t, (unsigned long long)th->opno, op, (unsigned long long)off,
+		cfgname, phase_names[phase], th->t, (unsigned long long)th->opno, op, (unsigned long long)off,
 		(unsigned long long)len, (unsigned long long)(off + len), flags_str(flags, fb, sizeof(fb)), msg, e,
 		strerror(e));
 	th->failed = true;
@@ -319,7 +326,7 @@ static void *worker(void *arg)
 	struct thr *th = arg;
 	bool syncer = (th->t % 2) == 0;
 
-	if (phase == 'B') {
+	if (phase == PHASE_OWN) {
 		th->own = pc_open(cache, path, O_RDWR | (th->t == 1 ? O_DSYNC : 0), 0644);
 		if (!th->own) {
 			tfail(th, "pc_open", 0, 0, 0, "own handle");
@@ -396,8 +403,6 @@ static void combine(struct thr *ths, uint8_t *all)
 	}
 }
 
-/* Print where got differs from exp (file offset base): first and last
- * differing byte, how many differ, and the runs of differing bytes (up to 8). */
 /* Print where got differs from exp (file offset base): the runs of
  * differing bytes (gaps under 64 bytes merged; up to 6 printed), how many
  * bytes differ, the first and the last. */
@@ -504,6 +509,23 @@ static bool verify_backing(const char *p, const uint8_t *exp, uint64_t size, con
 	return ok;
 }
 
+/* pc_open(path, O_CREAT | O_TRUNC) in the configuration's cache; a block
+ * size that pc_open refuses here (EINVAL) skips the case. */
+static struct pc_file *open_or_skip(const char *p)
+{
+	struct pc_file *f = pc_open(cache, p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!f && errno == EINVAL) {
+		static char why[128];
+		snprintf(why, sizeof(why), "pc_open with block_size %llu fails with EINVAL here",
+			 (unsigned long long)bs);
+		unlink(p);
+		CHECK(pc_cache_destroy(cache) == 0);
+		cache = NULL;
+		TEST_SKIP(why);
+	}
+	return f;
+}
+
 static uint64_t run_phase(struct thr *ths, int ph)
 {
 	phase = ph;
@@ -554,13 +576,13 @@ static void *rec_worker(void *arg)
 	return NULL;
 }
 
-static uint64_t records_round(const char *dir, uint64_t R, uint64_t total, int flags)
+static uint64_t records_round(uint64_t R, uint64_t total, int flags)
 {
 	char p[4300], fb[64];
 	snprintf(p, sizeof(p), "%s/records-%llu", dir, (unsigned long long)R);
 	uint64_t nrec = total / R;
 	uint64_t size = nrec * R;
-	struct pc_file *f = pc_open(cache, p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct pc_file *f = open_or_skip(p);
 	CHECK(f != NULL);
 	if (!f)
 		return 0;
@@ -601,43 +623,47 @@ static uint64_t records_round(const char *dir, uint64_t R, uint64_t total, int f
 	return nrec;
 }
 
-/* ------------------------------------------------------------- main */
+/* ------------------------------------------------------------- cases */
 
-static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick)
+/* The cache of configuration cfgno (the globals the workers read set for
+ * it); its seed from the base seed, printed. */
+static uint64_t start_config(int cfgno, const char *what)
 {
 	const struct mtcfg *mc = &mtconfigs[cfgno];
-	struct pc_config cfg;
-	pc_config_init(&cfg);
+	struct pc_config cfg = tu_config(mc->memory_limit);
 	cfg.block_size = mc->block_size;
 	cfg.max_folio_size = mc->max_folio;
-	cfg.memory_limit = mc->memory_limit;
 	cfg.flags |= mc->flags;
 	cfgname = mc->name;
+	bs = mc->block_size;
 	max_folio = mc->max_folio;
-	printf("config %d (%s): seed %llu, %d threads, %llu ops per thread per phase\n", cfgno, mc->name,
-	       (unsigned long long)seed, nthreads, (unsigned long long)ops_per_phase);
+	uint64_t seed = base_seed + (uint64_t)cfgno * 0x51ed27ull;
+	printf("config %d (%s), %s: seed %llu, %d threads\n", cfgno, mc->name, what, (unsigned long long)seed,
+	       nthreads);
 	fflush(stdout);
+	cache = tu_cache_new(&cfg);
+	return seed;
+}
 
-	cache = pc_cache_new(&cfg);
-	CHECK(cache != NULL);
-	if (!cache)
-		return 0;
+/* The shared and the own phase on one file, each thread in its own
+ * stripes, checked against the threads' models. */
+static uint64_t ops_run; /* operations of the cases run */
+static double time_run;  /* and the time they took */
+
+static void own_stripes(int cfgno)
+{
+	uint64_t seed = start_config(cfgno, "own stripes");
+	printf("  %llu ops per thread per phase, phases %s\n", (unsigned long long)ops_per_phase, phases);
 	snprintf(path, sizeof(path), "%s/mt-%d", dir, cfgno);
-	shared_f = pc_open(cache, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (!shared_f && errno == EINVAL) {
-		printf("  note: pc_open with block_size %zu fails with EINVAL here; configuration skipped\n",
-		       mc->block_size);
-		CHECK(pc_cache_destroy(cache) == 0);
-		return 0;
-	}
+	shared_f = open_or_skip(path);
 	CHECK(shared_f != NULL);
 	if (!shared_f) {
 		pc_cache_destroy(cache);
-		return 0;
+		return;
 	}
 	struct pc_stats st;
 	pc_file_stats(shared_f, &st);
-	bs = st.block_size ? st.block_size : mc->block_size;
+	bs = st.block_size ? st.block_size : mtconfigs[cfgno].block_size;
 	fsize = (uint64_t)nthreads * STRIPES_PER_THREAD * STRIPE;
 	/* the file has its final size from the start, so every read is whole */
 	CHECK(pc_ftruncate(shared_f, (off_t)fsize) == 0);
@@ -656,18 +682,18 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 	uint64_t ops = 0;
 	double t0 = tu_now_s(), t1 = t0;
 	int f0 = atomic_load(&failures);
-	if (strchr(phases, 'A')) {
-		ops += run_phase(ths, 'A');
+	if (strstr(phases, "shared")) {
+		ops += run_phase(ths, PHASE_SHARED);
 		combine(ths, all);
-		CHECK(verify_cached(shared_f, all, fsize, "after phase A (shared handle)"));
+		CHECK(verify_cached(shared_f, all, fsize, "after the shared phase (shared handle)"));
 		t1 = tu_now_s();
 	}
-	if (strchr(phases, 'B')) {
+	if (strstr(phases, "own")) {
 		/* on-disk blocks now (not holes): partial overwrites */
 		CHECK(pc_fsync(shared_f) == 0);
-		ops += run_phase(ths, 'B');
+		ops += run_phase(ths, PHASE_OWN);
 		combine(ths, all);
-		CHECK(verify_cached(shared_f, all, fsize, "after phase B (own handles)"));
+		CHECK(verify_cached(shared_f, all, fsize, "after the own phase (own handles)"));
 	}
 	/* pc_close leaves write-back to the flusher: fsync, then compare. */
 	CHECK(pc_fsync(shared_f) == 0);
@@ -675,30 +701,18 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 	shared_f = NULL;
 	pc_cache_stats(cache, &st);
 	CHECK(st.dirty_bytes == 0);
-	CHECK(verify_backing(path, all, fsize, "after phases A and B"));
+	CHECK(verify_backing(path, all, fsize, "after both phases"));
 	double t2 = tu_now_s();
 	CHECK(atomic_load(&failures) == f0);
-	printf("  phase A %.2f s, phase B %.2f s, %llu ops; evictions %llu, throttle_waits %llu, dev reads %llu, "
-	       "rmw_reads %llu, deferred_rmw %llu, write_errors %llu\n",
+	printf("  shared phase %.2f s, own phase %.2f s, %llu ops; evictions %llu, throttle_waits %llu, "
+	       "dev reads %llu, rmw_reads %llu, deferred_rmw %llu, write_errors %llu\n",
 	       t1 - t0, t2 - t1, (unsigned long long)ops, (unsigned long long)st.evictions,
 	       (unsigned long long)st.throttle_waits, (unsigned long long)st.dev_read_ios,
 	       (unsigned long long)st.rmw_reads, (unsigned long long)st.deferred_rmw,
 	       (unsigned long long)st.write_errors);
 	unlink(path);
-
-	/* phase C: interleaved records */
-	if (strchr(phases, 'C')) {
-		f0 = atomic_load(&failures);
-		uint64_t big = quick ? 2 * MiB : 12 * MiB, small = quick ? 1 * MiB : 3 * MiB;
-		ops += records_round(dir, 6000, big, PC_DONTCACHE);
-		ops += records_round(dir, 47008, big, PC_DONTCACHE);
-		ops += records_round(dir, 6000, small, PC_DIRECT);
-		ops += records_round(dir, 47008, small, PC_DONTCACHE | PC_DSYNC);
-		ops += records_round(dir, 6000, small, PC_DIRECT | PC_DSYNC);
-		CHECK(atomic_load(&failures) == f0);
-		pc_cache_stats(cache, &st);
-		CHECK(st.dirty_bytes == 0);
-	}
+	ops_run += ops;
+	time_run += t2 - t0;
 
 	CHECK(pc_cache_destroy(cache) == 0);
 	cache = NULL;
@@ -708,18 +722,58 @@ static uint64_t run_config(int cfgno, uint64_t seed, const char *dir, bool quick
 	}
 	free(ths);
 	free(all);
-	fflush(stdout);
-	return ops;
 }
 
-int main(void)
+/* Records side by side, each written whole by one thread, neighbours by
+ * others: the blocks at record boundaries are written by two threads. */
+static void interleaved_records(int cfgno)
 {
-	setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible if a run hangs */
-	uint64_t seed = test_seed("test_mt_model", 0x6d746d6f64656cull);
-	const char *e = getenv("PC_TEST_QUICK");
-	bool quick = e && *e && strcmp(e, "0") != 0;
+	start_config(cfgno, "interleaved records");
+	struct pc_stats st;
+	int f0 = atomic_load(&failures);
+	double t0 = tu_now_s();
+	uint64_t big = quick ? 2 * MiB : 12 * MiB, small = quick ? 1 * MiB : 3 * MiB, n = 0;
+	n += records_round(6000, big, PC_DONTCACHE);
+	n += records_round(47008, big, PC_DONTCACHE);
+	n += records_round(6000, small, PC_DIRECT);
+	n += records_round(47008, small, PC_DONTCACHE | PC_DSYNC);
+	n += records_round(6000, small, PC_DIRECT | PC_DSYNC);
+	CHECK(atomic_load(&failures) == f0);
+	pc_cache_stats(cache, &st);
+	CHECK(st.dirty_bytes == 0);
+	CHECK(pc_cache_destroy(cache) == 0);
+	cache = NULL;
+	printf("  %llu records in %.1f s\n", (unsigned long long)n, tu_now_s() - t0);
+	ops_run += n;
+	time_run += tu_now_s() - t0;
+}
+
+TEST_CASE(own_stripes_match_model_bs4096)
+{
+	own_stripes(0);
+}
+
+TEST_CASE(interleaved_records_bs4096)
+{
+	interleaved_records(0);
+}
+
+TEST_CASE(own_stripes_match_model_bs16384)
+{
+	own_stripes(1);
+}
+
+TEST_CASE(interleaved_records_bs16384)
+{
+	interleaved_records(1);
+}
+
+static void mt_model_setup(void)
+{
+	base_seed = test_seed("test_mt_model", 0x6d746d6f64656cull);
+	quick = tu_quick();
 	nthreads = 4;
-	e = getenv("PC_THREADS");
+	const char *e = getenv("PC_THREADS");
 	if (e && *e)
 		nthreads = atoi(e);
 	if (nthreads < 1)
@@ -733,25 +787,22 @@ int main(void)
 	e = getenv("PC_MT_PHASES");
 	if (e && *e)
 		phases = e;
-	int only = -1;
-	e = getenv("PC_CONFIG");
-	if (e && *e)
-		only = atoi(e);
 
 	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
-	uint64_t ps = seed ^ 0x9e3779b97f4a7c15ull;
+	uint64_t ps = base_seed ^ 0x9e3779b97f4a7c15ull;
 	for (size_t i = 0; i < POOL_SIZE; i += 8) {
 		uint64_t v = tu_rand(&ps);
 		memcpy(pool + i, &v, 8);
 	}
-	const char *dir = test_dir("test_mt_model");
-	double t0 = tu_now_s();
-	uint64_t ops = 0;
-	for (unsigned i = 0; i < NMTCONFIGS; i++)
-		if (only < 0 || (int)i == only)
-			ops += run_config((int)i, seed + i * 0x51ed27ull, dir, quick);
-	printf("test_mt_model: %llu operations in %.1f s\n", (unsigned long long)ops, tu_now_s() - t0);
+	dir = test_dir("test_mt_model");
+}
+
+/* The total line is what scripts/soak.sh counts operations by. */
+static void mt_model_teardown(void)
+{
+	printf("test_mt_model: %llu operations in %.1f s\n", (unsigned long long)ops_run, time_run);
 	test_rmdir(dir);
 	free(pool);
-	return test_done();
 }
+
+TEST_FIXTURE(mt_model_setup, mt_model_teardown)

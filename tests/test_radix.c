@@ -1,10 +1,12 @@
 /*
  * test_radix.c - the page index radix tree (src/lib/radix.c).
  *
- * Unit cases for insert/lookup/remove of single- and multi-slot items,
- * -EEXIST and -ENOMEM leaving the tree unchanged, large indices, tags and
- * rt_find_next, freeing and shrinking; then a randomized comparison against
- * an array model, with the tree's structural invariants checked as it goes.
+ * Cases for insert/lookup/remove of single- and multi-slot items, items
+ * held whole in interior slots, -EEXIST and -ENOMEM leaving the tree
+ * unchanged, large indices, tags and rt_find_next, freeing and shrinking;
+ * a randomized comparison against an array model (PC_SEED replays it), with
+ * the tree's structural invariants checked as it goes; and random lookups
+ * over a large tree.
  */
 #include "testutil.h"
 
@@ -91,7 +93,7 @@ static void check_tree(struct rt_root *r, long nodes_before)
 static int items[4096]; /* distinct addresses to use as items */
 #define IT(i) ((void *)&items[i])
 
-static void test_basic(void)
+TEST_CASE(insert_lookup_grow_and_shrink)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -162,7 +164,7 @@ static void test_basic(void)
 	rt_destroy(&r);
 }
 
-static void test_multi(void)
+TEST_CASE(multi_slot_items_of_every_size)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -214,7 +216,7 @@ static void test_multi(void)
 
 /* Items that fill whole slots of an interior node are held there (one
  * slot for 64 indices), and behave as if held slot per index. */
-static void test_interior(void)
+TEST_CASE(interior_slots_hold_whole_items)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -320,7 +322,7 @@ static void test_interior(void)
 	rt_destroy(&r);
 }
 
-static void test_large(void)
+TEST_CASE(large_indices_set_the_height)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -381,7 +383,7 @@ static void test_large(void)
 	CHECK(nodes_now() == base);
 }
 
-static void test_tags(void)
+TEST_CASE(tags_summarise_and_find_next)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -457,7 +459,7 @@ static void test_tags(void)
 	CHECK(nodes_now() == base);
 }
 
-static void test_enomem(void)
+TEST_CASE(enomem_leaves_tree_unchanged)
 {
 	long base = nodes_now();
 	struct rt_root r;
@@ -545,7 +547,7 @@ static void *m_find_next(struct model *m, uint64_t *index, int tag)
 	return NULL;
 }
 
-static void test_random(void)
+TEST_CASE(matches_array_model)
 {
 	uint64_t seed = test_seed("test_radix", 20240611);
 	long base = nodes_now();
@@ -705,8 +707,10 @@ static void test_random(void)
 	free(m);
 }
 
-/* A rough speed figure for the hot path (not a pass/fail check). */
-static void bench_lookup(void)
+/* Random lookups over a large tree all find their item; the time they
+ * take is printed, a rough figure for the hot path (not a pass/fail
+ * check). */
+TEST_CASE(random_lookups_hit_every_page)
 {
 	struct rt_root r;
 	rt_init(&r, NULL);
@@ -724,17 +728,4 @@ static void bench_lookup(void)
 	printf("rt_lookup: %.1f ns per random lookup over %llu pages\n", ns, (unsigned long long)n);
 	CHECK(hits == (uint64_t)iters);
 	rt_destroy(&r);
-}
-
-int main(void)
-{
-	test_basic();
-	test_multi();
-	test_interior();
-	test_large();
-	test_tags();
-	test_enomem();
-	test_random();
-	bench_lookup();
-	return test_done();
 }
