@@ -1,28 +1,32 @@
 /*
- * test_mt_interleaved.c - the interleaved-records workload of
- * seeds/dontcache-edge-pages.txt at small scale (issue 3, "Tests").
+ * test_mt_interleaved.c - the interleaved-records workload (pcbench
+ * interleaved) at small scale: uncached writers whose records share
+ * blocks neither read the device nor leave anything cached.
  *
  * THREADS threads write records of R bytes to one file: record i at offset
  * i*R, by thread i mod THREADS, each thread in increasing order, until the
- * file holds about PC_IL_MIB MiB (default 32; 8 under TSan).  Records of
- * 6000 and 47008 bytes share a block with each neighbour at almost every
- * boundary, so a cache that drops the shared block after the first
- * neighbour's writeback must read it back for the second.
+ * file holds about PC_IL_MIB MiB (default 32; 8 under TSan; a quarter of
+ * that with PC_TEST_QUICK).  Records of 6000 and 47008 bytes share a block
+ * with each neighbour at almost every boundary, so a cache that drops the
+ * shared block after the first neighbour's writeback must read it back for
+ * the second.
  *
- * Passes, each in a fresh cache: PC_DONTCACHE, PC_DONTCACHE|PC_DSYNC and
- * PC_DIRECT (unaligned: aligned middle direct, ends uncached), first on a
- * new file, then over a file that already holds other data (written and
- * synced with plain I/O beforehand: the deferred read-modify-write case).
+ * A case is a pass, in a fresh cache, of one record size and one way of
+ * writing: PC_DONTCACHE, PC_DONTCACHE|PC_DSYNC or PC_DIRECT (unaligned:
+ * aligned middle direct, ends uncached), on a new file or over a file that
+ * already holds other data (written and synced with plain I/O beforehand:
+ * the deferred read-modify-write case).
  *
  * Checked: every write returns R; the file content (read with plain
  * O_DIRECT) is exactly the records; nothing is cached after the final fsync
  * (every drop-behind folio went when its writeback completed, and fsync
- * drops the lone edges no neighbour completed, issue 3 (a)); and, from the
- * library's own counters, zero device reads (dev_read_ios and rmw_reads)
- * for every pass on a new file and for the PC_DONTCACHE pass over existing
- * data (issue 3 (d)).  The other passes over existing data report their
- * read counts (PC_DSYNC must read a block it completes only partly; the
- * issue's target there is for non-DSYNC writes).
+ * drops the lone edges no neighbour completed); and, from the library's own
+ * counters, zero device reads (dev_read_ios and rmw_reads) for every pass
+ * on a new file and for the PC_DONTCACHE pass over existing data:
+ * uncached writers that together complete every block they touch need to
+ * read nothing.  The other passes over existing data report their read counts
+ * (PC_DSYNC must read a block it completes only partly; the no-reads goal
+ * there is for writes without PC_DSYNC).
  *
  * Edge and dirty expiry are set long (30 s) so that only the edge and
  * deferred-RMW mechanisms are measured, not how a slow run (TSan) ages
@@ -40,18 +44,7 @@
 #define MiB (1024ull * 1024ull)
 #define THREADS 8
 
-#if defined(__SANITIZE_THREAD__)
-#define IL_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define IL_TSAN 1
-#endif
-#endif
-#ifndef IL_TSAN
-#define IL_TSAN 0
-#endif
-
-static const char *dir;
+TEST_SCRATCH_DIR("interleaved")
 
 /* ------------------------------------------------------------- writers */
 
@@ -176,8 +169,26 @@ static const char *flags_name(int flags)
 	}
 }
 
-static void run_pass(size_t rec, int flags, bool existing, uint64_t total)
+/* The bytes a pass writes: PC_IL_MIB MiB (default 32; 8 under TSan), a
+ * quarter of that with PC_TEST_QUICK. */
+static uint64_t pass_bytes(void)
 {
+	uint64_t total = (TU_TSAN ? 8 : 32) * MiB;
+	const char *e = getenv("PC_IL_MIB");
+	if (e && atoi(e) > 0)
+		total = (uint64_t)atoi(e) * MiB;
+	if (tu_quick())
+		total /= 4;
+	return total;
+}
+
+/* THREADS threads write records of `rec` bytes with `flags` on a new file, or
+ * over one that holds other data (`existing`). */
+static void run_pass(size_t rec, int flags, bool existing)
+{
+	uint64_t total = pass_bytes();
+	printf("interleaved records: %d threads, %llu MiB, %s%s\n", THREADS, (unsigned long long)(total / MiB),
+	       existing ? "over existing data" : "new file", TU_TSAN ? " (TSan)" : "");
 	uint64_t nrec = total / rec, size = nrec * rec;
 	uint64_t seed = 0x1000 + rec + (uint64_t)flags * 7 + (existing ? 1 : 0);
 	char path[4200], name[64];
@@ -188,14 +199,11 @@ static void run_pass(size_t rec, int flags, bool existing, uint64_t total)
 	else
 		unlink(path);
 
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 128 * MiB;
+	struct pc_config cfg = tu_config(128 * MiB);
 	cfg.block_size = 4096;
 	cfg.edge_expire_ms = 30000;
 	cfg.dirty_expire_ms = 30000;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT, 0644);
 	REQUIRE(h);
 
@@ -247,25 +255,64 @@ static void run_pass(size_t rec, int flags, bool existing, uint64_t total)
 	unlink(path);
 }
 
-int main(void)
+/* ------------------------------------------------------ one pass a case */
+
+TEST_CASE(dontcache_records_6000_new_file)
 {
-	uint64_t total = (IL_TSAN ? 8 : 32) * MiB;
-	const char *e = getenv("PC_IL_MIB");
-	if (e && atoi(e) > 0)
-		total = (uint64_t)atoi(e) * MiB;
-	if (getenv("PC_TEST_QUICK"))
-		total /= 4;
-	dir = test_dir("interleaved");
-	printf("interleaved records: %d threads, %llu MiB per pass%s\n", THREADS, (unsigned long long)(total / MiB),
-	       IL_TSAN ? " (TSan)" : "");
-	static const size_t recs[] = { 6000, 47008 };
-	static const int flagsets[] = { PC_DONTCACHE, PC_DONTCACHE | PC_DSYNC, PC_DIRECT };
-	for (int existing = 0; existing < 2; existing++) {
-		printf("-- %s\n", existing ? "over existing data" : "new file");
-		for (unsigned r = 0; r < 2; r++)
-			for (unsigned f = 0; f < 3; f++)
-				run_pass(recs[r], flagsets[f], existing, total);
-	}
-	test_rmdir(dir);
-	return test_done();
+	run_pass(6000, PC_DONTCACHE, false);
+}
+
+TEST_CASE(dontcache_dsync_records_6000_new_file)
+{
+	run_pass(6000, PC_DONTCACHE | PC_DSYNC, false);
+}
+
+TEST_CASE(direct_records_6000_new_file)
+{
+	run_pass(6000, PC_DIRECT, false);
+}
+
+TEST_CASE(dontcache_records_47008_new_file)
+{
+	run_pass(47008, PC_DONTCACHE, false);
+}
+
+TEST_CASE(dontcache_dsync_records_47008_new_file)
+{
+	run_pass(47008, PC_DONTCACHE | PC_DSYNC, false);
+}
+
+TEST_CASE(direct_records_47008_new_file)
+{
+	run_pass(47008, PC_DIRECT, false);
+}
+
+TEST_CASE(dontcache_records_6000_over_existing_data)
+{
+	run_pass(6000, PC_DONTCACHE, true);
+}
+
+TEST_CASE(dontcache_dsync_records_6000_over_existing_data)
+{
+	run_pass(6000, PC_DONTCACHE | PC_DSYNC, true);
+}
+
+TEST_CASE(direct_records_6000_over_existing_data)
+{
+	run_pass(6000, PC_DIRECT, true);
+}
+
+TEST_CASE(dontcache_records_47008_over_existing_data)
+{
+	run_pass(47008, PC_DONTCACHE, true);
+}
+
+TEST_CASE(dontcache_dsync_records_47008_over_existing_data)
+{
+	run_pass(47008, PC_DONTCACHE | PC_DSYNC, true);
+}
+
+TEST_CASE(direct_records_47008_over_existing_data)
+{
+	run_pass(47008, PC_DIRECT, true);
 }

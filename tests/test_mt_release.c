@@ -2,8 +2,8 @@
  * test_mt_release.c - the last user of a drop-behind folio drops it
  * (reclaim.c, reclaim_release_folio), however its users let go.
  *
- * (a) Two users let go at the same moment: exactly one of them is the
- * last user, and the folio leaves the cache.
+ * Two users let go at the same moment: exactly one of them is the last
+ * user, and the folio leaves the cache.
  *
  * Set-up, per round of ROUND folios: an uncached write (PC_DONTCACHE) of
  * one block each, two extra references taken on every folio (as a reader
@@ -22,7 +22,7 @@
  * cached after fsync").  With that code 23 to 162 of the 12,288 folios
  * stayed cached per run (2 threads, 2 cores).
  *
- * (b) Another user comes and goes while the last user steps down
+ * Another user comes and goes while the last user steps down
  * (deterministic, through the hook reclaim_test_before_last_step): the
  * last user has found the count at 2 and no drop pending, and before it
  * steps down a write-back takes a reference, marks the folio pending (its
@@ -31,12 +31,14 @@
  * and drop the folio; a release that decided before its step left it
  * cached.
  *
- * (c) A lookup that walked a stale tree takes a reference on a folio just
+ * A lookup that walked a stale tree takes a reference on a folio just
  * allocated for the index, before it is inserted (deterministic, through
  * the hook mapping_test_after_alloc): the insert adds the index's
  * reference to the count, so the lookup's stays counted (a store of 2
  * erased it, and the folio was freed while still indexed when the lookup
  * and the writer had let go).
+ *
+ * Each case has a cache and a file of its own.
  */
 #include "testutil.h"
 #include "api/internal.h"
@@ -49,6 +51,29 @@
 #define ROUNDS_FULL 48
 #define ROUNDS_QUICK 12
 #define BS 4096
+
+TEST_SCRATCH_DIR("mt_release")
+
+/* A folio per block (one write, one folio), written back by fsync only. */
+static struct pc_cache *cache_folio_per_block(void)
+{
+	struct pc_config cfg = tu_config(64ull << 20);
+	cfg.block_size = BS;
+	cfg.max_folio_size = BS;
+	cfg.dirty_expire_ms = 600000;
+	return tu_cache_new(&cfg);
+}
+
+/* A new empty file `name` in the scratch directory (its path in path). */
+static struct pc_file *open_new(struct pc_cache *c, const char *name, char *path, size_t n)
+{
+	test_path(path, n, dir, name);
+	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(h);
+	return h;
+}
+
+/* --------------------------------------- two users let go at once */
 
 struct shared {
 	struct pc_cache *c;
@@ -83,95 +108,15 @@ static unsigned cached_of_round(struct pc_file *h, uint64_t base)
 	return n;
 }
 
-/* (b): the other user, run by the hook between the last user's look and
- * its step down. */
-static struct pc_file *b_file;
-static uint64_t b_off;
-static void write_back_comes_and_goes(struct pc_folio *f)
+TEST_CASE(last_of_two_simultaneous_releases_drops)
 {
-	reclaim_test_before_last_step = NULL; /* once */
-	struct pc_folio *g = mapping_lookup(b_file->m, b_off);
-	REQUIRE(g == f);
-	folio_set(g, PF_DROP_PENDING);
-	reclaim_release_folio(b_file->m->c, g);
-}
-
-static void test_comes_and_goes(struct pc_cache *c, struct pc_file *h, uint64_t off)
-{
-	uint8_t buf[BS];
-	tu_fill_pattern(buf, BS, 77, off);
-	REQUIRE(pc_pwrite(h, buf, BS, (off_t)off, PC_DONTCACHE) == BS);
-	struct pc_folio *f = mapping_lookup(h->m, off);
-	REQUIRE(f);
-	REQUIRE(pc_fsync(h) == 0);
-	/* Held across its write-back, the folio was left pending; as the
-	 * last user found it before the mark: clean, drop-behind, unmarked. */
-	CHECK(folio_test(f, PF_DROP_PENDING));
-	folio_clear(f, PF_DROP_PENDING);
-	CHECK(folio_test(f, PF_DROPBEHIND) && !folio_test(f, PF_DIRTY | PF_WRITEBACK));
-	CHECK(atomic_load(&f->refcount) == 2);
-	b_file = h;
-	b_off = off;
-	reclaim_test_before_last_step = write_back_comes_and_goes;
-	reclaim_release_folio(c, f);
-	CHECK(reclaim_test_before_last_step == NULL); /* the hook ran */
-	reclaim_test_before_last_step = NULL;
-	struct pc_folio *left = mapping_lookup(h->m, off);
-	printf("   a user came and went during the last step: folio %s\n", left ? "left cached" : "dropped");
-	CHECK(left == NULL);
-	if (left)
-		reclaim_release_folio(c, left);
-	uint8_t back[BS];
-	CHECK(pc_pread(h, back, BS, (off_t)off, PC_DONTCACHE) == BS && memcmp(back, buf, BS) == 0);
-}
-
-/* (c) */
-static struct pc_folio *c_taken;
-static void stale_lookup_takes(struct pc_folio *f)
-{
-	mapping_test_after_alloc = NULL; /* once */
-	REQUIRE(folio_try_get(f));
-	c_taken = f;
-}
-
-static void test_stale_reference_kept(struct pc_cache *c, struct pc_file *h, uint64_t off)
-{
-	uint8_t buf[BS], back[BS];
-	tu_fill_pattern(buf, BS, 78, off);
-	mapping_test_after_alloc = stale_lookup_takes;
-	REQUIRE(pc_pwrite(h, buf, BS, (off_t)off, 0) == BS);
-	mapping_test_after_alloc = NULL;
-	REQUIRE(c_taken);
-	/* The index's and the stale lookup's: the writer has let go. */
-	printf("   a stale lookup's reference on a new folio: count %d after the write\n",
-	       (int)atomic_load(&c_taken->refcount));
-	CHECK(atomic_load(&c_taken->refcount) == 2);
-	reclaim_release_folio(c, c_taken); /* the lookup sees the tree changed and lets go */
-	CHECK(atomic_load(&c_taken->refcount) == 1 && folio_test(c_taken, PF_INDEXED));
-	CHECK(pc_pread(h, back, BS, (off_t)off, 0) == BS && memcmp(back, buf, BS) == 0);
-	CHECK(pc_fsync(h) == 0);
-	c_taken = NULL;
-}
-
-int main(void)
-{
-	tu_watchdog("test_mt_release", 600);
-	const char *dir = test_dir("mt_release");
-	char path[4096];
-	test_path(path, sizeof(path), dir, "f");
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = 64ull << 20;
-	cfg.block_size = BS;
-	cfg.max_folio_size = BS; /* a folio per block: one write, one folio */
-	cfg.dirty_expire_ms = 600000; /* written back by the fsyncs only */
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(h);
+	struct pc_cache *c = cache_folio_per_block();
+	char path[4200];
+	struct pc_file *h = open_new(c, "f", path, sizeof(path));
 	int fd = open(path, O_RDONLY);
 	REQUIRE(fd >= 0);
 	static struct shared s;
+	memset(&s, 0, sizeof(s));
 	s.c = c;
 	uint8_t buf[BS], back[BS];
 	unsigned rounds = tu_quick() ? ROUNDS_QUICK : ROUNDS_FULL, left = 0, bad_data = 0;
@@ -221,10 +166,91 @@ int main(void)
 		printf("   left: %llu bytes in %llu folios\n", (unsigned long long)st.cached_bytes, (unsigned long long)st.folios);
 	CHECK(st.cached_bytes == 0 && st.folios == 0);
 	close(fd);
-	test_comes_and_goes(c, h, (uint64_t)rounds * ROUND * BS);
-	test_stale_reference_kept(c, h, (uint64_t)rounds * ROUND * BS + BS);
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-	test_rmdir(dir);
-	return test_done();
+}
+
+/* ----------------------- a user comes and goes during the last step */
+
+/* The other user, run by the hook between the last user's look and its
+ * step down. */
+static struct pc_file *b_file;
+static uint64_t b_off;
+static void write_back_comes_and_goes(struct pc_folio *f)
+{
+	reclaim_test_before_last_step = NULL; /* once */
+	struct pc_folio *g = mapping_lookup(b_file->m, b_off);
+	REQUIRE(g == f);
+	folio_set(g, PF_DROP_PENDING);
+	reclaim_release_folio(b_file->m->c, g);
+}
+
+TEST_CASE(user_coming_and_going_during_last_step_still_drops)
+{
+	struct pc_cache *c = cache_folio_per_block();
+	char path[4200];
+	struct pc_file *h = open_new(c, "comes-and-goes", path, sizeof(path));
+	uint64_t off = 0;
+	uint8_t buf[BS];
+	tu_fill_pattern(buf, BS, 77, off);
+	REQUIRE(pc_pwrite(h, buf, BS, (off_t)off, PC_DONTCACHE) == BS);
+	struct pc_folio *f = mapping_lookup(h->m, off);
+	REQUIRE(f);
+	REQUIRE(pc_fsync(h) == 0);
+	/* Held across its write-back, the folio was left pending; as the
+	 * last user found it before the mark: clean, drop-behind, unmarked. */
+	CHECK(folio_test(f, PF_DROP_PENDING));
+	folio_clear(f, PF_DROP_PENDING);
+	CHECK(folio_test(f, PF_DROPBEHIND) && !folio_test(f, PF_DIRTY | PF_WRITEBACK));
+	CHECK(atomic_load(&f->refcount) == 2);
+	b_file = h;
+	b_off = off;
+	reclaim_test_before_last_step = write_back_comes_and_goes;
+	reclaim_release_folio(c, f);
+	CHECK(reclaim_test_before_last_step == NULL); /* the hook ran */
+	reclaim_test_before_last_step = NULL;
+	struct pc_folio *left = mapping_lookup(h->m, off);
+	printf("   a user came and went during the last step: folio %s\n", left ? "left cached" : "dropped");
+	CHECK(left == NULL);
+	if (left)
+		reclaim_release_folio(c, left);
+	uint8_t back[BS];
+	CHECK(pc_pread(h, back, BS, (off_t)off, PC_DONTCACHE) == BS && memcmp(back, buf, BS) == 0);
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------- a stale lookup's reference on a folio being inserted */
+
+static struct pc_folio *c_taken;
+static void stale_lookup_takes(struct pc_folio *f)
+{
+	mapping_test_after_alloc = NULL; /* once */
+	REQUIRE(folio_try_get(f));
+	c_taken = f;
+}
+
+TEST_CASE(stale_lookup_reference_survives_insert)
+{
+	struct pc_cache *c = cache_folio_per_block();
+	char path[4200];
+	struct pc_file *h = open_new(c, "stale", path, sizeof(path));
+	uint64_t off = 0;
+	uint8_t buf[BS], back[BS];
+	tu_fill_pattern(buf, BS, 78, off);
+	mapping_test_after_alloc = stale_lookup_takes;
+	REQUIRE(pc_pwrite(h, buf, BS, (off_t)off, 0) == BS);
+	mapping_test_after_alloc = NULL;
+	REQUIRE(c_taken);
+	/* The index's and the stale lookup's: the writer has let go. */
+	printf("   a stale lookup's reference on a new folio: count %d after the write\n",
+	       (int)atomic_load(&c_taken->refcount));
+	CHECK(atomic_load(&c_taken->refcount) == 2);
+	reclaim_release_folio(c, c_taken); /* the lookup sees the tree changed and lets go */
+	CHECK(atomic_load(&c_taken->refcount) == 1 && folio_test(c_taken, PF_INDEXED));
+	CHECK(pc_pread(h, back, BS, (off_t)off, 0) == BS && memcmp(back, buf, BS) == 0);
+	CHECK(pc_fsync(h) == 0);
+	c_taken = NULL;
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
 }

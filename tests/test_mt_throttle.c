@@ -4,9 +4,9 @@
  * Cache: 16 MiB of memory, dirty_limit_bytes 2 MiB, dirty_background_bytes
  * 1 MiB, largest folio 256 KiB.
  *
- * Part 1, two writers: two threads write 32 MiB each (64 MiB in all, 32x the
- * dirty limit) in 128 KiB block-aligned writes; a third thread samples
- * pc_cache_stats all along.  Checks:
+ * Two writers held under the limit: two threads write 32 MiB each (64 MiB
+ * in all, 32x the dirty limit) in 128 KiB block-aligned writes; a third
+ * thread samples pc_cache_stats all along.  Checks:
  *   - writers were throttled: paced below the limit or made to wait at it
  *     (throttle_pauses + throttle_waits > 0);
  *   - dirty_bytes never exceeded dirty_limit + slack, and neither did the
@@ -14,10 +14,10 @@
  *     stable pair: two stats calls agreeing on both counters);
  *   - every byte reads back right, through the cache and, after close,
  *     from the backing file with plain O_DIRECT.
- * It runs twice, each time on a new cache (peak_dirty_bytes is per cache):
- * with blocking writes only, then with every fourth write PC_NOWAIT (which
- * must either write everything or fail with EAGAIN; on EAGAIN the writer
- * writes it again without PC_NOWAIT).
+ * Two cases, each on a new cache (peak_dirty_bytes is per cache): with
+ * blocking writes only, and with every fourth write PC_NOWAIT (which must
+ * either write everything or fail with EAGAIN; on EAGAIN the writer writes
+ * it again without PC_NOWAIT).
  *
  * The slack.  A blocking writer is checked against the limit (dirty +
  * writeback > dirty_limit) after it has written, not before, so each of
@@ -34,22 +34,27 @@
  * only checked after it has written.  Bound: dirty_limit + 2 * 2 * max
  * write size + max_folio_size = 2.75 MiB.
  *
- * Part 2, PC_NOWAIT with writeback held up (deterministic): the cache's
- * fault hook holds every device write at a gate, so the flusher, once
- * started, cannot clean anything.  One thread then writes 128 KiB with
- * PC_NOWAIT until one fails: it must fail with EAGAIN, and exactly when
- * dirty + writeback (everything written, as nothing is cleaned) is past the
- * limit before it: not earlier, not later.  On the way, with the flusher
- * held inside its first device write: a PC_NOWAIT write into the folio the
- * flusher holds locked fails with EAGAIN, and one that starts in a free
- * folio and runs into a folio under writeback must not come back short
- * (the header: a successful buffered write is never short; PC_NOWAIT fails
- * with EAGAIN).
+ * PC_NOWAIT with writeback held up (deterministic): the cache's fault hook
+ * holds every device write at a gate, so the flusher, once started, cannot
+ * clean anything.  One thread then writes 128 KiB with PC_NOWAIT until one
+ * fails: it must fail with EAGAIN, and exactly when dirty + writeback
+ * (everything written, as nothing is cleaned) is past the limit before it:
+ * not earlier, not later.  On the way, with the flusher held inside its
+ * first device write: a PC_NOWAIT write into the folio the flusher holds
+ * locked fails with EAGAIN, and one that starts in a free folio and runs
+ * into a folio under writeback comes back short, as RWF_NOWAIT: with the
+ * bytes before that folio, never more, and never success with nothing.
  * Then the gate opens, fsync succeeds and the data is all there.
  *
- * Part 4, a close while the file's write-back waits for room on the device
- * (see close_while_writeback_waits): the file is not settled until its
- * data is written.
+ * Fair shares: an uncached writer of small writes and a buffered writer of
+ * large ones, throttled together, each get a fair part (the comment at
+ * FAIR_TOTAL).
+ *
+ * A close while the file's write-back waits for room on the device
+ * (close_while_writeback_waits_leaves_file_unsettled): the file is not
+ * settled until its data is written.
+ *
+ * Each case has a cache of its own.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -78,6 +83,27 @@
 static const char *dir;
 static uint8_t *pat; /* PAT_SIZE + WSIZE random bytes */
 
+/* The scratch directory and the random bytes every case writes. */
+static void throttle_setup(void)
+{
+	dir = test_dir("mt_throttle");
+	uint64_t seed = test_seed("test_mt_throttle", 0x7468726f74746c65ull);
+	pat = malloc(PAT_SIZE + WSIZE);
+	REQUIRE(pat);
+	for (size_t i = 0; i + 8 <= PAT_SIZE + WSIZE; i += 8) {
+		uint64_t x = tu_rand(&seed);
+		memcpy(pat + i, &x, 8);
+	}
+}
+
+static void throttle_teardown(void)
+{
+	free(pat);
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(throttle_setup, throttle_teardown)
+
 /* The bytes of the chunk of WSIZE at file offset off (chunk-aligned). */
 static const uint8_t *chunk_data(uint64_t off, unsigned salt)
 {
@@ -93,9 +119,10 @@ static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static bool gate_closed;
 static int gate_blocked;       /* writes waiting at the gate now */
 static long gate_held_total;   /* writes ever held */
-/* Part 1: every device write takes this long, so that the writers (which
- * only copy into memory) outrun writeback and are throttled for sure,
- * whatever the speed of the device or of a sanitizer build. */
+/* Two writers and fair shares: every device write takes this long, so
+ * that the writers (which only copy into memory) outrun writeback and are
+ * throttled for sure, whatever the speed of the device or of a sanitizer
+ * build. */
 static _Atomic unsigned write_delay_us;
 
 static int gate_hook(void *arg, int op, int fd, off_t off, size_t len)
@@ -151,7 +178,22 @@ static bool gate_wait_blocked(int n, unsigned ms)
 	return ok;
 }
 
-/* ------------------------------------------------------ part 1: writers */
+/* The cache of the throttle cases: MEM_LIMIT, DIRTY_LIMIT, DIRTY_BG,
+ * MAX_FOLIO, every device write through the gate. */
+static struct pc_cache *cache_with_write_gate(void)
+{
+	struct pc_config cfg = tu_config(MEM_LIMIT);
+	cfg.max_folio_size = MAX_FOLIO;
+	cfg.dirty_limit_bytes = DIRTY_LIMIT;
+	cfg.dirty_background_bytes = DIRTY_BG;
+	struct pc_cache *c = tu_cache_new(&cfg);
+	/* Before any file is open, so before any flusher thread exists. */
+	c->fault_hook = gate_hook;
+	c->fault_arg = NULL;
+	return c;
+}
+
+/* ------------------------------------------- two writers under the limit */
 
 struct writer {
 	pthread_t t;
@@ -350,12 +392,27 @@ static void two_writers(struct pc_cache *c, unsigned nowait_every)
 	unlink(path);
 }
 
-/* ------------------------------------------------ part 2: NOWAIT, held up */
+TEST_CASE(two_writers_held_under_dirty_limit)
+{
+	struct pc_cache *c = cache_with_write_gate();
+	two_writers(c, 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+TEST_CASE(two_writers_with_nowait_held_under_dirty_limit)
+{
+	struct pc_cache *c = cache_with_write_gate();
+	two_writers(c, 4);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* ------------------------------------ PC_NOWAIT with write-back held up */
 
 #define REGION (128 * KiB) /* the writes start here; the probe starts below */
 
-static void nowait_held(struct pc_cache *c)
+TEST_CASE(nowait_write_fails_exactly_past_limit)
 {
+	struct pc_cache *c = cache_with_write_gate();
 	char path[4300];
 	test_path(path, sizeof(path), dir, "nowait");
 	struct pc_file *h = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -470,10 +527,11 @@ static void nowait_held(struct pc_cache *c)
 	free(buf);
 	free(model);
 	unlink(path);
+	CHECK(pc_cache_destroy(c) == 0);
 }
 
 /*
- * Part 3, fair shares: a buffered writer of 512 KiB writes and an uncached
+ * Fair shares: a buffered writer of 512 KiB writes and an uncached
  * writer of 8 KiB writes (two files, one cache, a slow device so both are
  * throttled) run until they have written FAIR_TOTAL between them.  Neither
  * may get more than four times the bytes of the other: uncached writers
@@ -498,7 +556,7 @@ static void *fair_main(void *arg)
 	struct fair_writer *w = arg;
 	uint64_t off = 0;
 	while (atomic_load(w->total) < FAIR_TOTAL) {
-		/* The bytes do not matter here (parts 1-2 check data). */
+		/* The bytes do not matter here (the other cases check data). */
 		if (pc_pwrite(w->h, pat, w->wsize, (off_t)off, w->flags) != (ssize_t)w->wsize) {
 			w->errors++;
 			break;
@@ -510,8 +568,9 @@ static void *fair_main(void *arg)
 	return NULL;
 }
 
-static void fair_shares(struct pc_cache *c)
+TEST_CASE(uncached_and_buffered_writers_get_fair_shares)
 {
+	struct pc_cache *c = cache_with_write_gate();
 	char pa[4300], pb[4300];
 	test_path(pa, sizeof(pa), dir, "fair_buffered");
 	test_path(pb, sizeof(pb), dir, "fair_uncached");
@@ -544,25 +603,10 @@ static void fair_shares(struct pc_cache *c)
 	CHECK(pc_close(w[1].h) == 0);
 	unlink(pa);
 	unlink(pb);
+	CHECK(pc_cache_destroy(c) == 0);
 }
 
-static struct pc_cache *new_cache(void)
-{
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = MEM_LIMIT;
-	cfg.max_folio_size = MAX_FOLIO;
-	cfg.dirty_limit_bytes = DIRTY_LIMIT;
-	cfg.dirty_background_bytes = DIRTY_BG;
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
-	/* Before any file is open, so before any flusher thread exists. */
-	c->fault_hook = gate_hook;
-	c->fault_arg = NULL;
-	return c;
-}
-
-/* ------------------------- part 4: closing while write-back waits for room */
+/* ------------------------------ closing while write-back waits for room */
 
 struct dsync_writer {
 	pthread_t t;
@@ -589,17 +633,14 @@ static void *dsync_writer_main(void *arg)
  * sees the difference: EBUSY while the data is on its way, then, once the
  * gate opens and the data is written, the file opens and holds the data.
  */
-static void close_while_writeback_waits(void)
+TEST_CASE(close_while_writeback_waits_leaves_file_unsettled)
 {
-	struct pc_config cfg;
-	pc_config_init(&cfg);
-	cfg.memory_limit = MEM_LIMIT;
+	struct pc_config cfg = tu_config(MEM_LIMIT);
 	cfg.max_folio_size = 64 * KiB;
 	cfg.max_io_bytes = 64 * KiB;      /* in-flight cap: 4 * 64 KiB */
 	cfg.dirty_limit_bytes = DIRTY_LIMIT; /* / 8 = 256 KiB, the same */
 	cfg.dirty_expire_ms = 20;        /* the flusher takes B soon */
-	struct pc_cache *c = pc_cache_new(&cfg);
-	REQUIRE(c);
+	struct pc_cache *c = tu_cache_new(&cfg);
 	c->fault_hook = gate_hook;
 	char pa[4200], pb[4200];
 	test_path(pa, sizeof(pa), dir, "room-a");
@@ -622,8 +663,7 @@ static void close_while_writeback_waits(void)
 	CHECK(st.writeback_bytes >= 5 * 64 * KiB);
 	CHECK(pc_close(b) == 0);
 
-	struct pc_cache *other = pc_cache_new(&cfg);
-	REQUIRE(other);
+	struct pc_cache *other = tu_cache_new(&cfg);
 	errno = 0;
 	struct pc_file *ob = pc_open(other, pb, O_RDWR, 0);
 	CHECK(ob == NULL && errno == EBUSY); /* still the first cache's */
@@ -647,33 +687,4 @@ static void close_while_writeback_waits(void)
 	CHECK(pc_cache_destroy(other) == 0);
 	CHECK(pc_close(a) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
-}
-
-int main(void)
-{
-	dir = test_dir("mt_throttle");
-	uint64_t seed = test_seed("test_mt_throttle", 0x7468726f74746c65ull);
-	pat = malloc(PAT_SIZE + WSIZE);
-	REQUIRE(pat);
-	for (size_t i = 0; i + 8 <= PAT_SIZE + WSIZE; i += 8) {
-		uint64_t x = tu_rand(&seed);
-		memcpy(pat + i, &x, 8);
-	}
-
-	struct pc_cache *c = new_cache();
-
-	two_writers(c, 0);
-	CHECK(pc_cache_destroy(c) == 0);
-	c = new_cache();
-	two_writers(c, 4);
-	nowait_held(c);
-	CHECK(pc_cache_destroy(c) == 0);
-	c = new_cache();
-	fair_shares(c);
-
-	CHECK(pc_cache_destroy(c) == 0);
-	close_while_writeback_waits();
-	free(pat);
-	test_rmdir(dir);
-	return test_done();
 }
