@@ -7,7 +7,7 @@
 #
 # Required: build-essential (gcc with its ASan/UBSan/TSan runtimes, make,
 # binutils' nm), cmake, pkg-config, liburing-dev, util-linux (setarch),
-# e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: test_fullfs makes small ext4
+# e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: the fullfs tests make small ext4
 # and XFS file systems on loop devices when run as root), fuse3 and
 # libfuse3-dev (pcfs, the FUSE file system, and its mounts in the tests),
 # fio, git and sqlite3 (programs the pcfs tests run through a mount), acl

@@ -20,8 +20,9 @@
 #
 # Repeat loop (--ctest N): `ctest --repeat until-fail:N` in build-asan and
 # build-tsan, configured as scripts/test.sh configures them (scripts/builds.sh),
-# over two groups of tests: `fork`, the tests that fork (tests/test_*.c that
-# call fork, tu_fork or tu_fork_alone) but are not concurrency tests, and
+# over two groups of tests: `fork`, the cases of the test files that fork
+# (tests/test_*.c that call fork, tu_fork or tu_fork_alone) but are not
+# concurrency tests, and
 # `concurrency`, the label (test_mt_*, the only tests build-tsan registers).
 # ctest stops repeating a test at its first failure.  Report: per build and
 # group, the passes in a row (those of its weakest test: N when every test
@@ -33,10 +34,12 @@
 # Environment (PC_SOAK_BUILDS for both modes, the others for the seed loop):
 #   PC_SOAK_BUILDS="build build-asan"   builds to use (configured and built here;
 #                                       --ctest: "build-asan build-tsan")
-#   PC_SOAK_TESTS="..."                 tests to run (default: test_mt_stress test_errors
-#                                       test_fault test_model test_mt_model test_crash test_reliability test_small_files;
-#                                       the ones not built are skipped)
-#   PC_SOAK_STRESS_SECONDS=60           how long each test_mt_stress run lasts
+#   PC_SOAK_TESTS="..."                 test programs to run whole (default: test_mt_stress_small_blocks
+#                                       test_mt_stress_large_blocks test_errors test_fault test_model_sizes
+#                                       test_model_options test_mt_model test_crash test_reliability
+#                                       test_small_files; the ones not built are skipped)
+#   PC_SOAK_STRESS_SECONDS=60           how long each test_mt_stress_* run lasts (its two
+#                                       cases, half each)
 #   PC_SOAK_TIMEOUT=900                 seconds after which a run counts as hung
 #   PC_SOAK_QUICK=1                     PC_TEST_QUICK for the runs (default 1: shorter
 #                                       runs, so more seeds per hour; 0 for full runs)
@@ -99,7 +102,7 @@ else
 		esac
 	done
 fi
-TESTS=${PC_SOAK_TESTS:-test_mt_stress test_errors test_fault test_model test_mt_model test_crash test_reliability test_small_files}
+TESTS=${PC_SOAK_TESTS:-test_mt_stress_small_blocks test_mt_stress_large_blocks test_errors test_fault test_model_sizes test_model_options test_mt_model test_crash test_reliability test_small_files}
 STRESS_SECONDS=${PC_SOAK_STRESS_SECONDS:-60}
 RUN_TIMEOUT=${PC_SOAK_TIMEOUT:-900}
 QUICK=${PC_SOAK_QUICK:-1}
@@ -214,12 +217,18 @@ repeat_report_print() {
 
 if [ -n "$REPEAT" ]; then
 	# The tests that fork, but for the concurrency ones (their own group).
-	fork_tests=$(grep -lE '=[[:space:]]*(tu_fork|tu_fork_alone|fork)\(' tests/test_*.c |
-		sed 's|.*/||; s|\.c$||' | paste -sd '|')
+	# Their cases' CTest names start with the file's name without "test_".
+	# A file forks itself or through a tests/*_util.h it includes.
+	fork_pattern='=[[:space:]]*(tu_fork|tu_fork_alone|fork)\('
+	fork_files=$(grep -lE "$fork_pattern" tests/test_*.c
+		for h in $(grep -lE "$fork_pattern" tests/*_util.h 2>/dev/null); do
+			grep -l "#include \"${h##*/}\"" tests/test_*.c
+		done)
+	fork_tests=$(printf '%s\n' $fork_files | sort -u | sed 's|.*/test_||; s|\.c$||' | paste -sd '|')
 	start=$SECONDS
 	trap 'repeat_report_print; exit 130' INT TERM
 	for b in $BUILDS; do
-		repeat_group "$b" fork -R "^($fork_tests)\$" -LE concurrency
+		repeat_group "$b" fork -R "^($fork_tests)\." -LE concurrency
 		repeat_group "$b" concurrency -L concurrency
 	done
 	trap - INT TERM
@@ -242,9 +251,10 @@ run_one() {
 	local b=$1 t=$2 seed log rc n extra=() prefix=() t0=$SECONDS
 	seed=$(new_seed)
 	log=$LOGDIR/$b.$t.$seed.log
-	if [ "$t" = test_mt_stress ]; then
-		extra=(PC_STRESS_SECONDS="$STRESS_SECONDS")
-	fi
+	# PC_STRESS_SECONDS is per case, and each stress program has two.
+	case $t in
+	test_mt_stress_*) extra=(PC_STRESS_SECONDS="$(((STRESS_SECONDS + 1) / 2))") ;;
+	esac
 	if [ "$b" != build ]; then
 		prefix=("${SAN_PREFIX[@]}")
 	fi

@@ -20,12 +20,12 @@
 #   PC_FUZZ_SECONDS=N how long build-fuzz fuzzes (default 60)
 #   PC_FUZZ_CC=clang  the clang build-fuzz uses
 #   CI=...            set (as CI sets it): a test that would skip itself
-#                     (exit 77: the pcfs mounts, test_fullfs, test_nosyncfs
+#                     (exit 77: the pcfs mounts, the fullfs and nosyncfs cases
 #                     need root, /dev/fuse, loop devices) fails instead,
 #                     but for a feature the kernel says it lacks (pcfs's
 #                     quota rule without quota support in the kernel).
 # Skipped tests are named in the summary.
-# Extra arguments go to ctest, e.g.  bash scripts/test.sh -R test_write
+# Extra arguments go to ctest, e.g.  bash scripts/test.sh -R uncached_edges
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -2,7 +2,7 @@
  * test_fault.c - the public fault-injection hooks (pc_fault_inject,
  * pc_fault_remove, pc_fault_count) through the cache's public API, each
  * case with io_uring (_uring) and with PC_CFG_NO_IO_URING (_no_uring).
- * (test_backend.c checks every rule kind at the backend: exact counts, rule
+ * (test_io_faults.c checks every rule kind at the I/O layer: exact counts, rule
  * order, continuations of cut transfers, failed io_uring submissions
  * completed exactly once.)
  *

@@ -282,7 +282,7 @@ static void do_read(struct thr *th, struct pc_file *f, bool vec)
 	ssize_t n;
 	const char *name = vec ? "pc_preadv" : "pc_pread";
 	if (vec) {
-		/* contiguous segments of buf (gaps are checked by test_model) */
+		/* contiguous segments of buf (gaps are checked by the model tests) */
 		struct iovec iov[4];
 		int niov = 1 + (int)rnd(th, 4);
 		uint64_t left = len, pos = 0;

@@ -14,7 +14,7 @@ fail() {
 
 # skip WHY: this test cannot run here.  With CI set (as CI runs the tests)
 # that is a failure: CI must test real mounts with real programs, not pass
-# by skipping them (test_fullfs does the same).
+# by skipping them (the fullfs tests do the same).
 skip() {
 	[ -z "${CI:-}" ] || fail "cannot run: $* (a failure with CI set)"
 	echo "skipped: $*" >&2
