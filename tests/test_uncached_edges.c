@@ -1,6 +1,6 @@
 /*
  * test_uncached_edges.c - which folios an uncached (PC_DONTCACHE) write
- * keeps, and when they go (issue 3, "Behaviour that must hold"):
+ * keeps, and when they go:
  *
  *   - edge kept: the folio of a block a write covers only partly survives
  *     the write's writeback (done by the flusher on its own: fsync would

@@ -2,12 +2,12 @@
  * test_written.c - what the cache knows of the backing file's holes
  * (src/lib/written.c) and how far it allocates ahead (backing_extend).
  *
- * Part 1, the range set, against a bitmap model: merging of touching and
+ * The range set, against a bitmap model (ranges_*): merging of touching and
  * overlapping ranges, the base below which nothing is known, truncation,
  * reset, and giving up (everything "ask the file system") past the range
  * limit; then random operations compared with the model.
  *
- * Part 2, through the API, with the count of lseek(SEEK_DATA) calls:
+ * Through the API, with the count of lseek(SEEK_DATA) calls:
  *   - partial writes into blocks past the size at open that we never wrote
  *     ask no lseek and read nothing, even below the end of written data;
  *   - a block we wrote back, then dropped, is never taken for a hole: a
@@ -17,7 +17,7 @@
  *   - a file changed by someone else while the cache had it closed is no
  *     longer trusted: the change is read and merged, not zeroed.
  *
- * Part 3, allocation ahead: a sparse write far past the end of a new file
+ * Allocation ahead: a sparse write far past the end of a new file
  * does not allocate the gap (st_blocks stays small), while a file written
  * whole is allocated as written.
  */
@@ -30,7 +30,7 @@ extern _Atomic long backend_test_hole_queries;
 
 TEST_SCRATCH_DIR("written")
 
-/* ------------------------------------------------------ part 1: ranges */
+/* ----------------------------------------- the range set, by a model */
 
 #define DOMAIN 4096u /* model: one bit per byte of [0, DOMAIN) */
 
@@ -167,7 +167,7 @@ TEST_CASE(ranges_match_bitmap_model)
 	CHECK(bad == 0);
 }
 
-/* --------------------------------------------------- part 2: the API */
+/* ------------------------------------ holes through the API (lseek) */
 
 #define BS 4096u
 
@@ -315,7 +315,7 @@ TEST_CASE(foreign_change_is_merged_not_zeroed)
 	CHECK(pc_cache_destroy(c) == 0);
 }
 
-/* ------------------------------------------- part 3: allocation ahead */
+/* ------------------------------------------------ allocation ahead */
 
 TEST_CASE(sparse_write_does_not_allocate_gap)
 {

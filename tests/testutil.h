@@ -403,7 +403,7 @@ static inline void tu_watchdog(const char *name, unsigned seconds)
  * threads (every live pc_cache has some):
  *   - exit() runs LeakSanitizer's check (ASan registers it before main),
  *     which locks the whole ASan allocator and the thread registry: a
- *     test_mt_fork child hung there in about 1 run of 9 (issue 34);
+ *     test_mt_fork child hung there in about 1 run of 9;
  *   - starting or ending threads (ASan's thread registry and
  *     dead_threads_stats_lock, TSan's "dup thread") can meet such a lock:
  *     a child that starts threads (a cache of its own) must come from a
