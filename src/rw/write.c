@@ -460,8 +460,12 @@ int write_finish(struct pc_mapping *m, uint64_t pos, uint64_t n, int flags)
 		err = balance_dirty(m, n, flags & PC_DONTCACHE, flags & PC_NOWAIT);
 	}
 	write_trim_edges(m, flags); /* after DSYNC: the oldest are clean, they go at once */
-	if (backing_reserve_soon(m, pos + n))
+	/* The flusher sees only files on its list: a DSYNC write's file may
+	 * be off it already. */
+	if (backing_reserve_soon(m, pos + n)) {
+		dirty_file_wants_flusher(m);
 		flusher_kick(m->dom);
+	}
 	return err;
 }
 

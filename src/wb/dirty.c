@@ -120,10 +120,23 @@ void dirty_forget_file(struct pc_mapping *m)
 		mapping_put(m); /* the list's reference */
 }
 
+/* A reservation ahead that the flusher has not made yet is work too: a
+ * file whose data was all written meanwhile stays on the list until the
+ * flusher made it (backing_reserve_background may find size_lock busy
+ * and leave it for the next round). */
 bool dirty_has_work(struct pc_mapping *m)
 {
 	return atomic_load(&m->nr_dirty) > 0 || atomic_load(&m->nr_uncached) > 0 || atomic_load(&m->nr_edges) > 0 ||
-	       atomic_load(&m->closed_dirty);
+	       atomic_load(&m->closed_dirty) || atomic_load(&m->reserve_want) != 0;
+}
+
+void dirty_file_wants_flusher(struct pc_mapping *m)
+{
+	/* The request was made (a seq_cst read-modify-write) before the
+	 * flag is read, as dirty_file_dirtied orders its count. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load(&m->on_dirty_list))
+		dirty_list_add(m);
 }
 
 void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
