@@ -1,9 +1,9 @@
 /*
- * fullfs_util.h - full file systems, for real, for the test_fullfs_*
- * programs: small ext4 and XFS file systems on loop devices, filled up to a
- * few MiB, and the writes and checks their scenarios share.  (Reliability
- * issue: a writer filling a full file system waited for ever in the dirty
- * throttle.)
+ * fullfs_util.c - full file systems, for real, for the test_fullfs_*
+ * programs (declared in fullfs_util.h): small ext4 and XFS file systems on
+ * loop devices, filled up to a few MiB, and the writes and checks their
+ * scenarios share.  (Reliability issue: a writer filling a full file
+ * system waited for ever in the dirty throttle.)
  *
  * Each case runs its scenario with fullfs_run(): in a child process on a
  * new file system (made, mounted and filled for it: a filler file
@@ -38,15 +38,13 @@
  * remaining pagecache cases fail without running, to stay within CI's
  * time; default 3, 0: no limit).
  *
- * For the test_fullfs_* files only: each uses TEST_FIXTURE(fullfs_setup,
- * fullfs_teardown) and the helpers it needs (the others are not warned
- * about).
+ * Each test_fullfs_* file uses TEST_FIXTURE(fullfs_setup, fullfs_teardown)
+ * and the helpers it needs.
  */
-#ifndef PC_FULLFS_UTIL_H
-#define PC_FULLFS_UTIL_H
-
 #define _GNU_SOURCE
 #include "testutil.h"
+
+#include "fullfs_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -63,16 +61,7 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
-/* Not every file uses every helper here. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-
-#define KiB 1024ull
-#define MiB (1024ull * 1024ull)
-
 #define CHILD_HANG 3         /* a scenario's exit code when its watchdog fired */
-#define REC 47008ull         /* record size (the issue's case) */
-#define TOTAL (48 * MiB)     /* bytes each scenario tries to write */
 #define FREE_LEFT (4 * MiB)  /* free space left by the filler */
 #define CACHE_MEM (128 * MiB)
 
@@ -80,21 +69,8 @@ extern char **environ;
 
 /* ------------------------------------------------------ file systems */
 
-struct fs {
-	const char *type;     /* "ext4" or "xfs": mount(2)'s type */
-	uint64_t image_size;
-	enum { FS_UNTRIED, FS_WORKS, FS_FAILS } state; /* can it be set up here? */
-	bool up;              /* mounted now */
-	char why[512];        /* why the last set-up failed */
-	char image[3200];     /* sizes: top + a name fits, so does mnt + a name */
-	char mnt[3200];
-	char filler[3300];
-	char loopdev[64];
-};
-
 /* XFS refuses file systems under 300 MB (xfsprogs >= 5.19); the image
  * files are sparse, so their size costs nothing until written. */
-enum { EXT4, XFS };
 static struct fs fss[] = {
 	[EXT4] = { .type = "ext4", .image_size = 64 * MiB },
 	[XFS] = { .type = "xfs", .image_size = 300 * MiB },
@@ -102,7 +78,7 @@ static struct fs fss[] = {
 #define NFS (sizeof(fss) / sizeof(fss[0]))
 
 static char top[3072]; /* PC_TEST_DIR/fullfs.PID: images, mount points, other files */
-static char other_path[3100]; /* top/other: a file on another device */
+char other_path[3100];     /* top/other: a file on another device */
 static pid_t owner;        /* the parent: the only process that cleans up */
 static volatile pid_t child_pid;
 static const char *fullfs_why_not; /* set: no case can run here, and why */
@@ -390,7 +366,7 @@ static const char *volatile step_what = "setup";
 static volatile uint64_t step_off;
 
 /* What the scenario is doing now: the watchdog names it if it hangs. */
-static void step(const char *what, uint64_t off)
+void step(const char *what, uint64_t off)
 {
 	step_what = what;
 	step_off = off;
@@ -415,7 +391,7 @@ static void child_watchdog(int sig)
 
 /* The scenario's cache (CACHE_MEM, the rest the defaults): its counters
  * go into the HANG report. */
-static struct pc_cache *scenario_cache(void)
+struct pc_cache *scenario_cache(void)
 {
 	struct pc_config cfg = tu_config(CACHE_MEM);
 	step("pc_cache_new", 0);
@@ -424,7 +400,7 @@ static struct pc_cache *scenario_cache(void)
 	return c;
 }
 
-static int destroy_cache(struct pc_cache *c)
+int destroy_cache(struct pc_cache *c)
 {
 	step("pc_cache_destroy", 0);
 	int r = pc_cache_destroy(c);
@@ -436,14 +412,14 @@ static int destroy_cache(struct pc_cache *c)
 
 /* Errors a write may report on a full file system: ENOSPC, or EIO from a
  * writer the throttle held while writeback failed. */
-static bool nospace_write_errno(int e)
+bool nospace_write_errno(int e)
 {
 	return e == ENOSPC || e == EIO;
 }
 
 /* The end of the record [.., end) holding offset off: records sit at
  * multiples of REC (after a short write the record's rest is written). */
-static uint64_t record_end(uint64_t off, uint64_t limit)
+uint64_t record_end(uint64_t off, uint64_t limit)
 {
 	return tu_min_u64(tu_round_down(off, REC) + REC, limit);
 }
@@ -471,7 +447,7 @@ static size_t pattern_mismatch(const uint8_t *b, size_t n, uint64_t seed, uint64
  * and every byte of [ack, size) is zero or the pattern (the rest of a
  * failed write may have reached the disk: POSIX allows it; noted).
  */
-static void check_disk(const char *path, uint64_t seed, uint64_t ack, uint64_t size_min, uint64_t size_max)
+void check_disk(const char *path, uint64_t seed, uint64_t ack, uint64_t size_min, uint64_t size_max)
 {
 	step("reading the backing file", 0);
 	size_t size;
@@ -505,7 +481,7 @@ static void check_disk(const char *path, uint64_t seed, uint64_t ack, uint64_t s
 }
 
 /* Every acknowledged byte [0, ack) reads back through the cache. */
-static void check_cached_reads(struct pc_file *h, uint64_t seed, uint64_t ack)
+void check_cached_reads(struct pc_file *h, uint64_t seed, uint64_t ack)
 {
 	uint8_t *buf = malloc(MiB);
 	REQUIRE(buf);
@@ -546,14 +522,6 @@ static ssize_t kernel_write(int fd, const uint8_t *buf, size_t len, uint64_t off
 	return pwrite(fd, buf, len, (off_t)off);
 }
 
-/* The result of writing records until the file system runs out. */
-struct wrun {
-	uint64_t ack;      /* [0, ack) acknowledged: returned as written */
-	uint64_t tried;    /* end of the furthest write attempted */
-	int err;           /* the write error, 0 if every write succeeded */
-	unsigned shorts;   /* short writes */
-};
-
 /*
  * Write pattern `seed` in records from offset 0 to `end` until a write
  * fails, through h (flags) or, when h is NULL, the plain descriptor fd.
@@ -561,7 +529,7 @@ struct wrun {
  * (or EIO); a short write (other than PC_NOWAIT's) is followed by a failing
  * write; and a new write at the failing offset fails again.
  */
-static struct wrun write_until_error(struct pc_file *h, int fd, int flags, uint64_t seed, uint64_t end)
+struct wrun write_until_error(struct pc_file *h, int fd, int flags, uint64_t seed, uint64_t end)
 {
 	struct wrun w = { 0, 0, 0, 0 };
 	uint8_t *buf = malloc(REC);
@@ -607,14 +575,14 @@ static struct wrun write_until_error(struct pc_file *h, int fd, int flags, uint6
 	return w;
 }
 
-static void print_run(const struct wrun *w)
+void print_run(const struct wrun *w)
 {
 	printf("   writes: %s after %.2f MiB acknowledged (%u short)\n", w->err ? strerror(w->err) : "no error",
 	       (double)w->ack / MiB, w->shorts);
 }
 
 /* Delete the filler: space is back. */
-static void free_space(const struct fs *f)
+void free_space(const struct fs *f)
 {
 	step("deleting the filler", 0);
 	uint64_t before = free_bytes(f->mnt);
@@ -628,13 +596,13 @@ static void free_space(const struct fs *f)
 	printf("   filler deleted: %llu MiB free\n", (unsigned long long)(free_bytes(f->mnt) / MiB));
 }
 
-static void victim_path(char *out, size_t n, const struct fs *f)
+void victim_path(char *out, size_t n, const struct fs *f)
 {
 	test_path(out, n, f->mnt, "victim");
 }
 
 /* A file `size` bytes long, all hole, made with plain calls. */
-static void make_sparse(const char *path, uint64_t size)
+void make_sparse(const char *path, uint64_t size)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	REQUIRE(fd >= 0);
@@ -644,7 +612,7 @@ static void make_sparse(const char *path, uint64_t size)
 
 /* Write one more record at w->ack now that there is space: it must be
  * accepted whole (the file is not stuck in its error). */
-static void write_after_recovery(struct pc_file *h, int fd, int flags, uint64_t seed, struct wrun *w, uint64_t end)
+void write_after_recovery(struct pc_file *h, int fd, int flags, uint64_t seed, struct wrun *w, uint64_t end)
 {
 	if (w->ack >= end)
 		return;
@@ -665,7 +633,7 @@ static void write_after_recovery(struct pc_file *h, int fd, int flags, uint64_t 
 
 /* pc_fsync while the file system is full: 0 (everything acknowledged had
  * its space) or ENOSPC; it must be ENOSPC if no write reported the error. */
-static void fsync_while_full(struct pc_file *h, const struct wrun *w)
+void fsync_while_full(struct pc_file *h, const struct wrun *w)
 {
 	step("pc_fsync while full", 0);
 	errno = 0;
@@ -686,7 +654,7 @@ static void fsync_while_full(struct pc_file *h, const struct wrun *w)
  * writes grew between the last fsync and the space coming back; the fsync
  * after it must then succeed.
  */
-static void fsync_after_space_returns(struct pc_file *h, const struct fs *f, uint64_t errors_at_last_fsync)
+void fsync_after_space_returns(struct pc_file *h, const struct fs *f, uint64_t errors_at_last_fsync)
 {
 	free_space(f);
 	step("waiting for writeback in flight", 0);
@@ -724,7 +692,7 @@ static unsigned env_uint(const char *name, unsigned dflt)
  * Whether each kind of file system can be set up is learnt by the first
  * case that tries.
  */
-static void fullfs_setup(void)
+void fullfs_setup(void)
 {
 	if (geteuid() != 0) {
 		fullfs_why_not = "needs root (loop devices, mkfs, mount)";
@@ -753,7 +721,7 @@ static void fullfs_setup(void)
 	private_mounts();
 }
 
-static void fullfs_teardown(void)
+void fullfs_teardown(void)
 {
 	cleanup();
 }
@@ -768,16 +736,13 @@ static uint64_t fullfs_seed(void)
 	return h;
 }
 
-/* A scenario: runs in the child, on f set up and filled; arg is its own. */
-typedef void (*fullfs_scenario)(const struct fs *f, int arg, uint64_t seed);
-
 /*
  * Run scenario fn(arg) in a child process on a new, filled file system
  * fss[which], removed afterwards; the case's check: the child passed.
  * through_cache: a pagecache scenario, not run (a failure) once
  * PC_FULLFS_MAX_HANGS scenarios hung in this run of the program.
  */
-static void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cache)
+void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cache)
 {
 	struct fs *f = &fss[which];
 	const char *name = tu_case_name();
@@ -845,7 +810,3 @@ static void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cach
 	printf("%s: %s (%.1f s)\n", name, st == 0 ? "ok" : hung ? "FAILED: HANG" : "FAILED", tu_now_s() - t0);
 	CHECK(st == 0);
 }
-
-#pragma GCC diagnostic pop
-
-#endif

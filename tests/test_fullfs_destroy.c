@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include <limits.h>
+
 #include "fullfs_util.h"
 
 TEST_FIXTURE(fullfs_setup, fullfs_teardown)

@@ -31,6 +31,8 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include <limits.h>
+
 #include "fullfs_util.h"
 
 #define OTHER_BYTES (8 * MiB) /* written to another device meanwhile */
