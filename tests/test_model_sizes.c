@@ -8,6 +8,7 @@
  * PC_SEED replays a run (its seed is printed); model_util.h lists the
  * environment.
  */
+#include "harness.h"
 #include "model_util.h"
 
 TEST_FIXTURE(model_setup, model_teardown)
