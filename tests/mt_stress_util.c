@@ -1,11 +1,12 @@
 /*
- * mt_stress_util.h - the frame of the stress tests (test_mt_stress_*.c):
- * every call at once, from 2 to 64 threads, under a memory limit small
- * enough to force eviction and dirty throttling, with a stall watchdog.
- * This header holds the layout of the files, the workers' state, what the
- * watchdog and the failure reports print, the check of what a read
- * returned, and a round's set-up and end checks; mt_stress_calls.h holds
- * the calls the threads make and the run of a case.
+ * mt_stress_util.c - the stress tests (test_mt_stress_*.c; mt_stress_util.h
+ * declares what they use and lists the environment): every call at once,
+ * from 2 to 64 threads, under a memory limit small enough to force
+ * eviction and dirty throttling, with a stall watchdog.  First the frame:
+ * the layout of the files, the workers' state, what the watchdog and the
+ * failure reports print, the check of what a read returned, and a round's
+ * set-up and end checks; then the calls the threads make and the run of a
+ * case (stress_case).
  *
  * A case is a thread count and a cache configuration (the test file's: a
  * block size, a largest folio and a memory limit, with a dirty limit of an
@@ -60,21 +61,11 @@
  *
  * On the first failed check a thread prints the round, its seed, the call,
  * the first differing byte and its last HIST calls, and stops.
- *
- * Environment: PC_SEED; PC_TEST_QUICK=1 (a quarter of the operations);
- * PC_STRESS_OPS (operations of a case, shared by its threads; default
- * 10000, quick 3000, under sanitizers a quarter of that);
- * PC_STRESS_SECONDS=N (each case runs rounds, each with a new seed, for N
- * seconds instead: the soak); PC_STRESS_STALL_S; PC_STRESS_TIMEOUT_S (the
- * overall bound of a case); PC_STRESS_GDB=0; PC_STRESS_OWN_READS and
- * PC_STRESS_SKIP (mt_stress_calls.h).  A failure replays with the seed and
- * the case: PC_SEED=N ./test_mt_stress_... CASE.
  */
-#ifndef PC_MT_STRESS_UTIL_H
-#define PC_MT_STRESS_UTIL_H
-
 #define _GNU_SOURCE
 #include "testutil.h"
+
+#include "mt_stress_util.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -87,9 +78,6 @@
 
 #include "pagecache.h"
 
-#define KiB 1024ull
-#define MiB (1024ull * 1024ull)
-
 #define NFILES 3
 #define MAX_THREADS 64
 #define PRIVATE_TOTAL (1536 * KiB) /* the private regions of one file */
@@ -101,14 +89,6 @@
 #define GUARD 64
 #define HIST 12
 #define MAIN_SLOT MAX_THREADS /* the main thread's slot in workers[] */
-
-/* A cache configuration of the stress (the dirty limit: an eighth of the
- * memory limit).  `id` goes into the seeds of its rounds. */
-struct scfg {
-	const char *name;
-	int id;
-	size_t block_size, max_folio, memory_limit;
-};
 
 /* ------------------------------------------------------ operations */
 
@@ -216,12 +196,12 @@ static atomic_int failures; /* of the case running */
 static uint64_t stall_ms, overall_ms, t_start_ms;
 static bool use_gdb = true;
 
-static inline uint64_t rnd(struct worker *w, uint64_t n)
+static uint64_t rnd(struct worker *w, uint64_t n)
 {
 	return n ? tu_rand(&w->rng) % n : 0;
 }
 
-static inline const char *flags_str(int fl, char *buf, size_t n)
+static const char *flags_str(int fl, char *buf, size_t n)
 {
 	snprintf(buf, n, "%s%s%s%s%s", fl ? "" : "0", (fl & PC_DSYNC) ? "DSYNC " : "",
 		 (fl & PC_NOWAIT) ? "NOWAIT " : "", (fl & PC_DONTCACHE) ? "DONTCACHE " : "",
@@ -229,7 +209,7 @@ static inline const char *flags_str(int fl, char *buf, size_t n)
 	return buf;
 }
 
-static inline const char *oflags_str(int of)
+static const char *oflags_str(int of)
 {
 	if ((of & O_ACCMODE) == O_RDONLY)
 		return "O_RDONLY";
@@ -242,7 +222,7 @@ static inline const char *oflags_str(int of)
 
 /* ------------------------------------------------------ op tracking */
 
-static inline void op_begin(struct worker *w, int op, int file, char target, uint64_t off, uint64_t len, int flags)
+static void op_begin(struct worker *w, int op, int file, char target, uint64_t off, uint64_t len, int flags)
 {
 	struct hist *h = &w->hist[w->nhist++ % HIST];
 	*h = (struct hist){ .op = op, .file = file, .flags = flags, .target = target, .off = off, .len = len,
@@ -256,7 +236,7 @@ static inline void op_begin(struct worker *w, int op, int file, char target, uin
 	atomic_store_explicit(&w->in_call, 1, memory_order_release);
 }
 
-static inline void op_end(struct worker *w, long long ret)
+static void op_end(struct worker *w, long long ret)
 {
 	int e = errno;
 	struct hist *h = &w->hist[(w->nhist - 1) % HIST];
@@ -271,7 +251,7 @@ static inline void op_end(struct worker *w, long long ret)
 	errno = e;
 }
 
-static inline void print_hist(struct worker *w)
+static void print_hist(struct worker *w)
 {
 	unsigned n = w->nhist < HIST ? w->nhist : HIST;
 	fprintf(stderr, "    thread %d, last %u calls (target o=own s=shared f=foreign a=any):\n", w->t, n);
@@ -286,10 +266,10 @@ static inline void print_hist(struct worker *w)
 	}
 }
 
-static inline void wfail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wfail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A failed check: report it with the context needed to replay, and stop. */
-static inline void wfail(struct worker *w, const char *fmt, ...)
+static void wfail(struct worker *w, const char *fmt, ...)
 {
 	char msg[600];
 	int e = errno;
@@ -311,7 +291,7 @@ static inline void wfail(struct worker *w, const char *fmt, ...)
 
 /* ------------------------------------------------------ the watchdog */
 
-static inline void dump_threads(const char *why)
+static void dump_threads(const char *why)
 {
 	uint64_t now = tu_now_ms();
 	fprintf(stderr, "\n*** WATCHDOG: %s (round %d, %s, %d threads, %.1f s into the case)\n", why, round_no,
@@ -350,7 +330,7 @@ static inline void dump_threads(const char *why)
 	fflush(stderr);
 }
 
-static inline void *watchdog_main(void *arg)
+static void *watchdog_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = atomic_load(&progress), last_change = tu_now_ms();
@@ -377,7 +357,7 @@ static inline void *watchdog_main(void *arg)
 
 /* ------------------------------------------------------ content checks */
 
-static inline uint64_t own_start(int t)
+static uint64_t own_start(int t)
 {
 	return (uint64_t)t * P;
 }
@@ -388,7 +368,7 @@ static inline uint64_t own_start(int t)
  * the shared pattern.  On the first bad byte: *bad = its offset and a
  * description in msg; returns false.
  */
-static inline bool content_ok(int file, uint64_t off, const uint8_t *got, uint64_t n, int t0, int t1, uint64_t *bad,
+static bool content_ok(int file, uint64_t off, const uint8_t *got, uint64_t n, int t0, int t1, uint64_t *bad,
 		       char *msg, size_t msgsz)
 {
 	for (int t = t0; t < t1; t++) {
@@ -436,7 +416,7 @@ static inline bool content_ok(int file, uint64_t off, const uint8_t *got, uint64
 static struct worker *const mainw = &workers[MAIN_SLOT];
 
 /* A failed end-of-round check (main thread). */
-static inline void main_fail(const char *what, int file, const char *msg)
+static void main_fail(const char *what, int file, const char *msg)
 {
 	fprintf(stderr, "\n*** FAILED round %d (%s, %d threads, P %llu, floor %llu, block %llu): %s, file %d: %s\n",
 		round_no, rcfg->name, nthreads, (unsigned long long)P, (unsigned long long)floor_,
@@ -446,7 +426,7 @@ static inline void main_fail(const char *what, int file, const char *msg)
 }
 
 /* Read [0, size) of a file through the cache into buf and check it all. */
-static inline void verify_through_cache(int file, uint8_t *buf, uint64_t size)
+static void verify_through_cache(int file, uint8_t *buf, uint64_t size)
 {
 	for (uint64_t off = 0; off < size; off += MiB) {
 		uint64_t want = tu_min_u64(MiB, size - off);
@@ -469,7 +449,7 @@ static inline void verify_through_cache(int file, uint8_t *buf, uint64_t size)
 
 /* The backing file, read with plain O_DIRECT: exactly `size` bytes that
  * pass the checks. */
-static inline void verify_backing(int file, uint64_t size, const char *what)
+static void verify_backing(int file, uint64_t size, const char *what)
 {
 	size_t dsize;
 	uint8_t *disk = tu_read_backing(paths[file], &dsize);
@@ -486,7 +466,7 @@ static inline void verify_backing(int file, uint64_t size, const char *what)
 
 /* Everything synced, checked through the cache, closed, destroyed, and
  * checked on disk.  Prints the cache's counters; returns its evictions. */
-static inline uint64_t finish_round(void)
+static uint64_t finish_round(void)
 {
 	uint64_t sizes[NFILES];
 	uint8_t *buf = malloc(floor_ + SHARED);
@@ -545,7 +525,7 @@ static inline uint64_t finish_round(void)
 }
 
 /* Fresh cache and files for the round; P and floor from the thread count. */
-static inline void setup_round(uint64_t seed)
+static void setup_round(uint64_t seed)
 {
 	P = tu_round_down(PRIVATE_TOTAL / (uint64_t)nthreads, 4096) + 1000;
 	floor_ = (uint64_t)nthreads * P;
@@ -578,7 +558,7 @@ static inline void setup_round(uint64_t seed)
 	REQUIRE(bs >= 512);
 }
 
-static inline void init_worker(struct worker *w, int t, uint64_t seed, uint64_t limit)
+static void init_worker(struct worker *w, int t, uint64_t seed, uint64_t limit)
 {
 	uint8_t *buf = w->buf;
 	memset(w, 0, sizeof(*w));
@@ -598,7 +578,7 @@ static inline void init_worker(struct worker *w, int t, uint64_t seed, uint64_t 
 
 
 /* Add this round's counts of calls (and outcomes) to the totals. */
-static inline uint64_t collect_counts(uint64_t totals[OP_COUNT + 1], uint64_t outcomes[3])
+static uint64_t collect_counts(uint64_t totals[OP_COUNT + 1], uint64_t outcomes[3])
 {
 	uint64_t sum = 0;
 	for (int t = 0; t < nthreads; t++) {
@@ -614,7 +594,7 @@ static inline uint64_t collect_counts(uint64_t totals[OP_COUNT + 1], uint64_t ou
 	return sum;
 }
 
-static inline void free_models(void)
+static void free_models(void)
 {
 	for (int t = 0; t < nthreads; t++)
 		for (int i = 0; i < NFILES; i++) {
@@ -623,7 +603,7 @@ static inline void free_models(void)
 		}
 }
 
-static inline void print_counts(const uint64_t totals[OP_COUNT + 1], const uint64_t outcomes[3])
+static void print_counts(const uint64_t totals[OP_COUNT + 1], const uint64_t outcomes[3])
 {
 	printf("operations by kind:\n");
 	for (int i = 0; i < OP_COUNT; i++)
@@ -632,10 +612,695 @@ static inline void print_counts(const uint64_t totals[OP_COUNT + 1], const uint6
 	       (unsigned long long)outcomes[0], (unsigned long long)outcomes[1], (unsigned long long)outcomes[2]);
 }
 
-static inline uint64_t env_u64(const char *name, uint64_t dflt)
+static uint64_t env_u64(const char *name, uint64_t dflt)
 {
 	const char *e = getenv(name);
 	return e && *e ? strtoull(e, NULL, 0) : dflt;
 }
 
-#endif
+/*
+ * The calls the threads make, and the run of a case.
+ *
+ * Each worker draws calls at random by weight (op_weight) on random
+ * ranges, biased toward the ends of its region, the floor and the end of
+ * the shared zone: the blocks that neighbours share.  It checks each
+ * call's result at once (wfail on the first wrong one) and keeps the
+ * model of its own regions.
+ */
+
+/* ------------------------------------------------------ ranges, flags */
+
+static uint64_t gen_len(struct worker *w, uint64_t max)
+{
+	uint64_t p = rnd(w, 100), len;
+	if (p < 25)
+		len = 1 + rnd(w, 64);
+	else if (p < 45)
+		len = 1 + rnd(w, 4096);
+	else if (p < 65)
+		len = (1 + rnd(w, 3)) * (rnd(w, 2) ? bs : 4096) - 1 + rnd(w, 3);
+	else if (p < 90)
+		len = 1 + rnd(w, 64 * KiB);
+	else
+		len = 1 + rnd(w, MAX_IO);
+	len = tu_min_u64(len, MAX_IO);
+	return tu_min_u64(len, max);
+}
+
+/* A range inside [lo, hi), biased toward its ends (blocks shared with
+ * the neighbours' regions, the floor, the zone's end). */
+static void gen_range_in(struct worker *w, uint64_t lo, uint64_t hi, uint64_t *off, uint64_t *len)
+{
+	uint64_t span = hi - lo;
+	uint64_t l = gen_len(w, span);
+	uint64_t p = rnd(w, 100), o;
+	if (p < 25)
+		o = rnd(w, 3) ? 0 : rnd(w, bs);
+	else if (p < 50)
+		o = span - l - (rnd(w, 3) ? 0 : tu_min_u64(rnd(w, bs), span - l));
+	else
+		o = rnd(w, span - l + 1);
+	if (o + l > span)
+		o = span - l;
+	*off = lo + o;
+	*len = l;
+}
+
+static void gen_range(struct worker *w, enum target tg, uint64_t *off, uint64_t *len)
+{
+	switch (tg) {
+	case TG_OWN:
+		gen_range_in(w, own_start(w->t), own_start(w->t) + P, off, len);
+		return;
+	case TG_SHARED:
+		gen_range_in(w, floor_, floor_ + SHARED, off, len);
+		return;
+	case TG_FOREIGN:
+		gen_range_in(w, 0, floor_, off, len);
+		return;
+	case TG_ANY:
+		gen_range_in(w, 0, floor_ + SHARED + READ_PAST, off, len);
+		return;
+	}
+}
+
+static int skip_flags; /* PC_STRESS_SKIP: flags never used */
+
+static int gen_flags(struct worker *w)
+{
+	static const int base[] = { 0,         0,         0,         PC_DONTCACHE, PC_DONTCACHE,
+				    PC_DSYNC,  PC_DIRECT, PC_DIRECT, PC_DONTCACHE | PC_DSYNC, PC_DIRECT | PC_DSYNC };
+	int fl = base[rnd(w, sizeof(base) / sizeof(base[0]))];
+	if (rnd(w, 7) == 0)
+		fl |= PC_NOWAIT;
+	return fl & ~skip_flags;
+}
+
+/* Direct I/O of whole blocks half the time: shrink to the aligned middle. */
+static void maybe_align(struct worker *w, int flags, uint64_t *off, uint64_t *len)
+{
+	if (!(flags & PC_DIRECT) || rnd(w, 2))
+		return;
+	uint64_t a = tu_round_up(*off, bs), b = tu_round_down(*off + *len, bs);
+	if (b > a) {
+		*off = a;
+		*len = b - a;
+	}
+}
+
+/* The shared handle or this thread's extra one; *ro: opened O_RDONLY. */
+static struct pc_file *pick_handle(struct worker *w, int file, bool *ro, int *oflags)
+{
+	if (w->extra[file] && rnd(w, 2)) {
+		*ro = (w->extra_oflags[file] & O_ACCMODE) == O_RDONLY;
+		*oflags = w->extra_oflags[file];
+		return w->extra[file];
+	}
+	*ro = false;
+	*oflags = O_RDWR;
+	return main_f[file];
+}
+
+/* The flags a call really runs with (the handle's open flags added). */
+static int effective(int flags, int oflags)
+{
+	if (oflags & O_DSYNC)
+		flags |= PC_DSYNC;
+	if (oflags & O_DIRECT)
+		flags |= PC_DIRECT;
+	return flags;
+}
+
+/* Cut [0, len) into 1 to 4 pieces; cuts[0] = 0, cuts[n] = len. */
+static int gen_cuts(struct worker *w, uint64_t len, bool vec, uint64_t cuts[5])
+{
+	int n = vec ? 1 + (int)rnd(w, 4) : 1;
+	cuts[0] = 0;
+	cuts[n] = len;
+	for (int i = 1; i < n; i++)
+		cuts[i] = rnd(w, len + 1);
+	for (int i = 1; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (cuts[j] < cuts[i]) {
+				uint64_t x = cuts[i];
+				cuts[i] = cuts[j];
+				cuts[j] = x;
+			}
+	return n;
+}
+
+/* ------------------------------------------------------ the calls */
+
+/*
+ * Reads of bytes other threads write, punch or truncate at the same time
+ * (the shared zone, the others' regions) are data races in C's terms, as
+ * concurrent pread and pwrite of one range are: the cache copies data out
+ * without the folio lock, as the kernel does, and TSan reports each one.
+ * Under TSan (or PC_STRESS_OWN_READS=1) threads read their own regions
+ * only, so that a report is a race the library must not have.
+ */
+static bool racy_reads_off = TU_TSAN;
+
+static void do_read(struct worker *w, bool vec)
+{
+	static const enum target tgs[] = { TG_OWN, TG_OWN, TG_OWN, TG_OWN, TG_SHARED, TG_SHARED, TG_ANY, TG_FOREIGN };
+	enum target tg = tgs[rnd(w, 8)];
+	if (racy_reads_off)
+		tg = TG_OWN;
+	int file = (int)rnd(w, NFILES);
+	uint64_t off, len;
+	gen_range(w, tg, &off, &len);
+	int flags = gen_flags(w) & ~PC_DSYNC;
+	maybe_align(w, flags, &off, &len);
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	uint8_t *buf = w->buf + (rnd(w, 2) ? 0 : rnd(w, 4096));
+	uint8_t canary = (uint8_t)(0x5a ^ w->done);
+	memset(buf, canary, len + GUARD);
+	uint64_t cuts[5];
+	int niov = gen_cuts(w, len, vec, cuts);
+	struct iovec iov[4];
+	for (int i = 0; i < niov; i++)
+		iov[i] = (struct iovec){ buf + cuts[i], cuts[i + 1] - cuts[i] };
+
+	op_begin(w, vec ? OP_PREADV : OP_PREAD, file, target_ch[tg], off, len, effective(flags, oflags));
+	ssize_t n = vec ? pc_preadv(f, iov, niov, (off_t)off, flags) : pc_pread(f, buf, len, (off_t)off, flags);
+	op_end(w, n);
+
+	if (n < 0) {
+		if ((flags & PC_NOWAIT) && errno == EAGAIN) {
+			w->eagain++;
+			return;
+		}
+		wfail(w, "read failed");
+		return;
+	}
+	uint64_t max_end = floor_ + SHARED;
+	uint64_t most = off >= max_end ? 0 : tu_min_u64(len, max_end - off);
+	uint64_t least = off >= floor_ ? 0 : tu_min_u64(len, floor_ - off);
+	if ((uint64_t)n > most) {
+		wfail(w, "returned %zd, past the largest size %llu", n, (unsigned long long)max_end);
+		return;
+	}
+	if ((uint64_t)n < least) {
+		if (!(flags & PC_NOWAIT) || n == 0) {
+			wfail(w, "returned %zd, short of the floor %llu (at least %llu)", n, (unsigned long long)floor_,
+			      (unsigned long long)least);
+			return;
+		}
+		w->short_nowait++;
+	}
+	for (unsigned i = 0; i < GUARD; i++)
+		if (buf[len + i] != canary) {
+			wfail(w, "wrote past the end of the buffer");
+			return;
+		}
+	for (uint64_t i = (uint64_t)n; i < len; i++)
+		if (buf[i] != canary) {
+			wfail(w, "wrote byte %llu of the buffer past the count it returned", (unsigned long long)i);
+			return;
+		}
+	uint64_t bad;
+	char msg[400];
+	if (!content_ok(file, off, buf, (uint64_t)n, w->t, w->t + 1, &bad, msg, sizeof(msg)))
+		wfail(w, "%s", msg);
+}
+
+/* Writes go to the own region (data from the pool, into the model) or to
+ * the shared zone (the shared pattern). */
+static void do_write(struct worker *w, bool vec)
+{
+	enum target tg = rnd(w, 3) ? TG_OWN : TG_SHARED;
+	int file = (int)rnd(w, NFILES);
+	uint64_t off, len;
+	gen_range(w, tg, &off, &len);
+	int flags = gen_flags(w);
+	maybe_align(w, flags, &off, &len);
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	uint64_t cuts[5];
+	int niov = gen_cuts(w, len, vec, cuts);
+	struct iovec iov[4];
+	bool aligned_mem = rnd(w, 2);
+	for (int i = 0; i < niov; i++) {
+		uint64_t sl = cuts[i + 1] - cuts[i];
+		const uint8_t *src;
+		if (tg == TG_SHARED) {
+			src = spat[file] + (off + cuts[i] - floor_);
+		} else {
+			uint64_t po = rnd(w, POOL_SIZE - sl + 1);
+			src = pool + (aligned_mem ? tu_round_down(po, 4096) : po);
+		}
+		iov[i] = (struct iovec){ (void *)src, sl };
+	}
+
+	op_begin(w, vec ? OP_PWRITEV : OP_PWRITE, file, target_ch[tg], off, len, effective(flags, oflags));
+	ssize_t n = vec ? pc_pwritev(f, iov, niov, (off_t)off, flags)
+			: pc_pwrite(f, iov[0].iov_base, len, (off_t)off, flags);
+	op_end(w, n);
+
+	if (ro) {
+		if (n != -1 || errno != EBADF)
+			wfail(w, "a write through an O_RDONLY handle returned %zd, expected -1/EBADF", n);
+		else
+			w->ebadf_ro++;
+		return;
+	}
+	if (n < 0) {
+		if ((flags & PC_NOWAIT) && errno == EAGAIN) {
+			w->eagain++;
+			return;
+		}
+		wfail(w, "write failed");
+		return;
+	}
+	if ((uint64_t)n > len || ((uint64_t)n < len && !(flags & PC_NOWAIT)) || (n == 0 && len)) {
+		wfail(w, "returned %zd, expected %llu", n, (unsigned long long)len);
+		return;
+	}
+	if ((uint64_t)n < len)
+		w->short_nowait++;
+	if (tg != TG_OWN)
+		return;
+	/* the model takes exactly the bytes the call says it wrote */
+	uint64_t o = off - own_start(w->t), left = (uint64_t)n;
+	for (int i = 0; i < niov && left; i++) {
+		uint64_t c = tu_min_u64(iov[i].iov_len, left);
+		memcpy(w->model[file] + o, iov[i].iov_base, c);
+		o += c;
+		left -= c;
+	}
+}
+
+/* Expect 0, or -1/EBADF through a read-only handle. */
+static void expect_zero(struct worker *w, int rc, bool ro)
+{
+	if (ro) {
+		if (rc != -1 || errno != EBADF)
+			wfail(w, "returned %d through an O_RDONLY handle, expected -1/EBADF", rc);
+		else
+			w->ebadf_ro++;
+	} else if (rc != 0) {
+		wfail(w, "returned %d", rc);
+	}
+}
+
+static void do_ftruncate(struct worker *w)
+{
+	int file = (int)rnd(w, NFILES);
+	uint64_t p = rnd(w, 10), size;
+	if (p < 2)
+		size = floor_;
+	else if (p < 4)
+		size = floor_ + rnd(w, bs); /* inside the block of the floor */
+	else
+		size = floor_ + rnd(w, SHARED + 1);
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	op_begin(w, OP_FTRUNCATE, file, 's', size, 0, 0);
+	int rc = pc_ftruncate(f, (off_t)size);
+	op_end(w, rc);
+	expect_zero(w, rc, ro);
+}
+
+static void do_fallocate(struct worker *w, int op)
+{
+	int file = (int)rnd(w, NFILES);
+	uint64_t off, len;
+	int mode;
+	enum target tg;
+	switch (op) {
+	case OP_FALLOC:
+	case OP_FALLOC_KEEP:
+		/* allocation changes no data: anywhere, private regions too */
+		tg = TG_ANY;
+		gen_range_in(w, 0, floor_ + SHARED, &off, &len);
+		mode = op == OP_FALLOC ? 0 : FALLOC_FL_KEEP_SIZE;
+		break;
+	case OP_PUNCH:
+		tg = rnd(w, 2) ? TG_OWN : TG_SHARED;
+		gen_range(w, tg, &off, &len);
+		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+		break;
+	default:
+		tg = rnd(w, 2) ? TG_OWN : TG_SHARED;
+		gen_range(w, tg, &off, &len);
+		mode = FALLOC_FL_ZERO_RANGE | (op == OP_ZERO_KEEP ? FALLOC_FL_KEEP_SIZE : 0);
+		break;
+	}
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	op_begin(w, op, file, target_ch[tg], off, len, 0);
+	int rc = pc_fallocate(f, mode, (off_t)off, (off_t)len);
+	op_end(w, rc);
+	expect_zero(w, rc, ro);
+	if (rc == 0 && tg == TG_OWN)
+		memset(w->model[file] + (off - own_start(w->t)), 0, len);
+}
+
+static void do_sync(struct worker *w, int op)
+{
+	int file = (int)rnd(w, NFILES);
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	op_begin(w, op, file, 0, 0, 0, 0);
+	int rc = op == OP_FSYNC ? pc_fsync(f) : pc_fdatasync(f);
+	op_end(w, rc);
+	if (rc != 0)
+		wfail(w, "returned %d", rc);
+}
+
+static void do_fadvise(struct worker *w, int op)
+{
+	static const int advice[] = { [OP_ADV_DONTNEED - OP_ADV_DONTNEED] = POSIX_FADV_DONTNEED,
+				      [OP_ADV_WILLNEED - OP_ADV_DONTNEED] = POSIX_FADV_WILLNEED,
+				      [OP_ADV_NOREUSE - OP_ADV_DONTNEED] = POSIX_FADV_NOREUSE,
+				      [OP_ADV_NORMAL - OP_ADV_DONTNEED] = POSIX_FADV_NORMAL };
+	int file = (int)rnd(w, NFILES);
+	uint64_t off, len;
+	gen_range(w, TG_ANY, &off, &len);
+	if (rnd(w, 8) == 0)
+		len = 0; /* to the end of the file */
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	op_begin(w, op, file, 'a', off, len, 0);
+	int rc = pc_fadvise(f, (off_t)off, (off_t)len, advice[op - OP_ADV_DONTNEED]);
+	op_end(w, rc);
+	if (rc != 0)
+		wfail(w, "returned %d", rc);
+}
+
+static void do_open(struct worker *w)
+{
+	static const int choices[] = { O_RDWR, O_RDWR, O_RDWR | O_DSYNC, O_RDWR | O_DIRECT, O_RDONLY };
+	int file = (int)rnd(w, NFILES);
+	if (w->extra[file])
+		return;
+	int of = choices[rnd(w, 5)];
+	op_begin(w, OP_OPEN, file, 0, 0, 0, 0);
+	struct pc_file *f = pc_open(cache, paths[file], of, 0644);
+	op_end(w, f ? 0 : -1);
+	if (!f) {
+		wfail(w, "pc_open(%s) failed", oflags_str(of));
+		return;
+	}
+	w->extra[file] = f;
+	w->extra_oflags[file] = of;
+}
+
+static void close_extra(struct worker *w, int file)
+{
+	op_begin(w, OP_CLOSE, file, 0, 0, 0, 0);
+	int rc = pc_close(w->extra[file]);
+	op_end(w, rc);
+	w->extra[file] = NULL;
+	if (rc != 0)
+		wfail(w, "pc_close of an extra %s handle returned %d", oflags_str(w->extra_oflags[file]), rc);
+}
+
+static void do_size(struct worker *w)
+{
+	int file = (int)rnd(w, NFILES);
+	bool ro;
+	int oflags;
+	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
+	op_begin(w, OP_SIZE, file, 0, 0, 0, 0);
+	off_t s = pc_size(f);
+	op_end(w, s);
+	if (s < (off_t)floor_ || s > (off_t)(floor_ + SHARED))
+		wfail(w, "pc_size %lld, outside [%llu, %llu]", (long long)s, (unsigned long long)floor_,
+		      (unsigned long long)(floor_ + SHARED));
+}
+
+static void do_stats(struct worker *w, int op)
+{
+	int file = (int)rnd(w, NFILES);
+	struct pc_stats st;
+	op_begin(w, op, op == OP_FILE_STATS ? file : -1, 0, 0, 0, 0);
+	if (op == OP_FILE_STATS) {
+		bool ro;
+		int oflags;
+		pc_file_stats(pick_handle(w, file, &ro, &oflags), &st);
+	} else {
+		pc_cache_stats(cache, &st);
+	}
+	op_end(w, 0);
+	uint64_t lim = rcfg->memory_limit;
+	if (st.cached_bytes > lim || st.dirty_bytes > lim || st.writeback_bytes > lim ||
+	    st.folios * 4096 > lim)
+		wfail(w, "counters past the memory limit %llu: cached %llu dirty %llu writeback %llu folios %llu",
+		      (unsigned long long)lim, (unsigned long long)st.cached_bytes,
+		      (unsigned long long)st.dirty_bytes, (unsigned long long)st.writeback_bytes,
+		      (unsigned long long)st.folios);
+	else if (op == OP_FILE_STATS && st.block_size != bs)
+		wfail(w, "pc_file_stats block_size %u, expected %llu", st.block_size, (unsigned long long)bs);
+}
+
+static unsigned weight_sum; /* of op_weight[], set before any round */
+
+static int draw_op(struct worker *w)
+{
+	uint64_t r = rnd(w, weight_sum);
+	for (int i = 0; i < OP_COUNT; i++) {
+		if (r < op_weight[i])
+			return i;
+		r -= op_weight[i];
+	}
+	return OP_PREAD;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	while (w->done < w->limit && !w->failed && !atomic_load_explicit(&stop_round, memory_order_relaxed)) {
+		int op = draw_op(w);
+		switch (op) {
+		case OP_PREAD:
+		case OP_PREADV:
+			do_read(w, op == OP_PREADV);
+			break;
+		case OP_PWRITE:
+		case OP_PWRITEV:
+			do_write(w, op == OP_PWRITEV);
+			break;
+		case OP_FTRUNCATE:
+			do_ftruncate(w);
+			break;
+		case OP_FALLOC:
+		case OP_FALLOC_KEEP:
+		case OP_PUNCH:
+		case OP_ZERO:
+		case OP_ZERO_KEEP:
+			do_fallocate(w, op);
+			break;
+		case OP_FSYNC:
+		case OP_FDATASYNC:
+			do_sync(w, op);
+			break;
+		case OP_ADV_DONTNEED:
+		case OP_ADV_WILLNEED:
+		case OP_ADV_NOREUSE:
+		case OP_ADV_NORMAL:
+			do_fadvise(w, op);
+			break;
+		case OP_OPEN:
+			do_open(w);
+			break;
+		case OP_CLOSE: {
+			int file = (int)rnd(w, NFILES);
+			if (w->extra[file])
+				close_extra(w, file);
+			break;
+		}
+		case OP_SIZE:
+			do_size(w);
+			break;
+		default:
+			do_stats(w, op);
+			break;
+		}
+	}
+	for (int i = 0; i < NFILES; i++)
+		if (w->extra[i])
+			close_extra(w, i);
+	return NULL;
+}
+
+/* Run the workers: `limit` calls each, or until `seconds` have passed. */
+static void run_workers(uint64_t limit, double seconds, uint64_t seed)
+{
+	for (int t = 0; t < nthreads; t++)
+		init_worker(&workers[t], t, seed, limit);
+	atomic_store(&stop_round, false);
+	atomic_store(&slots_in_use, nthreads);
+	for (int t = 0; t < nthreads; t++)
+		REQUIRE(pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]) == 0);
+	if (seconds > 0) {
+		uint64_t until = tu_now_ms() + (uint64_t)(seconds * 1000);
+		int f0 = atomic_load(&failures);
+		while (tu_now_ms() < until && atomic_load(&failures) == f0)
+			usleep(50 * 1000);
+		atomic_store(&stop_round, true);
+	}
+	for (int t = 0; t < nthreads; t++)
+		REQUIRE(pthread_join(workers[t].tid, NULL) == 0);
+}
+
+/*
+ * PC_STRESS_SKIP="word,word": leave out the calls whose name contains a
+ * word (e.g. "fadvise", "PUNCH", "pc_open") and the flags named by one
+ * (DIRECT, NOWAIT, DSYNC, DONTCACHE): to narrow a failure down.
+ */
+static void apply_skip(const char *list)
+{
+	static const struct {
+		const char *name;
+		int flag;
+	} fl[] = { { "DIRECT", PC_DIRECT }, { "NOWAIT", PC_NOWAIT }, { "DSYNC", PC_DSYNC }, { "DONTCACHE", PC_DONTCACHE } };
+	char buf[512];
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *save, *word = strtok_r(buf, ",", &save); word; word = strtok_r(NULL, ",", &save)) {
+		bool is_flag = false, used = false;
+		for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
+			if (strcmp(word, fl[i].name) == 0) {
+				skip_flags |= fl[i].flag;
+				is_flag = used = true;
+			}
+		for (int i = 0; i < OP_COUNT && !is_flag; i++)
+			if (strstr(op_names[i], word)) {
+				op_weight[i] = 0;
+				used = true;
+			}
+		printf("PC_STRESS_SKIP: %s%s\n", word, used ? "" : " matches nothing");
+	}
+}
+
+/* ------------------------------------------------------ a case */
+
+static uint64_t program_ops; /* every case's calls: the soak's count */
+static double program_t0;
+
+/* The fixture of every test_mt_stress_*.c (TEST_FIXTURE(stress_setup,
+ * stress_teardown)): the buffers the cases share, the scratch directory,
+ * and the environment's choices of calls and flags. */
+void stress_setup(void)
+{
+	const char *e = getenv("PC_STRESS_GDB");
+	use_gdb = !(e && strcmp(e, "0") == 0);
+	/* let gdb attach to us on a stall where Yama restricts ptrace */
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	e = getenv("PC_STRESS_OWN_READS");
+	if (e && *e)
+		racy_reads_off = strcmp(e, "0") != 0;
+	e = getenv("PC_STRESS_SKIP");
+	if (e && *e)
+		apply_skip(e);
+	for (int i = 0; i < OP_COUNT; i++)
+		weight_sum += op_weight[i];
+	REQUIRE(weight_sum > 0);
+	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
+	for (int i = 0; i < NFILES; i++)
+		REQUIRE(spat[i] = malloc(SHARED));
+	for (int t = 0; t < MAX_THREADS; t++)
+		REQUIRE(posix_memalign((void **)&workers[t].buf, 4096, BUF_SIZE) == 0);
+	atomic_store(&mainw->cur_op, OP_NONE);
+	stress_dir = test_dir(program_invocation_short_name);
+	program_t0 = tu_now_s();
+}
+
+void stress_teardown(void)
+{
+	/* "test_mt_stress_...: N operations": what scripts/soak.sh counts */
+	printf("%s: %llu operations in %.1f s\n", program_invocation_short_name, (unsigned long long)program_ops,
+	       tu_now_s() - program_t0);
+	test_rmdir(stress_dir);
+	for (int t = 0; t < MAX_THREADS; t++)
+		free(workers[t].buf);
+	for (int i = 0; i < NFILES; i++)
+		free(spat[i]);
+	free(pool);
+}
+
+/*
+ * A case: `threads` threads make every call at once on caches of `cfg`,
+ * in one round of PC_STRESS_OPS calls or, with PC_STRESS_SECONDS=N, in
+ * rounds of up to 30 s (each with a new seed) for N seconds.  Checks that
+ * no thread and no end-of-round check found anything wrong; returns the
+ * evictions of its rounds.
+ */
+uint64_t stress_case(int threads, const struct scfg *cfg)
+{
+	uint64_t seed = test_seed(tu_case_name(), 0x73747265737321ull);
+	uint64_t ops_round = tu_quick() ? 3000 : 10000;
+	if (TU_SANITIZED)
+		ops_round /= 4;
+	ops_round = env_u64("PC_STRESS_OPS", ops_round);
+	double seconds = (double)env_u64("PC_STRESS_SECONDS", 0);
+	stall_ms = 1000 * env_u64("PC_STRESS_STALL_S", TU_SANITIZED ? 30 : 10);
+	overall_ms = 1000 * env_u64("PC_STRESS_TIMEOUT_S", (uint64_t)(seconds > 0 ? 2 * seconds + 300 : 540));
+	/* The harness's watchdog of the case, moved past ours: ours says
+	 * what every thread is doing. */
+	alarm((unsigned)(overall_ms / 1000) + 60);
+	printf("%s: %s; stall watchdog %llu s, overall bound %llu s\n", tu_case_name(),
+	       seconds > 0 ? "timed rounds" : "one round", (unsigned long long)(stall_ms / 1000),
+	       (unsigned long long)(overall_ms / 1000));
+
+	tu_fill_pattern(pool, POOL_SIZE, seed ^ 0x706f6f6cull, 0);
+	atomic_store(&failures, 0);
+	atomic_store(&watchdog_quit, false);
+	t_start_ms = tu_now_ms();
+	pthread_t wd;
+	REQUIRE(pthread_create(&wd, NULL, watchdog_main, NULL) == 0);
+
+	uint64_t totals[OP_COUNT + 1] = { 0 }, outcomes[3] = { 0 }, ops = 0, evictions = 0;
+	double t0 = tu_now_s();
+	/* Timed: about two rounds, of 2 to 30 s each. */
+	double slice = seconds / 2.0;
+	slice = slice < 2 ? 2 : slice > 30 ? 30 : slice;
+	for (int r = 0;; r++) {
+		double left = seconds - (tu_now_s() - t0);
+		if (seconds > 0 ? left <= 0.5 : r >= 1)
+			break;
+		if (atomic_load(&failures))
+			break;
+		round_no = r;
+		nthreads = threads;
+		rcfg = cfg;
+		uint64_t rseed =
+			tu_mix64(seed + (uint64_t)nthreads * 1000 + (uint64_t)cfg->id * 7 + (uint64_t)r * 100003);
+		uint64_t limit = seconds > 0 ? UINT64_MAX : tu_round_up(ops_round, (uint64_t)nthreads) / (uint64_t)nthreads;
+		setup_round(rseed);
+		/* A later round of a timed run replays only in a timed run. */
+		char timed[64] = "";
+		if (r)
+			snprintf(timed, sizeof(timed), " PC_STRESS_SECONDS=%.0f", seconds);
+		printf("round %d: %s, %d threads, block %llu, private region %llu B, floor %llu; replay: PC_SEED=%llu%s "
+		       "%s %s\n",
+		       r, rcfg->name, nthreads, (unsigned long long)bs, (unsigned long long)P, (unsigned long long)floor_,
+		       (unsigned long long)seed, timed, program_invocation_short_name, tu_case_name());
+		double rt0 = tu_now_s();
+		run_workers(limit, seconds > 0 ? (left < slice ? left : slice) : 0, rseed);
+		uint64_t n = collect_counts(totals, outcomes);
+		printf("  %llu calls in %.2f s\n", (unsigned long long)n, tu_now_s() - rt0);
+		ops += n;
+		atomic_store(&slots_in_use, 0);
+		evictions += finish_round();
+		free_models();
+	}
+	atomic_store(&watchdog_quit, true);
+	REQUIRE(pthread_join(wd, NULL) == 0);
+
+	print_counts(totals, outcomes);
+	CHECK(atomic_load(&failures) == 0);
+	printf("%s: %llu operations in %.1f s, %llu evictions\n", tu_case_name(), (unsigned long long)ops,
+	       tu_now_s() - t0, (unsigned long long)evictions);
+	program_ops += ops;
+	return evictions;
+}
+
