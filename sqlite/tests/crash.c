@@ -105,6 +105,7 @@ static void writer(int fd)
 		     1) != SQLITE_OK)
 		_exit(2);
 	int64_t id = sqt_int(db, "SELECT coalesce(max(id), 0) FROM txns") + 1;
+	write_u64s(fd, 0, 0); /* ready: the kill timer starts now */
 	char sql[512];
 	for (;; id++) {
 		int64_t rows = 1 + (int64_t)(rng() % 20);
@@ -209,20 +210,29 @@ static bool check_plain(char *why, size_t len)
 
 /* ------------------------------------------------------------ rounds */
 
+static bool writer_ready;
+
 static void record(const int64_t v[2])
 {
+	if (v[0] == 0) {
+		writer_ready = true;
+		return;
+	}
 	REQUIRE(ndone < MAX_TXNS, "too many transactions");
 	done[ndone].id = v[0];
 	done[ndone++].rows = v[1];
 }
 
-/* Read what the writer reported until `deadline_ns` (0: until EOF). */
-static void collect(int fd, uint64_t deadline_ns)
+/* Read what the writer reported until `deadline_ns` (0: until EOF), or
+ * until it is ready if `until_ready`. */
+static void collect(int fd, uint64_t deadline_ns, bool until_ready)
 {
 	static int64_t buf[2];
 	static size_t have;
 	for (;;) {
 		int timeout = -1;
+		if (until_ready && writer_ready)
+			return;
 		if (deadline_ns) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -285,12 +295,16 @@ int main(int argc, char **argv)
 			writer(fds[1]);
 		}
 		close(fds[1]);
-		/* The writer needs a moment to start: kill it 20 to 250 ms in. */
-		collect(fds[0], now_ns() + (20 + rng() % 230) * 1000000u);
+		/* Kill it 1 to 200 ms after it is ready (on a loaded machine
+		 * it may take long to start: its start is no crash to test). */
+		writer_ready = false;
+		collect(fds[0], now_ns() + 60000000000ull, true);
+		REQUIRE(writer_ready, "round %d: the writer did not start within 60 s", round);
+		collect(fds[0], now_ns() + (1 + rng() % 200) * 1000000u, false);
 		kill(pid, SIGKILL);
 		int status;
 		REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
-		collect(fds[0], 0); /* what it sent before it died */
+		collect(fds[0], 0, false); /* what it sent before it died */
 		close(fds[0]);
 		if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
 			CHECK(0, "round %d: the writer ended by itself (status %#x) before the kill", round, status);
