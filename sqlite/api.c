@@ -12,6 +12,7 @@
  * that its sqlite3_* names are the functions themselves).
  */
 #define SQLITE_CORE 1
+#define sqlite3_api pcs_sqlite3_api /* as vfs.h names it */
 #include <sqlite3ext.h>
 
 #include <stdbool.h>

@@ -20,6 +20,10 @@
 #ifndef PAGECACHE_SQLITE_VFS_H
 #define PAGECACHE_SQLITE_VFS_H
 
+/* sqlite3ext.h's calls go through `sqlite3_api`; ours has a name of its
+ * own, so that a program with an extension of its own linked in (its
+ * own sqlite3_api) can link the static library too. */
+#define sqlite3_api pcs_sqlite3_api
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT3
 
