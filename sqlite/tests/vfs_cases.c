@@ -16,6 +16,8 @@
  *   memory       pc_memory=16M makes a 16 MiB cache (it evicts)
  *   memory_env   PAGECACHE_SQLITE_MEMORY=16M the same
  *   memory_uri   the URI wins over the variable (128M: nothing evicted)
+ *   block        pc_block=8192 makes the cache's blocks 8 KiB (the
+ *                file's stats and xSectorSize say so)
  *   stats        PRAGMA pagecache_stats, =file, =NAME, an unknown name
  *   register     sqlite3_pagecache_register: default VFS, MISUSE once
  *                the cache exists
@@ -269,6 +271,25 @@ static void case_memory_uri(void)
 	CHECK(evictions_after(URI("mem.db", "&pc_memory=128M"), 128 << 20) == 0, "the URI's 128 MiB: no eviction");
 }
 
+/* The block size a connection's database file has in the cache. */
+static int sector_size(sqlite3 *db)
+{
+	sqlite3_file *f = NULL;
+	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || !f || !f->pMethods)
+		return -1;
+	return f->pMethods->xSectorSize(f);
+}
+
+static void case_block(void)
+{
+	sqlite3 *db;
+	REQUIRE(sqt_open(URI("block.db", "&pc_block=8192"), &db) == SQLITE_OK, "open");
+	REQUIRE(sqt_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1)", 1) == SQLITE_OK, "create");
+	CHECK(file_counter(db, "block_size") == 8192, "the file's block size: %lld", file_counter(db, "block_size"));
+	CHECK(sector_size(db) == 8192, "xSectorSize %d", sector_size(db));
+	sqlite3_close(db);
+}
+
 /* ------------------------------------------------------------ stats */
 
 static void case_stats(void)
@@ -432,6 +453,7 @@ static const struct {
 	{ "memory", case_memory },
 	{ "memory_env", case_memory_env },
 	{ "memory_uri", case_memory_uri },
+	{ "block", case_block },
 	{ "stats", case_stats },
 	{ "register", case_register },
 	{ "wal", case_wal },
