@@ -10,7 +10,9 @@
 # e2fsprogs and xfsprogs (mkfs.ext4, mkfs.xfs: the fullfs tests make small ext4
 # and XFS file systems on loop devices when run as root), fuse3 and
 # libfuse3-dev (pcfs, the FUSE file system, and its mounts in the tests),
-# fio, git and sqlite3 (programs the pcfs tests run through a mount), acl
+# fio, git and sqlite3 (programs the pcfs tests run through a mount; the
+# SQLite VFS's tests run sqlite3 too), libsqlite3-dev (sqlite/, the SQLite
+# VFS, and pcbench's suite sqlite build against its headers), acl
 # (setfacl: pcfs_perms_acl sets ACLs), quota (setquota: pcfs_perms_quota),
 # groff-base (groff: the man_pages test renders every page of man/).
 # Fuzz build (build-fuzz in scripts/test.sh): clang and libclang-rt-dev (the
@@ -20,7 +22,7 @@
 set -euo pipefail
 
 REQUIRED=(build-essential cmake pkg-config liburing-dev util-linux e2fsprogs xfsprogs
-	  fuse3 libfuse3-dev fio git sqlite3 acl quota groff-base)
+	  fuse3 libfuse3-dev fio git sqlite3 libsqlite3-dev acl quota groff-base)
 OPTIONAL=()
 FUZZ=(clang libclang-rt-dev)
 

@@ -27,6 +27,7 @@
  *   startup.c      suite startup (g)
  *   first_writes.c suite firstwrites (G)
  *   metadata.c     suite metadata (e)
+ *   sqlite.c       suite sqlite (built with sqlite/, when SQLite is there)
  */
 #ifndef PCBENCH_BENCH_H
 #define PCBENCH_BENCH_H
@@ -385,6 +386,7 @@ void suite_files(void);
 void suite_startup(void);
 void suite_firstwrites(void);
 void suite_metadata(void);
+void suite_sqlite(void);
 /* warm_reads.c: warm 4 KiB random reads (a) and hits (h), for suite_read */
 void warm_reads(void);
 

@@ -40,6 +40,9 @@ static const struct suite suites[] = {
 	{ "startup", "g", suite_startup, true, { 1, 1, 1 } },
 	{ "metadata", "e", suite_metadata, true, { 1, 6, 6 } },
 	{ "firstwrites", "G", suite_firstwrites, false, { 240, 240, 240 } },
+#ifdef PCBENCH_SQLITE
+	{ "sqlite", "", suite_sqlite, true, { 5, 150, 150 } },
+#endif
 };
 #define NSUITES (int)(sizeof(suites) / sizeof(suites[0]))
 
@@ -91,6 +94,10 @@ static void usage(FILE *fp)
 		"  metadata     [e] metadata per cached 4 KiB folio, from the heap\n"
 		"  firstwrites  [G] (never by default: 4 minutes, 8 GiB) first writes into a\n"
 		"               new cache, fresh / lazy / warm latencies\n"
+		"  sqlite       (built when libsqlite3-dev is there) SQLite through the unix\n"
+		"               VFS and the pagecache VFS (sqlite/): bulk insert of 1M rows\n"
+		"               (--quick 20000; pc_uncached=1 too), point selects warm and\n"
+		"               cold, range scans, updates, deletes, 1 writer + 2 readers\n"
 		"\n"
 		"paths (each suite runs those it names; --only selects by name):\n"
 		"  kernel-buffered             pread/pwrite on a normal descriptor\n"

@@ -1,0 +1,185 @@
+/*
+ * io.c - the methods of a file open through the cache.
+ *
+ * Version 1 methods: no xShm*, so SQLite keeps a WAL's index in heap
+ * memory, which it does only in exclusive locking mode (PRAGMA
+ * locking_mode=EXCLUSIVE before the database is first read); in the normal
+ * mode, PRAGMA journal_mode=WAL leaves the journal mode as it was and a
+ * database already in WAL mode is SQLITE_CANTOPEN.  No xFetch: SQLite's
+ * memory-mapped I/O would map the backing file and bypass the cache.
+ */
+#include "vfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct pcs_file *pcs(sqlite3_file *file)
+{
+	return (struct pcs_file *)file;
+}
+
+/* Before the handle goes, its dirty data goes to the backing file: once
+ * pagecache's lock is released another process may read the file (plain
+ * SQLite reading a journal it takes for hot, say), and the kernel's page
+ * cache would have shown it what this connection wrote.  A clean file is
+ * settled and unlocked by pc_close at once. */
+static int io_close(sqlite3_file *file)
+{
+	struct pcs_file *p = pcs(file);
+	int rc = SQLITE_OK;
+	if (p->inode) {
+		pcs_unlock(p->inode, &p->lock, SQLITE_LOCK_NONE);
+		pcs_inode_put(p->inode);
+	}
+	if (p->f && !p->readonly && pc_flush(p->f, 1) < 0)
+		rc = pcs_ioerr(SQLITE_IOERR_CLOSE, errno);
+	if (p->f && pc_close(p->f) < 0 && rc == SQLITE_OK)
+		rc = pcs_ioerr(SQLITE_IOERR_CLOSE, errno);
+	free(p->path);
+	memset(p, 0, sizeof(*p));
+	return rc;
+}
+
+/* A read past the end fills the rest with zeros: SQLite reads a page of
+ * a file that ends short and counts on the zeros. */
+static int io_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
+{
+	struct pcs_file *p = pcs(file);
+	size_t done = 0;
+	while (done < (size_t)amt) {
+		ssize_t n = pc_pread(p->f, (char *)buf + done, (size_t)amt - done, off + (off_t)done, p->rw_flags);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return pcs_ioerr(SQLITE_IOERR_READ, errno);
+		if (n == 0) {
+			memset((char *)buf + done, 0, (size_t)amt - done);
+			return SQLITE_IOERR_SHORT_READ;
+		}
+		done += (size_t)n;
+	}
+	return SQLITE_OK;
+}
+
+static int io_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off)
+{
+	struct pcs_file *p = pcs(file);
+	size_t done = 0;
+	while (done < (size_t)amt) {
+		ssize_t n = pc_pwrite(p->f, (const char *)buf + done, (size_t)amt - done, off + (off_t)done,
+				      p->rw_flags);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return pcs_ioerr(SQLITE_IOERR_WRITE, n < 0 ? errno : EIO);
+		done += (size_t)n;
+	}
+	return SQLITE_OK;
+}
+
+static int io_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+	if (pc_ftruncate(pcs(file)->f, (off_t)size) < 0)
+		return pcs_ioerr(SQLITE_IOERR_TRUNCATE, errno);
+	return SQLITE_OK;
+}
+
+/* A journal or WAL this connection created is named in its directory
+ * only once the directory is synced too (as the unix VFS does at the
+ * first sync after creating one). */
+static int sync_directory(struct pcs_file *p)
+{
+	char *copy = strdup(p->path);
+	if (!copy)
+		return SQLITE_IOERR_NOMEM;
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return SQLITE_OK; /* as the unix VFS: a directory it cannot open is no error */
+	int rc = fsync(fd) < 0 ? pcs_ioerr(SQLITE_IOERR_DIR_FSYNC, errno) : SQLITE_OK;
+	close(fd);
+	if (rc == SQLITE_OK)
+		p->dirsync = false;
+	return rc;
+}
+
+/* SQLITE_SYNC_DATAONLY asks for the data (and the size) only:
+ * pc_fdatasync; otherwise pc_fsync.  NORMAL and FULL are the same here:
+ * both flush the device. */
+static int io_sync(sqlite3_file *file, int flags)
+{
+	struct pcs_file *p = pcs(file);
+	int r = (flags & SQLITE_SYNC_DATAONLY) ? pc_fdatasync(p->f) : pc_fsync(p->f);
+	if (r < 0)
+		return pcs_ioerr(SQLITE_IOERR_FSYNC, errno);
+	return p->dirsync ? sync_directory(p) : SQLITE_OK;
+}
+
+static int io_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+	off_t n = pc_size(pcs(file)->f);
+	if (n < 0)
+		return pcs_ioerr(SQLITE_IOERR_FSTAT, errno);
+	*size = n;
+	return SQLITE_OK;
+}
+
+static int io_lock(sqlite3_file *file, int level)
+{
+	struct pcs_file *p = pcs(file);
+	return pcs_lock(p->inode, &p->lock, level);
+}
+
+static int io_unlock(sqlite3_file *file, int level)
+{
+	struct pcs_file *p = pcs(file);
+	pcs_unlock(p->inode, &p->lock, level);
+	return SQLITE_OK;
+}
+
+static int io_check_reserved(sqlite3_file *file, int *out)
+{
+	*out = pcs_reserved(pcs(file)->inode);
+	return SQLITE_OK;
+}
+
+/* The cache writes whole blocks back: a block is what a power loss may
+ * leave half old, half new. */
+static int io_sector_size(sqlite3_file *file)
+{
+	struct pc_stats st;
+	pc_file_stats(pcs(file)->f, &st);
+	return st.block_size >= 512 ? (int)st.block_size : 4096;
+}
+
+/* Only what is true.  POWERSAFE_OVERWRITE: a write changes no byte
+ * outside its range, also across a crash, as with the kernel's page
+ * cache: the rest of a block written in part is the file's own data
+ * (read in, or merged with the device's at write-back).  No ATOMIC*
+ * size (the device promises none), no SAFE_APPEND (a file's size and
+ * its new blocks reach the device in no promised order), no SEQUENTIAL
+ * (write-back reorders). */
+static int io_device_characteristics(sqlite3_file *file)
+{
+	return pcs(file)->psow ? SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0;
+}
+
+const sqlite3_io_methods pcs_io_methods = {
+	.iVersion = 1,
+	.xClose = io_close,
+	.xRead = io_read,
+	.xWrite = io_write,
+	.xTruncate = io_truncate,
+	.xSync = io_sync,
+	.xFileSize = io_file_size,
+	.xLock = io_lock,
+	.xUnlock = io_unlock,
+	.xCheckReservedLock = io_check_reserved,
+	.xFileControl = pcs_file_control,
+	.xSectorSize = io_sector_size,
+	.xDeviceCharacteristics = io_device_characteristics,
+};
