@@ -39,6 +39,7 @@ BUILDS=${PC_BUILDS:-build build-asan build-tsan build-fuzz}
 CTEST_ARGS=("$@")
 
 summary=()
+skip_reasons=()
 total_pass=0
 total_fail=0
 status=0
@@ -91,6 +92,16 @@ run_build() {
 			sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (Skipped).*/\1/p' | tr '\n' ' ')
 	skipped=$(wc -w <<<"$skipped_names")
 	passed=$((total - failed - skipped))
+	# ctest shows no output of a skipped test: say why each skipped, from
+	# the full log (its first line that says "skip").
+	local t why
+	for t in $skipped_names; do
+		why=$(awk -v t="$t" '$0 ~ "Test: " t "$" { on = 1; next }
+				   on && /^[0-9]+\/[0-9]+ Test: / { exit }
+				   on && tolower($0) ~ /skip/ { print; exit }' \
+			"$dir/Testing/Temporary/LastTest.log" 2>/dev/null)
+		skip_reasons+=("$name: $t: ${why:-(no reason printed)}")
+	done
 	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 		failed=1 # ctest itself failed (no tests, bad arguments, ...)
 	fi
@@ -156,6 +167,9 @@ echo
 echo "==== test.sh summary ===="
 for s in "${summary[@]}"; do
 	echo "$s"
+done
+for s in "${skip_reasons[@]}"; do
+	echo "skipped, $s"
 done
 echo "summary: $total_pass passed, $total_fail failed"
 exit "$status"

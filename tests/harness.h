@@ -10,7 +10,7 @@
  *	}
  *
  * CMake registers every case as a CTest of its own, "<file>.<case>" (the
- * file's name without "test_"), so `ctest -R uncached_edges.kept` runs
+ * file's name without "test_"), so `ctest -R uncached_edges.edge_kept` runs
  * one.  The program takes case names as arguments (none: every case, in
  * the file's order) and `--list` prints them.  Each case runs in order in
  * one process with a watchdog; one that runs no CHECK fails: a case that
@@ -39,7 +39,7 @@ extern unsigned tu_passed, tu_failed;
 			tu_passed++;                                                  \
 		} else {                                                              \
 			tu_failed++;                                                  \
-			fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n",   \
+			fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s, if a call failed)\n", \
 				__FILE__, __LINE__, #cond, errno, strerror(errno));   \
 		}                                                                     \
 	} while (0)
