@@ -218,11 +218,17 @@ repeat_report_print() {
 if [ -n "$REPEAT" ]; then
 	# The tests that fork, but for the concurrency ones (their own group).
 	# Their cases' CTest names start with the file's name without "test_".
-	# A file forks itself or through a tests/*_util.h it includes.
+	# A file forks itself, through a tests/*_util.h it includes, or through
+	# the tests/<prefix>_util*.c linked into test_<prefix>[_*] (CMakeLists.txt).
 	fork_pattern='=[[:space:]]*(tu_fork|tu_fork_alone|fork)\('
 	fork_files=$(grep -lE "$fork_pattern" tests/test_*.c
 		for h in $(grep -lE "$fork_pattern" tests/*_util.h 2>/dev/null); do
 			grep -l "#include \"${h##*/}\"" tests/test_*.c
+		done
+		for u in $(grep -lE "$fork_pattern" tests/*_util*.c 2>/dev/null); do
+			prefix=${u##*/}
+			prefix=${prefix%%_util*}
+			ls tests/test_"$prefix".c tests/test_"$prefix"_*.c 2>/dev/null
 		done)
 	fork_tests=$(printf '%s\n' $fork_files | sort -u | sed 's|.*/test_||; s|\.c$||' | paste -sd '|')
 	start=$SECONDS

@@ -35,7 +35,10 @@ static void (*fixture_setup)(void);
 static void (*fixture_teardown)(void);
 static const char *running = "(none)";
 static jmp_buf skip_jump;
+static bool in_case;           /* skip_jump is set: a case runs */
 static const char *skip_reason;
+static bool skip_unsupported;  /* the kernel or file system lacks what it needs */
+static pid_t harness_pid;      /* the process that runs the cases */
 
 void tu_case_add(const char *name, tu_case_fn fn, int line)
 {
@@ -57,17 +60,40 @@ const char *tu_case_name(void)
 	return running;
 }
 
-/* Under CI (the variable set) nothing may skip: the machine CI runs on
- * has root, loop devices and /dev/fuse, and a skip there hides a test. */
-_Noreturn void tu_case_skip(const char *why)
+/*
+ * Under CI (the variable set) nothing may skip: the machine CI runs on
+ * has root, loop devices and /dev/fuse, and a skip there hides a test.
+ * What the kernel or file system says it lacks (io_uring, 512-byte direct
+ * I/O) is the exception: TEST_SKIP_UNSUPPORTED stays a skip.  Outside a
+ * case (a fixture, another thread) there is nothing to skip to: the
+ * program ends, 77 or, under CI, 1.
+ */
+static _Noreturn void skip(const char *why, bool unsupported)
 {
 	const char *ci = getenv("CI");
-	if (ci && *ci) {
+	bool fail = ci && *ci && !unsupported;
+	if (fail)
 		fprintf(stderr, "%s: would be skipped (%s), but CI is set: a failure\n", running, why);
-		tu_failed++;
+	if (!in_case || getpid() != harness_pid) {
+		printf("[ SKIP ] %s: %s (outside a case: the program ends)\n", running, why);
+		fflush(NULL);
+		_exit(fail ? 1 : 77);
 	}
+	if (fail)
+		tu_failed++;
 	skip_reason = why;
+	skip_unsupported = unsupported;
 	longjmp(skip_jump, 1);
+}
+
+_Noreturn void tu_case_skip(const char *why)
+{
+	skip(why, false);
+}
+
+_Noreturn void tu_case_skip_unsupported(const char *why)
+{
+	skip(why, true);
 }
 
 static int by_line(const void *a, const void *b)
@@ -93,6 +119,21 @@ static void watchdog_fired(int sig)
 	_exit(3);
 }
 
+/*
+ * A child that a case forked must leave by exit or _exit inside the case.
+ * One that returned from the case function would run the next cases and
+ * the teardown (removing the parent's scratch directory) with checks the
+ * parent never sees: it ends here, failed, and says so.
+ */
+static void leave_if_child(const struct test_case *tc)
+{
+	if (getpid() == harness_pid)
+		return;
+	fprintf(stderr, "%s: a forked child returned from the case: it must exit inside it\n", tc->name);
+	fflush(NULL);
+	_exit(1);
+}
+
 enum outcome { CASE_PASSED, CASE_FAILED, CASE_SKIPPED };
 
 static enum outcome run_case(const struct test_case *tc)
@@ -103,11 +144,21 @@ static enum outcome run_case(const struct test_case *tc)
 	signal(SIGALRM, watchdog_fired);
 	alarm(CASE_WATCHDOG_S);
 	if (setjmp(skip_jump) == 0) {
+		in_case = true;
 		tc->fn();
+		in_case = false;
+		leave_if_child(tc);
 	} else {
+		in_case = false;
 		alarm(0);
-		printf("[ SKIP ] %s: %s\n", tc->name, skip_reason);
-		return tu_failed != failed ? CASE_FAILED : CASE_SKIPPED;
+		if (tu_failed != failed) {
+			printf("[ FAIL ] %s: %u checks failed, then skipped: %s\n", tc->name, tu_failed - failed,
+			       skip_reason);
+			return CASE_FAILED;
+		}
+		printf("[ SKIP ] %s: %s%s\n", tc->name, skip_reason,
+		       skip_unsupported ? " (not supported here)" : "");
+		return CASE_SKIPPED;
 	}
 	alarm(0);
 	if (tu_failed != failed) {
@@ -125,6 +176,7 @@ static enum outcome run_case(const struct test_case *tc)
 
 int main(int argc, char **argv)
 {
+	harness_pid = getpid();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	qsort(cases, nr_cases, sizeof(cases[0]), by_line);
 	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
@@ -145,6 +197,7 @@ int main(int argc, char **argv)
 	if (argc == 1)
 		for (unsigned i = 0; i < nr_cases; i++)
 			chosen[n++] = &cases[i];
+	running = "(setup)";
 	if (fixture_setup)
 		fixture_setup();
 	unsigned skipped = 0, failed = 0;

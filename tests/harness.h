@@ -10,9 +10,10 @@
  *	}
  *
  * CMake registers every case as a CTest of its own, "<file>.<case>" (the
- * file's name without "test_"), so `ctest -R uncached_edges.edge_kept` runs
- * one.  The program takes case names as arguments (none: every case, in
- * the file's order) and `--list` prints them.  Each case runs in order in
+ * file's name without "test_"), so
+ * `ctest -R '^uncached_edges\.edge_kept_until_completed$'` runs one.
+ * The program takes case names as arguments (none: every case, in the
+ * file's order) and `--list` prints them.  Each case runs in order in
  * one process with a watchdog; one that runs no CHECK fails: a case that
  * cannot fail checks nothing.
  *
@@ -20,6 +21,11 @@
  * the program (the case fails).  TEST_SKIP("why") leaves the case as
  * skipped (exit status 77 when every case run was skipped), or failed
  * when the environment has CI set: CI's machine can run everything.
+ * TEST_SKIP_UNSUPPORTED("why") is for what the kernel or file system says
+ * it lacks (io_uring, 512-byte direct I/O): a skip under CI too.  A skip
+ * outside a case (in a fixture) ends the program with 77 (1 under CI).
+ * A child forked by a case must exit inside it: one that returns from
+ * the case ends there, failed.
  * TEST_FIXTURE(setup, teardown) runs setup before the first case and
  * teardown after the last (a scratch directory, a loop device).
  */
@@ -62,6 +68,8 @@ void tu_fixture_add(void (*setup)(void), void (*teardown)(void));
 const char *tu_case_name(void);
 /* Leave the running case as skipped; does not return. */
 _Noreturn void tu_case_skip(const char *why);
+/* The same for what the kernel or file system lacks: a skip under CI too. */
+_Noreturn void tu_case_skip_unsupported(const char *why);
 
 /* Registration runs before main (a constructor), in any order: the
  * harness orders the cases by their line in the file. */
@@ -80,5 +88,6 @@ _Noreturn void tu_case_skip(const char *why);
 	}
 
 #define TEST_SKIP(why) tu_case_skip(why)
+#define TEST_SKIP_UNSUPPORTED(why) tu_case_skip_unsupported(why)
 
 #endif
