@@ -125,13 +125,14 @@ static int config_validate(struct pc_config *cfg)
 		cfg->uncached_kick_bytes = cfg->dirty_background_bytes / 2;
 	if (!cfg->edge_expire_ms)
 		cfg->edge_expire_ms = 5000;
-	/* A quarter: 32 PC_DSYNC writers of 6000 B records drifting some 800
-	 * records apart on a loaded machine (pcbench interleaved, 1 GiB) kept
-	 * more than the eighth that was the default, whose oldest edges their
-	 * laggards then read back (0.006 to 0.013 reads per write); edges are
-	 * clean and reclaim takes them like any clean folio when memory is
-	 * short, so the budget only bounds how much of the cache they may
-	 * hold while it is not. */
+	/* A quarter: 32 PC_DSYNC writers of 6000 B records drifting hundreds
+	 * of records apart on a loaded machine (pcbench interleaved, 1 GiB)
+	 * kept more than the eighth that was the default, whose oldest edges
+	 * their laggards then read back (docs/results.md, "Figures the code's
+	 * comments used to carry", Edge budget); edges are clean and
+	 * reclaim takes them like any clean folio when memory is short, so
+	 * the budget only bounds how much of the cache they may hold while
+	 * it is not. */
 	if (!cfg->edge_budget_bytes)
 		cfg->edge_budget_bytes = cfg->memory_limit / 4;
 	if (cfg->edge_budget_bytes > cfg->memory_limit / 2)

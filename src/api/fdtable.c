@@ -8,8 +8,10 @@
  * descriptor does not fit, and in a process with more than one thread each
  * growth waits for an RCU grace period (expand_fdtable: the old table may
  * still be read locklessly).  That wait lands on whichever open(2) needed
- * the room: on a virtual machine it took 5 to 14 ms, five times over while
- * 5000 files were created, half the cost of creating them.
+ * the room: on a virtual machine each wait took many times what an open
+ * costs, at every doubling while thousands of files were created, and
+ * came to a large part of the cost of creating them (docs/results.md,
+ * "Figures the code's comments used to carry", Descriptor table).
  *
  * So pc_cache_new grows the table once, to what the cache will keep, before
  * the cache starts its threads (a single-threaded caller then pays no grace

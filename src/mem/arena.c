@@ -30,8 +30,9 @@
  * memory on first touch) on memory that will not be used.  Writers faster
  * than the thread fault their folios themselves, as with
  * PC_CFG_LAZY_MEMORY; the thread then walks their pages cheaply (populating
- * pages already present costs under 1 ms a GiB in huge pages, about 40 ms
- * in 4 KiB ones) and works on just ahead of them.  It faults in the
+ * pages already present costs little, in huge pages far less than in 4 KiB
+ * ones: docs/results.md, "Figures the code's comments used to carry",
+ * Fault-in) and works on just ahead of them.  It faults in the
  * descriptor table too, each part just before the memory it describes
  * (populate_table).  It never skips memory, and ends once it has faulted in
  * the whole arena, which it does when all of the arena has been handed out
@@ -41,9 +42,10 @@
  * huge-page advice before a run of steps takes it for writing, briefly), so what
  * changes the address space in other threads (mmap, munmap, malloc's brk,
  * fork) waits for at most one step, as does pc_cache_destroy to stop the
- * thread: under a millisecond where the kernel zeroes memory at memory
- * speed, up to 30 ms on a virtual machine whose host backs memory on first
- * touch.  (pc_cache_new starts it last, after its own allocations.)  It
+ * thread: briefly where the kernel zeroes memory at memory speed, far
+ * longer on a virtual machine whose host backs memory on first touch
+ * (docs/results.md, "Figures the code's comments used to carry",
+ * Fault-in).  (pc_cache_new starts it last, after its own allocations.)  It
  * runs at normal priority: its work is what the first writes would
  * otherwise do on their own time.  The arena is MADV_DONTFORK and a child
  * of fork() has no copy of the thread: the child never joins it
@@ -141,9 +143,11 @@ static size_t populate_step_len(const void *base, size_t bytes, size_t done)
  * Fault in the descriptors of the arena's first `pages` pages, from
  * *done on, before the thread faults in those pages: the allocator writes
  * a block's descriptors when it hands the block out, and the first write
- * to a huge page of the table zeroes 2 MiB, which took a cache's first
- * write from 0.2 to 6-16 ms on a virtual machine whose host backs memory
- * on first touch.  An error leaves the rest of the table to first use.
+ * to a huge page of the table zeroes 2 MiB, which made a cache's first
+ * write many times slower than the next ones on a virtual machine whose
+ * host backs memory on first touch (docs/results.md, "Figures the code's
+ * comments used to carry", Fault-in).  An error leaves the rest of the
+ * table to first use.
  */
 static void populate_table(struct pc_cache *c, size_t *done, uint64_t pages)
 {

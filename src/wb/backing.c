@@ -94,9 +94,10 @@ static uint64_t reserve_target(const struct pc_mapping *m, uint64_t end)
  * RESERVE_AHEAD_MAX) than a renewal would: otherwise it reaches the end
  * of the reservation during that burst, while the flusher's renewal is
  * still in fallocate, which on ext4 and XFS first waits for all write-back
- * in flight to the file, and the writer stalls for it (4-6 ms, where a
- * write takes 0.6).  On a file with no write-back in flight yet, fallocate
- * costs about as little for 80 MiB as for 8.
+ * in flight to the file, and the writer stalls for it (several times a
+ * write's time: docs/results.md, "Figures the code's comments used to
+ * carry", Reservations).  On a file with no write-back in flight yet,
+ * fallocate costs about as little for 80 MiB as for 8.
  */
 static uint64_t inline_target(const struct pc_mapping *m, uint64_t end)
 {

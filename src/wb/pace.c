@@ -53,9 +53,10 @@
  * has completed something for PACE_FIRST_SAMPLE_MS: a writer at memory
  * speed crosses from freerun to the limit in a few milliseconds, and until
  * the first sample only the limit stops it (a stall of a whole device
- * write).  A first figure taken while write-back is starting is often a
- * third of the device's; at one sample per PACE_SAMPLE_MS it held the
- * writers that slow for 50 ms (writes of 3-6 ms, where one takes 0.6),
+ * write).  A first figure taken while write-back is starting is often
+ * far below the device's; at one sample per PACE_SAMPLE_MS it held the
+ * writers that slow for 50 ms (writes of several times their usual time:
+ * docs/results.md, "Figures the code's comments used to carry", Pacing),
  * short windows correct it within a few milliseconds. */
 #define PACE_FIRST_SAMPLE_MS 2
 /* A bandwidth sample needs the device busy this long in its window: a
@@ -154,7 +155,7 @@ static uint64_t dirty_used(struct pc_cache *c)
  * window where writers dirtied little, the flusher had little to write and
  * idled, and bytes over wall time measured the writers, not the device.
  * Paced by such a figure the writers dirty little again, and a low first
- * figure (write-back still starting: often a tenth of the device) held
+ * figure (write-back still starting: often far below the device's) held
  * them slow for hundreds of writes.
  */
 void pace_io_begin(struct pc_cache *c)
@@ -227,10 +228,12 @@ void pace_note_position(struct pc_cache *c, uint64_t pos, size_t bytes)
  * milliseconds), each figure is over everything write-back did since the
  * first window began, not over the last window: the device works on the
  * first requests together and ends them in bunches, so a short window
- * holds a bunch or none and its figure was as often a fifth of the
- * device's as twice it (a fifth made the first paced writes sleep 5 ms
- * where the others take 0.5).  A window with freerun in it can only raise
- * the figure, as pace_next_bandwidth says why.  Under pace_lock.
+ * holds a bunch or none and its figure was as often far below the
+ * device's as above it (a low one made the first paced writes sleep
+ * several times as long as the others: docs/results.md, "Figures the
+ * code's comments used to carry", Pacing).  A window with freerun in it
+ * can only raise the figure, as pace_next_bandwidth says why.  Under
+ * pace_lock.
  */
 static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy, uint64_t last, bool freerun)
 {
@@ -243,9 +246,10 @@ static uint64_t learn_bandwidth(struct pc_cache *c, uint64_t done, uint64_t busy
  * The first figure waits for a write-back window's worth of bytes to have
  * ended (the flusher keeps about an eighth of the dirty limit in flight,
  * writeback.c): the device ends the first requests together, and a figure
- * taken after the first of them ended was a sixth of the device's (one
- * request's bytes over the whole bunch's time), which paced the first
- * writes at 3 ms where the others take 0.5.
+ * taken after the first of them ended was a small part of the device's
+ * (one request's bytes over the whole bunch's time), which paced the
+ * first writes at several times the others' pause (docs/results.md,
+ * "Figures the code's comments used to carry", Pacing).
  */
 static bool learnt_enough(const struct pc_cache *c, uint64_t done)
 {
@@ -311,9 +315,10 @@ void pace_note_freerun(struct pc_cache *c)
  * figure is often low: write-back is starting, and the device works on the
  * first requests together, so few have ended when the first windows close.
  * Writers are then paced at their share, never slower: the slowing past the
- * setpoint (pos under 1) times a figure half the device's made the first
- * paced writes of a new cache take 3-4 ms where the others take 0.45.  The
- * limit still stops a writer that goes past it.
+ * setpoint (pos under 1) times a figure below the device's made the
+ * first paced writes of a new cache take several times as long as the
+ * others (docs/results.md, "Figures the code's comments used to carry",
+ * Pacing).  The limit still stops a writer that goes past it.
  */
 uint64_t pace_learning_position(struct pc_cache *c, uint64_t pos)
 {

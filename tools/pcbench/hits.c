@@ -256,8 +256,9 @@ static void lk_free(struct lk_handle *h)
  * ratios are the medians of each round's own ratios: the two runs a ratio
  * compares follow each other, so a spell of a slow machine (it comes and
  * goes within seconds here) slows both or neither, where a quotient of two
- * medians taken over different rounds moved by half either way between
- * runs of pcbench. */
+ * medians taken over different rounds moved far more between runs of
+ * pcbench (docs/results.md, "Figures the code's comments used to carry",
+ * Hits). */
 #define HIT_ROUNDS 7
 
 /*
@@ -291,8 +292,10 @@ static const struct hit_line {
 	/* No target either: how far the machine itself scales the bare copy
 	 * from one thread to two (memory bandwidth, what the host lets two
 	 * vCPUs do), beside the 2-thread line's ratio.  Not a ceiling of it:
-	 * a hit does more than copy, and that part scales further (2.2-2.6x
-	 * where the bare copy scaled 1.7x). */
+	 * a hit does more than copy, and that part scales further (the hits
+	 * have scaled more than the bare copy from one thread to two:
+	 * docs/results.md, "Figures the code's comments used to carry",
+	 * Hits). */
 	[H_M2] = { "memcpy, 2 threads (vs memcpy 1 thread)", NULL, "memcpy", "memcpy-2-threads", 0, R_M1, R_M2 },
 	/* No targets: what the memory allows against the kernel (the most
 	 * the 1-thread hit could reach), and what finding the source through
