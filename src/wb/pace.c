@@ -206,8 +206,9 @@ static void window_start(struct pc_cache *c, uint64_t now, uint64_t done, uint64
  * their writes' positions (`pos`, the sampling writer's, if none was
  * counted).  The writers dirtied at ratelimit times that mean, not times
  * the position of the moment: one taken near the limit, after a window
- * spent near freerun, would make the writers look eight times faster
- * than they were let go and cut the ratelimit by as much.
+ * spent near freerun, would make the writers look several times faster
+ * (freerun's position over the floor's, PACE_MIN_POS) than they were let
+ * go, and cut the ratelimit by as much.
  */
 static uint64_t window_position(struct pc_cache *c, uint64_t pos)
 {
