@@ -22,6 +22,8 @@
  *     mark to the next blocking read;
  *   - a PC_DONTCACHE scan of 4x memory_limit keeps read-ahead (marks),
  *     reads right, and leaves nothing cached;
+ *   - a miss right after uncached read-ahead that nobody read is a random
+ *     read, not a stream's (the context rule counts no drop-behind folio);
  *   - a cached scan of 4x memory_limit, each folio read once (several
  *     reads of one large folio count once), does not evict a set of blocks
  *     read twice before it, nor a window before its reader comes: on its
@@ -383,6 +385,59 @@ TEST_CASE(uncached_scan_keeps_readahead_caches_nothing)
 	CHECK(s.dev_read_bytes == FILE_SIZE); /* read once: nothing twice */
 	CHECK(cs.cached_bytes == 0);
 	CHECK(cs.evictions == 0); /* dropped behind, not evicted */
+	CHECK(pc_close(h) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+}
+
+/* Whether a folio holds byte off of h's file. */
+static bool cached_at(struct pc_file *h, uint64_t off)
+{
+	struct pc_folio *f = mapping_lookup(h->m, off);
+	if (f)
+		reclaim_release_folio(h->m->c, f);
+	return f != NULL;
+}
+
+/*
+ * What an uncached stream read ahead and never read is no trace of a
+ * stream: a miss right after it, cached or uncached, is a random read
+ * (one I/O of what it asked, no window), not a stream whose window was
+ * lost (the context rule).  Before, each such miss opened a window past
+ * the leftovers, which left more of them for the next miss.
+ */
+TEST_CASE(unread_uncached_readahead_is_no_stream_history)
+{
+	struct pc_cache *c = cache_with_ra_2m(256 * MiB);
+	struct pc_file *h = open_ro(c);
+	const int flags[] = { PC_DONTCACHE, 0 };
+	for (int i = 0; i < 2; i++) {
+		/* An uncached stream of 4 KiB reads mid-file that stops once it
+		 * has its first window. */
+		uint64_t at = (uint64_t)(8 + 16 * i) * MiB;
+		struct pc_stats s0 = fstats(h);
+		uint64_t off = at;
+		for (; fstats(h).ra_sync_windows == s0.ra_sync_windows; off += 4 * KiB) {
+			REQUIRE(off < at + 64 * KiB);
+			read_check(h, off, 4 * KiB, PC_DONTCACHE);
+		}
+		/* Where its unread window ends, a miss. */
+		uint64_t end = off;
+		while (cached_at(h, end))
+			end += 4 * KiB;
+		CHECK(end - off > 16 * KiB); /* read ahead, not read */
+		struct pc_stats s1 = fstats(h);
+		read_check(h, end, 4 * KiB, flags[i]);
+		struct pc_stats s2 = fstats(h);
+		printf("  miss (%s) after %llu bytes of unread uncached read-ahead: %llu windows, %llu random "
+		       "reads, %llu bytes read\n",
+		       flags[i] ? "uncached" : "cached", (unsigned long long)(end - off),
+		       (unsigned long long)(s2.ra_sync_windows - s1.ra_sync_windows),
+		       (unsigned long long)(s2.ra_random_reads - s1.ra_random_reads),
+		       (unsigned long long)(s2.dev_read_bytes - s1.dev_read_bytes));
+		CHECK(s2.ra_sync_windows == s1.ra_sync_windows);
+		CHECK(s2.ra_random_reads == s1.ra_random_reads + 1);
+		CHECK(s2.dev_read_bytes - s1.dev_read_bytes == 4 * KiB);
+	}
 	CHECK(pc_close(h) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }

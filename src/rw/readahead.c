@@ -20,7 +20,9 @@
  *    holds more just before the miss than this read asks for, the miss
  *    continues a stream whose window was lost (evicted, or never started
  *    because the stream began mid-file): it gets a window of twice the
- *    read, and the marks grow it from there.
+ *    read, and the marks grow it from there.  Drop-behind folios do not
+ *    count (cached_before): they are what uncached I/O has not finished
+ *    with, above all read-ahead nobody read, not what a stream read.
  *  - A hint.  The handle remembers where its last few reads that came
  *    here ended (readahead_hinted), without a lock.  It only ever adds a
  *    stream: it lets a scan that starts mid-file ramp up at its second
@@ -91,7 +93,16 @@ static uint64_t initial_window(const struct pc_file *h, uint64_t want, size_t ma
 	return clamp_window(n, max);
 }
 
-/* Bytes cached contiguously right before off, looking back at most limit.
+/* Bytes cached contiguously right before off, looking back at most limit,
+ * as the trace a stream leaves: a drop-behind folio ends it.  Such a folio
+ * is one that uncached I/O is not done with: read-ahead of an uncached
+ * stream that nobody read (yet), the folio an uncached read stopped in, an
+ * uncached write's data before its write-back; not data a stream read up
+ * to here (an uncached stream drops what it read, so its own past is never
+ * seen here; the hint carries it).  Counted, the windows that scattered
+ * uncached reads leave unread made every later miss right after them look
+ * like a stream, whose window left more of them: read-ahead fed on itself
+ * until most of the file was cached, unread, by "uncached" reads.
  * Lookups only: nothing is written. */
 static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit)
 {
@@ -100,8 +111,12 @@ static uint64_t cached_before(struct pc_mapping *m, uint64_t off, uint64_t limit
 		struct pc_folio *f = mapping_lookup(m, pos - 1);
 		if (!f)
 			break;
-		pos = folio_pos(f);
+		bool trace = !folio_test(f, PF_DROPBEHIND);
+		if (trace)
+			pos = folio_pos(f);
 		reclaim_release_folio(m->c, f);
+		if (!trace)
+			break;
 	}
 	return u64_min(off - pos, limit);
 }
