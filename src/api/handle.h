@@ -28,6 +28,7 @@ struct pc_file {
 	 * a lock. */
 	_Atomic int64_t ra_ends[PC_RA_HINTS];
 	_Atomic uint32_t ra_used[PC_RA_HINTS];
+	_Atomic uint8_t ra_runs[PC_RA_HINTS]; /* reads in a row that ended there, up to 3 (0 counts as 2) */
 	_Atomic uint32_t ra_clock;
 	_Atomic int ra_advice;       /* PC_RA_NORMAL / _SEQUENTIAL / _RANDOM (readahead.h) */
 	struct pc_file *next_closed; /* quarantine of closed handles */

@@ -109,10 +109,13 @@ ssize_t read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64
 		return 0;
 	if (len > size - off)
 		len = size - off;
-	/* Whether this read belongs to a stream: then an uncached read keeps
-	 * the folio it stops in, for the stream's next read. */
+	/* Whether this read belongs to a stream (a miss then reads ahead).
+	 * An uncached read keeps the folio it stops in for a stream's next
+	 * read, also when it is too early in the stream for a window
+	 * (`follows`: its second read, or its first from the start). */
 	bool continues;
-	bool stream = readahead_hinted(h, off, len, &continues);
+	bool stream = readahead_hinted(h, off, len, dontcache, &continues);
+	bool follows = continues || off == 0;
 	uint64_t pos = off, end = off + len, missed_until = 0;
 	int err = 0;
 	while (pos < end) {
@@ -161,7 +164,7 @@ ssize_t read_iter(struct pc_file *h, const struct iovec *iov, int iovcnt, uint64
 			break;
 		}
 		read_from_folio(m, f, iov, iovcnt, pos - off, foff, n, waited);
-		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream, waited, size,
+		read_done_with(m, f, foff, n, dontcache, pos + n == end, stream || follows, waited, size,
 			       pos == off && continues);
 		reclaim_release_folio(c, f);
 		pos += n;

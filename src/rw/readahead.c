@@ -26,8 +26,9 @@
  *  - A hint.  The handle remembers where its last few reads that came
  *    here ended (readahead_hinted), without a lock.  It only ever adds a
  *    stream: it lets a scan that starts mid-file ramp up at its second
- *    read, and it carries an uncached stream (which leaves nothing cached
- *    behind it, so context cannot see it) past a lost mark.
+ *    read (an uncached one at its third), and it carries an uncached
+ *    stream (which leaves nothing cached behind it, so context cannot see
+ *    it) past a lost mark.
  *
  * A read that is none of these is random: it reads what it asked for, in
  * the caller's thread (one device I/O, no handoff; a window's first run is
@@ -176,18 +177,21 @@ static void count_window(struct pc_mapping *m, bool async, uint64_t bytes)
  * handle come in between (random reads, other threads' streams): a read
  * starting at a slot's end takes that slot over; any other read replaces
  * the slot used longest ago.  So random reads between a scan's reads cycle
- * through the other slots and leave the scan's alone.
+ * through the other slots and leave the scan's alone.  A slot also counts
+ * the reads in a row that ended there (up to 3; a read at 0 counts 2).
  */
-bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool *continues)
+bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool dontcache, bool *continues)
 {
 	uint32_t now = atomic_fetch_add_explicit(&h->ra_clock, 1, memory_order_relaxed) + 1;
 	int slot = 0;
 	uint32_t oldest = UINT32_MAX;
+	unsigned run = off == 0 ? 2 : 1; /* the start of the file counts as a stream's second read */
 	*continues = false;
 	for (int i = 0; i < PC_RA_HINTS; i++) {
 		if (atomic_load_explicit(&h->ra_ends[i], memory_order_relaxed) == (int64_t)off) {
 			slot = i;
 			*continues = true;
+			run = atomic_load_explicit(&h->ra_runs[i], memory_order_relaxed) + 1u;
 			break;
 		}
 		uint32_t age = now - atomic_load_explicit(&h->ra_used[i], memory_order_relaxed);
@@ -198,7 +202,15 @@ bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool *continu
 	}
 	atomic_store_explicit(&h->ra_ends[slot], (int64_t)(off + len), memory_order_relaxed);
 	atomic_store_explicit(&h->ra_used[slot], now, memory_order_relaxed);
-	return *continues || off == 0;
+	atomic_store_explicit(&h->ra_runs[slot], (uint8_t)(run < 3 ? run : 3), memory_order_relaxed);
+	/* A cached stream starts at its second read in a row (or its first
+	 * at 0), as the kernel's does.  An uncached one needs one more:
+	 * random access often reads two neighbours (a b-tree's sibling
+	 * pages), and a window opened for them is unread data that stays
+	 * cached until evicted, which an uncached reader asked not to have
+	 * (a cached reader's wrong window may at least be hit later).  The
+	 * cost is one read of what was asked, synchronous, per stream. */
+	return run >= (dontcache ? 3u : 2u);
 }
 
 bool readahead_reached(struct pc_file *h, struct pc_folio *f, unsigned rf)

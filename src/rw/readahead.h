@@ -14,10 +14,12 @@ struct pc_folio;
 
 /* A handle's fadvise mode (pc_file.ra_advice). */
 enum { PC_RA_NORMAL, PC_RA_SEQUENTIAL, PC_RA_RANDOM };
-/* Whether a read of [off, off+len) through h starts where one of the
- * handle's recent reads that came to the read path ended (a hint; it also
- * records this one), or at 0. *continues: the first, alone. */
-HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool *continues);
+/* Whether a read of [off, off+len) through h is a stream's, by the hint
+ * (it also records this read): it starts where one of the handle's recent
+ * reads that came to the read path ended, or at 0; for an uncached read
+ * (dontcache), where a read that was itself a continuation or at 0 ended.
+ * *continues: it starts at a recent read's end. */
+HIDDEN bool readahead_hinted(struct pc_file *h, uint64_t off, size_t len, bool dontcache, bool *continues);
 /* A read through h reached folio f, which carries a read-ahead mark: take
  * the mark and issue the stream's next window, without waiting for it.
  * Whether the read continues a stream (false: h does no read-ahead, and
