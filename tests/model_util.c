@@ -1,722 +1,26 @@
 /*
  * model_util.c - the engine of the model-based differential tests
  * (test_model_*.c; model_util.h declares what they use and lists the
- * environment): the operations on one file, its model (a byte array and a
- * size), running an operation through the cache and checking every result
- * against the model, and reading the backing file back with plain
- * O_DIRECT; then generating random operations, the fixed scenarios, the
- * cache configurations, and running one of them (model_run).
- *
- * Reads are compared byte for byte after every call (with canaries around
- * the buffers), pc_size after every operation.  A span write stores its
- * data through the span, then at random commits only part of it (0
- * included) after filling the rest with garbage, which must never show in
- * a read; a span read compares the span's bytes, and checks that no span
- * crosses a folio or the end of the file.
- *
- * On the first mismatch the run prints the operation number, the
- * operation, its offset, length and flags, the first differing byte, the
- * operations before it and how to replay it, and counts a failure.
+ * environment): generating random operations, the fixed scenarios, the
+ * cache configurations, and running one of them (model_run).  The
+ * operations themselves, the model and the checks of every result are
+ * model_util_ops.c's (model_util_internal.h says what the two share).
  */
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "model_util.h"
+#include "model_util_internal.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/falloc.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <sys/uio.h>
-#include <time.h>
 
 #include "pagecache.h"
 
-#define KiB 1024ull
-#define MiB (1024ull * 1024ull)
-
-#define MAX_OFF (4 * MiB)    /* random offsets mostly below this */
-#define FILE_CAP (6 * MiB)   /* no operation reaches past this */
-#define BIG_LEN (1 * MiB)    /* largest single read or write */
-#define POOL_SIZE (8 * MiB)  /* random bytes writes take their data from */
-#define DST_SIZE (BIG_LEN + 64 * KiB)
-#define GUARD 64
-#define HIST 24
-
-enum op_kind {
-	OP_WRITE,
-	OP_WRITEV,
-	OP_READ,
-	OP_READV,
-	OP_READALL,
-	OP_TRUNC,
-	OP_PUNCH,
-	OP_ZERO,
-	OP_ZERO_KEEP,
-	OP_ALLOC,
-	OP_ALLOC_KEEP,
-	OP_FSYNC,
-	OP_FDATASYNC,
-	OP_REOPEN,
-	OP_FADV_DONTNEED,
-	OP_FADV_WILLNEED,
-	OP_FADV_NOREUSE,
-	OP_FADV_NORMAL,
-	OP_VERIFY_DISK,
-	OP_SPAN_READ,
-	OP_SPAN_WRITE,
-	OP_NKINDS
-};
-
-static const char *op_names[OP_NKINDS] = {
-	[OP_WRITE] = "pwrite",
-	[OP_WRITEV] = "pwritev",
-	[OP_READ] = "pread",
-	[OP_READV] = "preadv",
-	[OP_READALL] = "read-whole-file",
-	[OP_TRUNC] = "ftruncate",
-	[OP_PUNCH] = "fallocate(PUNCH_HOLE|KEEP_SIZE)",
-	[OP_ZERO] = "fallocate(ZERO_RANGE)",
-	[OP_ZERO_KEEP] = "fallocate(ZERO_RANGE|KEEP_SIZE)",
-	[OP_ALLOC] = "fallocate(0)",
-	[OP_ALLOC_KEEP] = "fallocate(KEEP_SIZE)",
-	[OP_FSYNC] = "fsync",
-	[OP_FDATASYNC] = "fdatasync",
-	[OP_REOPEN] = "close/reopen",
-	[OP_FADV_DONTNEED] = "fadvise(DONTNEED)",
-	[OP_FADV_WILLNEED] = "fadvise(WILLNEED)",
-	[OP_FADV_NOREUSE] = "fadvise(NOREUSE)",
-	[OP_FADV_NORMAL] = "fadvise(NORMAL)",
-	[OP_VERIFY_DISK] = "fsync+verify-backing-file",
-	[OP_SPAN_READ] = "pc_read_begin/end",
-	[OP_SPAN_WRITE] = "pc_write_begin/end",
-};
-
-/* Reopen kinds, in op.flags of OP_REOPEN. */
-enum { RO_REPLACE, RO_ADD_SECOND, RO_CLOSE_SECOND };
-
-struct op {
-	int kind;
-	int h;               /* handle index (0 or 1) */
-	int flags;           /* PC_* call flags; open flags for OP_REOPEN */
-	int sub;             /* OP_REOPEN: RO_* */
-	uint64_t off, len;
-	int niov;
-	uint32_t seglen[4];
-	uint32_t where[4];   /* writes: pool offsets; reads: gap before segment;
-			      * span writes: [1] seeds where they cut */
-};
-
-struct cfgdesc {
-	const char *name;
-	size_t block_size;     /* 0: the file's own */
-	size_t max_folio;      /* 0: default */
-	size_t memory_limit;   /* 0: default */
-	unsigned flags;        /* PC_CFG_* */
-	unsigned dirty_expire_ms;
-	unsigned edge_expire_ms;
-	unsigned weight;       /* share of the operations */
-};
-
-struct run {
-	const struct cfgdesc *cd;
-	int cfgno;
-	struct pc_config cfg;
-	struct pc_cache *c;
-	struct pc_file *fh[2];
-	int oflags[2];
-	int nh;
-	char path[4200];
-	uint8_t *model;
-	uint64_t size;
-	uint64_t rng;
-	uint64_t bs;
-	uint64_t max_folio;
-	uint64_t opno;
-	bool failed;
-	bool verbose;
-	bool in_scenario;
-	struct op hist[HIST];
-	uint64_t hist_no[HIST];
-	unsigned nhist;
-	uint64_t counts[OP_NKINDS];
-};
-
 static uint64_t base_seed; /* PC_SEED: every configuration derives its own */
-static uint8_t *pool;     /* random bytes, the data of every write */
-static uint8_t *dst;      /* read buffer, 4 KiB aligned */
-static uint8_t *diskbuf;  /* O_DIRECT read buffer */
 
 static uint64_t rnd(struct run *r, uint64_t n)
 {
 	return n ? tu_rand(&r->rng) % n : 0;
-}
-
-/* ------------------------------------------------------------ printing */
-
-static const char *flags_str(int fl, char *buf, size_t n)
-{
-	buf[0] = 0;
-	if (!fl) {
-		snprintf(buf, n, "0");
-		return buf;
-	}
-	if (fl & PC_DSYNC)
-		strncat(buf, "|DSYNC", n - strlen(buf) - 1);
-	if (fl & PC_NOWAIT)
-		strncat(buf, "|NOWAIT", n - strlen(buf) - 1);
-	if (fl & PC_DONTCACHE)
-		strncat(buf, "|DONTCACHE", n - strlen(buf) - 1);
-	if (fl & PC_DIRECT)
-		strncat(buf, "|DIRECT", n - strlen(buf) - 1);
-	memmove(buf, buf + 1, strlen(buf));
-	return buf;
-}
-
-static const char *oflags_str(int fl, char *buf, size_t n)
-{
-	snprintf(buf, n, "O_RDWR%s%s%s", (fl & O_TRUNC) ? "|O_TRUNC" : "",
-		 (fl & O_DSYNC) == O_DSYNC ? "|O_DSYNC" : "", (fl & O_DIRECT) ? "|O_DIRECT" : "");
-	return buf;
-}
-
-static void op_str(const struct op *op, char *buf, size_t n)
-{
-	char fb[64];
-	int k = 0;
-	switch (op->kind) {
-	case OP_WRITE:
-	case OP_WRITEV:
-	case OP_READ:
-	case OP_READV:
-	case OP_SPAN_READ:
-	case OP_SPAN_WRITE:
-		k = snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu flags=%s", op_names[op->kind],
-			     op->h, (unsigned long long)op->off, (unsigned long long)op->len,
-			     (unsigned long long)(op->off + op->len), flags_str(op->flags, fb, sizeof(fb)));
-		if (op->kind == OP_WRITEV || op->kind == OP_READV) {
-			k += snprintf(buf + k, n - k, " iov=[");
-			for (int i = 0; i < op->niov && k < (int)n; i++)
-				k += snprintf(buf + k, n - k, "%s%u", i ? "," : "", op->seglen[i]);
-			if (k < (int)n)
-				snprintf(buf + k, n - k, "]");
-		}
-		break;
-	case OP_REOPEN:
-		snprintf(buf, n, "%s h%d %s %s", op_names[op->kind], op->h,
-			 op->sub == RO_REPLACE ? "replace" : op->sub == RO_ADD_SECOND ? "open-second" : "close-second",
-			 op->sub == RO_CLOSE_SECOND ? "" : oflags_str(op->flags, fb, sizeof(fb)));
-		break;
-	case OP_FSYNC:
-	case OP_FDATASYNC:
-	case OP_READALL:
-	case OP_VERIFY_DISK:
-		snprintf(buf, n, "%s h%d", op_names[op->kind], op->h);
-		break;
-	case OP_TRUNC:
-		snprintf(buf, n, "%s h%d size=%llu", op_names[op->kind], op->h, (unsigned long long)op->off);
-		break;
-	default:
-		snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu", op_names[op->kind], op->h,
-			 (unsigned long long)op->off, (unsigned long long)op->len,
-			 (unsigned long long)(op->off + op->len));
-		break;
-	}
-}
-
-static void hist_push(struct run *r, const struct op *op)
-{
-	unsigned i = r->nhist++ % HIST;
-	r->hist[i] = *op;
-	r->hist_no[i] = r->opno;
-	if (r->verbose) {
-		char b[256];
-		op_str(op, b, sizeof(b));
-		printf("  [%s] #%llu %s (size before %llu)\n", r->cd->name, (unsigned long long)r->opno, b,
-		       (unsigned long long)r->size);
-	}
-}
-
-static bool fail(struct run *r, const struct op *op, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static bool fail(struct run *r, const struct op *op, const char *fmt, ...)
-{
-	char b[256], fb[64];
-	va_list ap;
-	int e = errno;
-
-	tu_failed++;
-	r->failed = true;
-	fprintf(stderr, "\n*** MISMATCH in config %d (%s), %s op #%llu, file size (model) %llu, "
-		"handles %d\n", r->cfgno, r->cd->name, r->in_scenario ? "scenario" : "random",
-		(unsigned long long)r->opno, (unsigned long long)r->size, r->nh);
-	for (int i = 0; i < r->nh; i++)
-		fprintf(stderr, "    handle h%d opened %s\n", i, oflags_str(r->oflags[i], fb, sizeof(fb)));
-	if (op) {
-		op_str(op, b, sizeof(b));
-		fprintf(stderr, "    op: %s\n", b);
-	}
-	fprintf(stderr, "    ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (errno at failure %d %s)\n", e, strerror(e));
-	unsigned n = r->nhist < HIST ? r->nhist : HIST;
-	fprintf(stderr, "    last %u operations:\n", n);
-	for (unsigned k = r->nhist - n; k < r->nhist; k++) {
-		unsigned i = k % HIST;
-		op_str(&r->hist[i], b, sizeof(b));
-		fprintf(stderr, "      #%llu %s\n", (unsigned long long)r->hist_no[i], b);
-	}
-	/* PC_OPS=0: the scenarios only (they run first) */
-	fprintf(stderr, "    replay: PC_SEED=%llu PC_OPS=%llu %s %s (PC_VERBOSE=1 lists ops)\n",
-		(unsigned long long)base_seed, r->in_scenario ? 0ull : (unsigned long long)r->opno + 1,
-		program_invocation_short_name, tu_case_name());
-	return false;
-}
-
-/* First difference between got and the model at file offset off. */
-static bool compare(struct run *r, const struct op *op, const uint8_t *got, uint64_t off, uint64_t n,
-		    const char *what)
-{
-	if (memcmp(got, r->model + off, n) == 0)
-		return true;
-	uint64_t i = 0, ndiff = 0, last = 0;
-	while (got[i] == r->model[off + i])
-		i++;
-	for (uint64_t j = i; j < n; j++)
-		if (got[j] != r->model[off + j]) {
-			ndiff++;
-			last = j;
-		}
-	return fail(r, op,
-		    "%s: first differing byte at file offset %llu (block %llu + %llu): expected 0x%02x got 0x%02x; "
-		    "%llu bytes differ, last at file offset %llu",
-		    what, (unsigned long long)(off + i), (unsigned long long)((off + i) / r->bs),
-		    (unsigned long long)((off + i) % r->bs), r->model[off + i], got[i],
-		    (unsigned long long)ndiff, (unsigned long long)(off + last));
-}
-
-/* ------------------------------------------------------------ the model */
-
-static void model_write(struct run *r, uint64_t off, const uint8_t *src, uint64_t len)
-{
-	memcpy(r->model + off, src, len);
-	if (len && off + len > r->size)
-		r->size = off + len;
-}
-
-static void model_zero(struct run *r, uint64_t off, uint64_t len, bool keep_size)
-{
-	if (keep_size) {
-		if (off >= r->size)
-			return;
-		len = tu_min_u64(len, r->size - off);
-	}
-	memset(r->model + off, 0, len);
-	if (!keep_size && off + len > r->size)
-		r->size = off + len;
-}
-
-static void model_truncate(struct run *r, uint64_t size)
-{
-	if (size < r->size)
-		memset(r->model + size, 0, r->size - size);
-	r->size = size;
-}
-
-static uint64_t expect_read(struct run *r, uint64_t off, uint64_t len)
-{
-	return off >= r->size ? 0 : tu_min_u64(len, r->size - off);
-}
-
-/* ------------------------------------------------------- backing file */
-
-/* Wait (up to 60 s) until nothing is dirty or under write-back and the
- * backing file has the model's size: the flusher settled the closed file.
- * dirty_bytes falls when a write is submitted, not when it completes, so
- * dirty_bytes == 0 alone may still have data in flight. */
-static void wait_settled(struct run *r)
-{
-	for (int i = 0; i < 6000; i++) {
-		struct pc_stats st;
-		struct stat sb;
-		pc_cache_stats(r->c, &st);
-		if (st.dirty_bytes == 0 && st.writeback_bytes == 0 && stat(r->path, &sb) == 0 && (uint64_t)sb.st_size == r->size)
-			return;
-		usleep(10000);
-	}
-}
-
-/* Compare the backing file, read with plain O_DIRECT, with the model. */
-static bool verify_backing(struct run *r, const struct op *op, const char *when)
-{
-	int fd = open(r->path, O_RDONLY | O_DIRECT);
-	if (fd < 0)
-		return fail(r, op, "%s: open(O_DIRECT) of the backing file failed", when);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != r->size) {
-		close(fd);
-		return fail(r, op, "%s: backing file st_size %lld, model size %llu", when,
-			    (long long)st.st_size, (unsigned long long)r->size);
-	}
-	uint64_t off = 0;
-	while (off < r->size) {
-		ssize_t n = pread(fd, diskbuf, BIG_LEN, (off_t)off);
-		if (n <= 0) {
-			close(fd);
-			return fail(r, op, "%s: pread(O_DIRECT) of the backing file at %llu returned %zd", when,
-				    (unsigned long long)off, n);
-		}
-		uint64_t cmp = tu_min_u64((uint64_t)n, r->size - off);
-		char what[128];
-		snprintf(what, sizeof(what), "%s: backing file (O_DIRECT) content", when);
-		if (!compare(r, op, diskbuf, off, cmp, what)) {
-			close(fd);
-			return false;
-		}
-		off += (uint64_t)n;
-	}
-	close(fd);
-	return true;
-}
-
-/* -------------------------------------------------------- execution */
-
-static bool check_sizes(struct run *r, const struct op *op)
-{
-	for (int i = 0; i < r->nh; i++) {
-		off_t s = pc_size(r->fh[i]);
-		if (s < 0 || (uint64_t)s != r->size)
-			return fail(r, op, "pc_size(h%d) = %lld, model size %llu", i, (long long)s,
-				    (unsigned long long)r->size);
-	}
-	return true;
-}
-
-static bool do_read(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	uint64_t exp = expect_read(r, op->off, op->len);
-	uint8_t canary = (uint8_t)(0x5a ^ r->opno);
-	ssize_t n;
-
-	if (op->kind == OP_READ) {
-		uint8_t *buf = dst + op->where[0];
-		memset(buf, canary, op->len + GUARD);
-		n = pc_pread(f, buf, op->len, (off_t)op->off, op->flags);
-		if ((op->flags & PC_NOWAIT) && n < 0 && errno == EAGAIN)
-			return true;
-		if ((op->flags & PC_NOWAIT) && n > 0 && (uint64_t)n < exp)
-			exp = (uint64_t)n; /* NOWAIT may return what it could copy */
-		if (n < 0 || (uint64_t)n != exp)
-			return fail(r, op, "pc_pread returned %zd, expected %llu", n, (unsigned long long)exp);
-		for (unsigned i = 0; i < GUARD; i++)
-			if (buf[op->len + i] != canary)
-				return fail(r, op, "pc_pread wrote past the end of the buffer (byte %u after)", i);
-		return compare(r, op, buf, op->off, exp, "pc_pread data");
-	}
-
-	/* preadv: segments at separate places of dst with gaps between */
-	struct iovec iov[4];
-	uint64_t pos = 0;
-	for (int i = 0; i < op->niov; i++) {
-		pos += op->where[i];
-		iov[i].iov_base = dst + pos;
-		iov[i].iov_len = op->seglen[i];
-		pos += op->seglen[i];
-	}
-	memset(dst, canary, pos + GUARD);
-	n = pc_preadv(f, iov, op->niov, (off_t)op->off, op->flags);
-	if ((op->flags & PC_NOWAIT) && n < 0 && errno == EAGAIN)
-		return true;
-	if ((op->flags & PC_NOWAIT) && n > 0 && (uint64_t)n < exp)
-		exp = (uint64_t)n;
-	if (n < 0 || (uint64_t)n != exp)
-		return fail(r, op, "pc_preadv returned %zd, expected %llu", n, (unsigned long long)exp);
-	uint64_t done = 0, p = 0;
-	for (int i = 0; i < op->niov; i++) {
-		for (uint64_t g = 0; g < op->where[i]; g++)
-			if (dst[p + g] != canary)
-				return fail(r, op, "pc_preadv wrote into the gap before iov %d", i);
-		p += op->where[i];
-		uint64_t take = tu_min_u64(op->seglen[i], exp - done);
-		char what[64];
-		snprintf(what, sizeof(what), "pc_preadv data (iov %d)", i);
-		if (take && !compare(r, op, dst + p, op->off + done, take, what))
-			return false;
-		done += take;
-		p += op->seglen[i];
-	}
-	for (unsigned i = 0; i < GUARD; i++)
-		if (dst[p + i] != canary)
-			return fail(r, op, "pc_preadv wrote past the last iov");
-	return true;
-}
-
-static bool do_write(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	ssize_t n;
-
-	if (op->kind == OP_WRITE) {
-		const uint8_t *src = pool + op->where[0];
-		n = pc_pwrite(f, src, op->len, (off_t)op->off, op->flags);
-		if (n < 0 || (uint64_t)n != op->len)
-			return fail(r, op, "pc_pwrite returned %zd, expected %llu", n, (unsigned long long)op->len);
-		model_write(r, op->off, src, op->len);
-		return true;
-	}
-	struct iovec iov[4];
-	for (int i = 0; i < op->niov; i++) {
-		iov[i].iov_base = pool + op->where[i];
-		iov[i].iov_len = op->seglen[i];
-	}
-	n = pc_pwritev(f, iov, op->niov, (off_t)op->off, op->flags);
-	if (n < 0 || (uint64_t)n != op->len)
-		return fail(r, op, "pc_pwritev returned %zd, expected %llu", n, (unsigned long long)op->len);
-	uint64_t off = op->off;
-	for (int i = 0; i < op->niov; i++) {
-		model_write(r, off, pool + op->where[i], op->seglen[i]);
-		off += op->seglen[i];
-	}
-	return true;
-}
-
-/* A span must lie in one folio (of at most the largest size, naturally
- * aligned) and be no longer than asked. */
-static bool span_shape_ok(struct run *r, const struct op *op, uint64_t pos, uint64_t want, ssize_t n)
-{
-	if ((uint64_t)n > want || pos / r->max_folio != (pos + (uint64_t)n - 1) / r->max_folio)
-		return fail(r, op, "a span of %zd bytes at %llu (asked %llu) leaves its folio", n,
-			    (unsigned long long)pos, (unsigned long long)want);
-	return true;
-}
-
-/* Spans of a handle opened with O_DIRECT are refused. */
-static bool span_refused(struct run *r, const struct op *op, ssize_t n)
-{
-	if (n == -1 && errno == EINVAL)
-		return true;
-	return fail(r, op, "a span of an O_DIRECT handle: %zd, expected -1/EINVAL", n);
-}
-
-static bool do_span_read(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	uint64_t pos = op->off, end = op->off + expect_read(r, op->off, op->len);
-	for (;;) {
-		struct pc_span s;
-		uint64_t want = op->off + op->len - pos;
-		ssize_t n = pc_read_begin(f, (off_t)pos, want, op->flags, &s);
-		if (r->oflags[op->h] & O_DIRECT)
-			return span_refused(r, op, n);
-		if (n < 0 && errno == EAGAIN && (op->flags & PC_NOWAIT))
-			return true;
-		if (n < 0)
-			return fail(r, op, "pc_read_begin at %llu failed", (unsigned long long)pos);
-		if (n == 0) {
-			pc_read_end(&s);
-			if (pos != end)
-				return fail(r, op, "pc_read_begin at %llu returned 0 before the end %llu",
-					    (unsigned long long)pos, (unsigned long long)end);
-			return true;
-		}
-		bool ok = span_shape_ok(r, op, pos, want, n);
-		if (ok && pos + (uint64_t)n > end)
-			ok = fail(r, op, "pc_read_begin at %llu: %zd bytes, past the end %llu",
-				  (unsigned long long)pos, n, (unsigned long long)end);
-		ok = ok && compare(r, op, s.data, pos, (uint64_t)n, "pc_read_begin data");
-		pc_read_end(&s);
-		if (!ok)
-			return false;
-		pos += (uint64_t)n;
-	}
-}
-
-/* Where a span write cuts, from its seed: mostly all of it, sometimes a
- * part (0 included), garbage stored past the cut. */
-static size_t span_cut(uint64_t *rng, size_t n)
-{
-	return tu_rand(rng) % 8 ? n : (size_t)(tu_rand(rng) % (n + 1));
-}
-
-static bool do_span_write(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	const uint8_t *src = pool + op->where[0];
-	uint64_t rng = op->where[1] | 1ull << 40;
-	uint64_t pos = op->off, end = op->off + op->len;
-	for (unsigned tries = 0; pos < end && tries < 1024; tries++) {
-		struct pc_span s;
-		ssize_t n = pc_write_begin(f, (off_t)pos, end - pos, op->flags, &s);
-		if (r->oflags[op->h] & O_DIRECT)
-			return span_refused(r, op, n);
-		if (n < 0 && errno == EAGAIN && (op->flags & PC_NOWAIT))
-			return true;
-		if (n <= 0)
-			return fail(r, op, "pc_write_begin at %llu returned %zd", (unsigned long long)pos, n);
-		if (!span_shape_ok(r, op, pos, end - pos, n)) {
-			pc_write_end(&s, 0);
-			return false;
-		}
-		memcpy(s.data, src + (pos - op->off), (size_t)n);
-		size_t copied = span_cut(&rng, (size_t)n);
-		for (size_t i = copied; i < (size_t)n; i++)
-			((uint8_t *)s.data)[i] = (uint8_t)tu_rand(&rng);
-		if (pc_write_end(&s, copied) != 0)
-			return fail(r, op, "pc_write_end(%zu of %zd) at %llu failed", copied, n,
-				    (unsigned long long)pos);
-		model_write(r, pos, src + (pos - op->off), copied);
-		pos += copied;
-		if (copied < (size_t)n && tu_rand(&rng) % 2)
-			break; /* the writer gives up there */
-	}
-	return true;
-}
-
-static bool read_all(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	uint64_t off = 0;
-	while (off <= r->size) {
-		uint64_t exp = expect_read(r, off, BIG_LEN);
-		ssize_t n = pc_pread(f, dst, BIG_LEN, (off_t)off, 0);
-		if (n < 0 || (uint64_t)n != exp)
-			return fail(r, op, "pc_pread(whole file) at %llu returned %zd, expected %llu",
-				    (unsigned long long)off, n, (unsigned long long)exp);
-		if (!compare(r, op, dst, off, exp, "whole-file read"))
-			return false;
-		if (!n)
-			break;
-		off += (uint64_t)n;
-	}
-	return true;
-}
-
-static bool do_reopen(struct run *r, const struct op *op)
-{
-	int h = op->h;
-	if (op->sub == RO_CLOSE_SECOND || op->sub == RO_REPLACE) {
-		if (pc_close(r->fh[h]) != 0)
-			return fail(r, op, "pc_close(h%d) failed", h);
-		r->fh[h] = NULL;
-		if (op->sub == RO_CLOSE_SECOND) {
-			/* keep handles dense: h1 moves to h0 when h0 closed */
-			if (h == 0) {
-				r->fh[0] = r->fh[1];
-				r->oflags[0] = r->oflags[1];
-				r->fh[1] = NULL;
-			}
-			r->nh--;
-			return true;
-		}
-	}
-	struct pc_file *f = pc_open(r->c, r->path, op->flags, 0644);
-	if (!f)
-		return fail(r, op, "pc_open failed");
-	r->fh[h] = f;
-	r->oflags[h] = op->flags;
-	if (op->sub == RO_ADD_SECOND)
-		r->nh++;
-	if (op->flags & O_TRUNC)
-		model_truncate(r, 0);
-	return true;
-}
-
-static bool exec_op(struct run *r, const struct op *op)
-{
-	struct pc_file *f = r->fh[op->h];
-	int rc = 0;
-
-	hist_push(r, op);
-	r->counts[op->kind]++;
-	switch (op->kind) {
-	case OP_WRITE:
-	case OP_WRITEV:
-		if (!do_write(r, op))
-			return false;
-		break;
-	case OP_READ:
-	case OP_READV:
-		if (!do_read(r, op))
-			return false;
-		break;
-	case OP_READALL:
-		if (!read_all(r, op))
-			return false;
-		break;
-	case OP_SPAN_READ:
-	case OP_SPAN_WRITE:
-		if (!(op->kind == OP_SPAN_READ ? do_span_read(r, op) : do_span_write(r, op)))
-			return false;
-		break;
-	case OP_TRUNC:
-		if (pc_ftruncate(f, (off_t)op->off) != 0)
-			return fail(r, op, "pc_ftruncate failed");
-		model_truncate(r, op->off);
-		break;
-	case OP_PUNCH:
-		rc = pc_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)op->off, (off_t)op->len);
-		if (rc != 0)
-			return fail(r, op, "pc_fallocate failed");
-		model_zero(r, op->off, op->len, true);
-		break;
-	case OP_ZERO:
-	case OP_ZERO_KEEP: {
-		bool keep = op->kind == OP_ZERO_KEEP;
-		rc = pc_fallocate(f, FALLOC_FL_ZERO_RANGE | (keep ? FALLOC_FL_KEEP_SIZE : 0), (off_t)op->off,
-				  (off_t)op->len);
-		if (rc != 0)
-			return fail(r, op, "pc_fallocate failed");
-		model_zero(r, op->off, op->len, keep);
-		break;
-	}
-	case OP_ALLOC:
-	case OP_ALLOC_KEEP: {
-		bool keep = op->kind == OP_ALLOC_KEEP;
-		if (pc_fallocate(f, keep ? FALLOC_FL_KEEP_SIZE : 0, (off_t)op->off, (off_t)op->len) != 0)
-			return fail(r, op, "pc_fallocate failed");
-		if (!keep && op->off + op->len > r->size)
-			r->size = op->off + op->len;
-		break;
-	}
-	case OP_FSYNC:
-		if (pc_fsync(f) != 0)
-			return fail(r, op, "pc_fsync failed");
-		break;
-	case OP_FDATASYNC:
-		if (pc_fdatasync(f) != 0)
-			return fail(r, op, "pc_fdatasync failed");
-		break;
-	case OP_REOPEN:
-		if (!do_reopen(r, op))
-			return false;
-		break;
-	case OP_FADV_DONTNEED:
-	case OP_FADV_WILLNEED:
-	case OP_FADV_NOREUSE:
-	case OP_FADV_NORMAL: {
-		int adv = op->kind == OP_FADV_DONTNEED   ? POSIX_FADV_DONTNEED
-			  : op->kind == OP_FADV_WILLNEED ? POSIX_FADV_WILLNEED
-			  : op->kind == OP_FADV_NOREUSE  ? POSIX_FADV_NOREUSE
-							 : POSIX_FADV_NORMAL;
-		if (pc_fadvise(f, (off_t)op->off, (off_t)op->len, adv) != 0)
-			return fail(r, op, "pc_fadvise failed");
-		break;
-	}
-	case OP_VERIFY_DISK:
-		if (pc_fsync(f) != 0)
-			return fail(r, op, "pc_fsync failed");
-		if (!verify_backing(r, op, "after pc_fsync"))
-			return false;
-		break;
-	default:
-		abort();
-	}
-	return check_sizes(r, op);
 }
 
 /* ---------------------------------------------------- operation mix */
@@ -1060,7 +364,7 @@ static struct op mk(int kind, uint64_t off, uint64_t len, int flags)
 	do {                                                   \
 		struct op op_ = mk(kind, off, len, fl);        \
 		r->opno++;                                     \
-		if (!exec_op(r, &op_))                         \
+		if (!model_exec(r, &op_))                         \
 			return false;                          \
 	} while (0)
 
@@ -1180,6 +484,22 @@ static const struct cfgdesc configs[] = {
 #define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
 
 /* ------------------------------------------------------- one config */
+/* Wait (up to 60 s) until nothing is dirty or under write-back and the
+ * backing file has the model's size: the flusher settled the closed file.
+ * dirty_bytes falls when a write is submitted, not when it completes, so
+ * dirty_bytes == 0 alone may still have data in flight. */
+static void wait_settled(struct run *r)
+{
+	for (int i = 0; i < 6000; i++) {
+		struct pc_stats st;
+		struct stat sb;
+		pc_cache_stats(r->c, &st);
+		if (st.dirty_bytes == 0 && st.writeback_bytes == 0 && stat(r->path, &sb) == 0 && (uint64_t)sb.st_size == r->size)
+			return;
+		usleep(10000);
+	}
+}
+
 
 static uint64_t nops_total; /* PC_OPS, or the default total */
 static bool nops_given;     /* PC_OPS set: the operations of each case */
@@ -1258,18 +578,18 @@ static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops)
 	for (; done < nops && !r->failed; done++) {
 		struct op op;
 		gen_op(r, &op);
-		if (!exec_op(r, &op))
+		if (!model_exec(r, &op))
 			break;
 		r->opno++;
 		if ((r->opno & 255) == 0) {
 			pc_cache_stats(r->c, &st);
 			if (st.cached_bytes > r->cfg.memory_limit) {
-				fail(r, &op, "cached_bytes %llu > memory_limit %zu",
+				model_fail(r, &op, "cached_bytes %llu > memory_limit %zu",
 				     (unsigned long long)st.cached_bytes, r->cfg.memory_limit);
 				break;
 			}
 			if (st.dirty_uncached_bytes > (1ull << 62) || st.dirty_bytes > (1ull << 62)) {
-				fail(r, &op, "dirty counters went negative: dirty %lld uncached %lld",
+				model_fail(r, &op, "dirty counters went negative: dirty %lld uncached %lld",
 				     (long long)st.dirty_bytes, (long long)st.dirty_uncached_bytes);
 				break;
 			}
@@ -1297,7 +617,7 @@ static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops)
 		if (st.dirty_bytes)
 			fprintf(stderr, "  dirty_bytes %llu after pc_close\n", (unsigned long long)st.dirty_bytes);
 		r->opno = done;
-		if (verify_backing(r, NULL, "after pc_close"))
+		if (model_verify_backing(r, NULL, "after pc_close"))
 			tu_passed++;
 	}
 	pc_cache_stats(r->c, &st);
@@ -1350,14 +670,7 @@ void model_setup(void)
 	e = getenv("PC_VERBOSE");
 	verbose = e && *e && strcmp(e, "0") != 0;
 
-	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
-	REQUIRE(posix_memalign((void **)&dst, 4096, DST_SIZE) == 0);
-	REQUIRE(posix_memalign((void **)&diskbuf, 4096, BIG_LEN) == 0);
-	uint64_t ps = base_seed ^ 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < POOL_SIZE; i += 8) {
-		uint64_t v = tu_rand(&ps);
-		memcpy(pool + i, &v, 8);
-	}
+	model_ops_setup(base_seed);
 	dir = test_dir("test_model");
 }
 
@@ -1367,7 +680,5 @@ void model_teardown(void)
 	printf("%s: %llu random operations in %.1f s\n", program_invocation_short_name, (unsigned long long)ops_run,
 	       time_run);
 	test_rmdir(dir);
-	free(pool);
-	free(dst);
-	free(diskbuf);
+	model_ops_teardown();
 }

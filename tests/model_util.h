@@ -2,7 +2,7 @@
  * model_util.h - the model-based differential tests (test_model_*.c), single
  * thread: random operations and fixed scenarios on one file, in one cache
  * configuration per case, checked against a model of the file (the engine
- * is model_util.c).
+ * is model_util.c, its operations and checks model_util_ops.c).
  *
  * The operations: pc_pwrite / pc_pwritev / pc_pread / pc_preadv /
  * zero-copy spans (pc_read_begin/pc_read_end, pc_write_begin/pc_write_end) /

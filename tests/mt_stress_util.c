@@ -2,11 +2,12 @@
  * mt_stress_util.c - the stress tests (test_mt_stress_*.c; mt_stress_util.h
  * declares what they use and lists the environment): every call at once,
  * from 2 to 64 threads, under a memory limit small enough to force
- * eviction and dirty throttling, with a stall watchdog.  First the frame:
- * the layout of the files, the workers' state, what the watchdog and the
- * failure reports print, the check of what a read returned, and a round's
- * set-up and end checks; then the calls the threads make and the run of a
- * case (stress_case).
+ * eviction and dirty throttling, with a stall watchdog.  This file is the
+ * frame: the layout of the files, the workers' state, what the watchdog
+ * and the failure reports print, the check of what a read returned, a
+ * round's set-up and end checks, and the run of a case (stress_case); the
+ * calls the threads make are mt_stress_util_calls.c's
+ * (mt_stress_util_internal.h says what the two share).
  *
  * A case is a thread count and a cache configuration (the test file's: a
  * block size, a largest folio and a memory limit, with a dirty limit of an
@@ -65,62 +66,18 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
-#include "mt_stress_util.h"
+#include "mt_stress_util_internal.h"
 
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/prctl.h>
-#include <sys/uio.h>
 
 #include "pagecache.h"
 
-#define NFILES 3
-#define MAX_THREADS 64
-#define PRIVATE_TOTAL (1536 * KiB) /* the private regions of one file */
-#define SHARED (1536 * KiB)        /* the shared zone of one file */
-#define MAX_IO (160 * KiB)      /* largest read or write */
-#define READ_PAST (64 * KiB)    /* reads may start this far past the zone */
-#define POOL_SIZE (4 * MiB)     /* random bytes private writes copy from */
-#define BUF_SIZE (MAX_IO + 8 * KiB)
-#define GUARD 64
-#define HIST 12
-#define MAIN_SLOT MAX_THREADS /* the main thread's slot in workers[] */
-
-/* ------------------------------------------------------ operations */
-
-enum op {
-	OP_PREAD,
-	OP_PREADV,
-	OP_PWRITE,
-	OP_PWRITEV,
-	OP_FTRUNCATE,
-	OP_FALLOC,
-	OP_FALLOC_KEEP,
-	OP_PUNCH,
-	OP_ZERO,
-	OP_ZERO_KEEP,
-	OP_FSYNC,
-	OP_FDATASYNC,
-	OP_ADV_DONTNEED,
-	OP_ADV_WILLNEED,
-	OP_ADV_NOREUSE,
-	OP_ADV_NORMAL,
-	OP_OPEN,
-	OP_CLOSE,
-	OP_SIZE,
-	OP_CACHE_STATS,
-	OP_FILE_STATS,
-	OP_COUNT,
-	/* main thread only: not drawn at random */
-	OP_FINAL = OP_COUNT,
-	OP_NONE,
-};
-
-static const char *const op_names[] = {
+const char *const op_names[] = {
 	"pc_pread",          "pc_preadv",          "pc_pwrite",          "pc_pwritev",    "pc_ftruncate",
 	"fallocate(0)",      "fallocate(KEEP)",    "fallocate(PUNCH)",   "fallocate(ZERO)",
 	"fallocate(ZERO|KEEP)", "pc_fsync",        "pc_fdatasync",       "fadvise(DONTNEED)",
@@ -128,78 +85,30 @@ static const char *const op_names[] = {
 	"pc_size",           "pc_cache_stats",     "pc_file_stats",      "final checks",  "-",
 };
 
-/* Weights per operation (relative); PC_STRESS_SKIP zeroes some. */
-static unsigned op_weight[OP_COUNT] = {
-	[OP_PREAD] = 170,      [OP_PREADV] = 60,     [OP_PWRITE] = 200,      [OP_PWRITEV] = 70,
-	[OP_FTRUNCATE] = 30,   [OP_FALLOC] = 8,      [OP_FALLOC_KEEP] = 8,   [OP_PUNCH] = 30,
-	[OP_ZERO] = 20,        [OP_ZERO_KEEP] = 20,  [OP_FSYNC] = 8,         [OP_FDATASYNC] = 8,
-	[OP_ADV_DONTNEED] = 25, [OP_ADV_WILLNEED] = 20, [OP_ADV_NOREUSE] = 6, [OP_ADV_NORMAL] = 6,
-	[OP_OPEN] = 15,        [OP_CLOSE] = 15,      [OP_SIZE] = 15,         [OP_CACHE_STATS] = 8,
-	[OP_FILE_STATS] = 8,
-};
-
-/* Where an I/O goes. */
-enum target { TG_OWN, TG_SHARED, TG_FOREIGN, TG_ANY };
-static const char target_ch[] = "osfa";
-
-struct hist {
-	int op, file, flags;
-	char target;
-	uint64_t off, len;
-	long long ret;
-	int err;
-};
-
-struct worker {
-	pthread_t tid;
-	int t;
-	uint64_t seed; /* of this thread in this round */
-	uint64_t rng;
-	uint8_t *model[NFILES]; /* P bytes each: the own region of each file */
-	uint8_t *buf;           /* reads land here, 4 KiB aligned */
-	struct pc_file *extra[NFILES];
-	int extra_oflags[NFILES];
-	bool failed;
-	uint64_t limit; /* operations to do (UINT64_MAX: until told to stop) */
-	uint64_t done;
-	uint64_t ops[OP_COUNT + 1];
-	uint64_t eagain, short_nowait, ebadf_ro;
-	struct hist hist[HIST];
-	unsigned nhist;
-	/* What the watchdog sees (relaxed atomics: only for the report). */
-	_Atomic int cur_op, cur_file, cur_flags, in_call;
-	_Atomic uint64_t cur_off, cur_len, cur_since_ms, cur_done;
-};
-
 /* ------------------------------------------------------ shared state */
 
 /* The round: set by the main thread before it starts the workers. */
-static int round_no;
-static const struct scfg *rcfg;
-static int nthreads;
-static uint64_t P, floor_;
-static uint64_t bs;
-static struct pc_cache *cache;
-static struct pc_file *main_f[NFILES];
-static char paths[NFILES][4200];
-static uint8_t *spat[NFILES]; /* shared pattern of the zone, SHARED bytes */
-static uint8_t *pool;
+int round_no;
+const struct scfg *rcfg;
+int nthreads;
+uint64_t P, floor_;
+uint64_t bs;
+struct pc_cache *cache;
+struct pc_file *main_f[NFILES];
+char paths[NFILES][4200];
+uint8_t *spat[NFILES];
+uint8_t *pool;
 static const char *stress_dir; /* the program's scratch directory */
 
-static struct worker workers[MAX_THREADS + 1];
+struct worker workers[MAX_THREADS + 1];
 static _Atomic int slots_in_use; /* workers[0, n) are live (+ MAIN_SLOT) */
 static _Atomic uint64_t progress;
-static _Atomic bool stop_round;
+_Atomic bool stop_round;
 static _Atomic bool watchdog_quit;
 static atomic_int failures; /* of the case running */
 
 static uint64_t stall_ms, overall_ms, t_start_ms;
 static bool use_gdb = true;
-
-static uint64_t rnd(struct worker *w, uint64_t n)
-{
-	return n ? tu_rand(&w->rng) % n : 0;
-}
 
 static const char *flags_str(int fl, char *buf, size_t n)
 {
@@ -209,20 +118,9 @@ static const char *flags_str(int fl, char *buf, size_t n)
 	return buf;
 }
 
-static const char *oflags_str(int of)
-{
-	if ((of & O_ACCMODE) == O_RDONLY)
-		return "O_RDONLY";
-	if (of & O_DSYNC)
-		return "O_RDWR|O_DSYNC";
-	if (of & O_DIRECT)
-		return "O_RDWR|O_DIRECT";
-	return "O_RDWR";
-}
-
 /* ------------------------------------------------------ op tracking */
 
-static void op_begin(struct worker *w, int op, int file, char target, uint64_t off, uint64_t len, int flags)
+void op_begin(struct worker *w, int op, int file, char target, uint64_t off, uint64_t len, int flags)
 {
 	struct hist *h = &w->hist[w->nhist++ % HIST];
 	*h = (struct hist){ .op = op, .file = file, .flags = flags, .target = target, .off = off, .len = len,
@@ -236,7 +134,7 @@ static void op_begin(struct worker *w, int op, int file, char target, uint64_t o
 	atomic_store_explicit(&w->in_call, 1, memory_order_release);
 }
 
-static void op_end(struct worker *w, long long ret)
+void op_end(struct worker *w, long long ret)
 {
 	int e = errno;
 	struct hist *h = &w->hist[(w->nhist - 1) % HIST];
@@ -266,10 +164,8 @@ static void print_hist(struct worker *w)
 	}
 }
 
-static void wfail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* A failed check: report it with the context needed to replay, and stop. */
-static void wfail(struct worker *w, const char *fmt, ...)
+void wfail(struct worker *w, const char *fmt, ...)
 {
 	char msg[600];
 	int e = errno;
@@ -354,13 +250,7 @@ static void *watchdog_main(void *arg)
 	}
 	return NULL;
 }
-
 /* ------------------------------------------------------ content checks */
-
-static uint64_t own_start(int t)
-{
-	return (uint64_t)t * P;
-}
 
 /*
  * got[0, n) was read at file offset off.  The regions of the threads in
@@ -368,7 +258,7 @@ static uint64_t own_start(int t)
  * the shared pattern.  On the first bad byte: *bad = its offset and a
  * description in msg; returns false.
  */
-static bool content_ok(int file, uint64_t off, const uint8_t *got, uint64_t n, int t0, int t1, uint64_t *bad,
+bool content_ok(int file, uint64_t off, const uint8_t *got, uint64_t n, int t0, int t1, uint64_t *bad,
 		       char *msg, size_t msgsz)
 {
 	for (int t = t0; t < t1; t++) {
@@ -618,520 +508,6 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 	return e && *e ? strtoull(e, NULL, 0) : dflt;
 }
 
-/*
- * The calls the threads make, and the run of a case.
- *
- * Each worker draws calls at random by weight (op_weight) on random
- * ranges, biased toward the ends of its region, the floor and the end of
- * the shared zone: the blocks that neighbours share.  It checks each
- * call's result at once (wfail on the first wrong one) and keeps the
- * model of its own regions.
- */
-
-/* ------------------------------------------------------ ranges, flags */
-
-static uint64_t gen_len(struct worker *w, uint64_t max)
-{
-	uint64_t p = rnd(w, 100), len;
-	if (p < 25)
-		len = 1 + rnd(w, 64);
-	else if (p < 45)
-		len = 1 + rnd(w, 4096);
-	else if (p < 65)
-		len = (1 + rnd(w, 3)) * (rnd(w, 2) ? bs : 4096) - 1 + rnd(w, 3);
-	else if (p < 90)
-		len = 1 + rnd(w, 64 * KiB);
-	else
-		len = 1 + rnd(w, MAX_IO);
-	len = tu_min_u64(len, MAX_IO);
-	return tu_min_u64(len, max);
-}
-
-/* A range inside [lo, hi), biased toward its ends (blocks shared with
- * the neighbours' regions, the floor, the zone's end). */
-static void gen_range_in(struct worker *w, uint64_t lo, uint64_t hi, uint64_t *off, uint64_t *len)
-{
-	uint64_t span = hi - lo;
-	uint64_t l = gen_len(w, span);
-	uint64_t p = rnd(w, 100), o;
-	if (p < 25)
-		o = rnd(w, 3) ? 0 : rnd(w, bs);
-	else if (p < 50)
-		o = span - l - (rnd(w, 3) ? 0 : tu_min_u64(rnd(w, bs), span - l));
-	else
-		o = rnd(w, span - l + 1);
-	if (o + l > span)
-		o = span - l;
-	*off = lo + o;
-	*len = l;
-}
-
-static void gen_range(struct worker *w, enum target tg, uint64_t *off, uint64_t *len)
-{
-	switch (tg) {
-	case TG_OWN:
-		gen_range_in(w, own_start(w->t), own_start(w->t) + P, off, len);
-		return;
-	case TG_SHARED:
-		gen_range_in(w, floor_, floor_ + SHARED, off, len);
-		return;
-	case TG_FOREIGN:
-		gen_range_in(w, 0, floor_, off, len);
-		return;
-	case TG_ANY:
-		gen_range_in(w, 0, floor_ + SHARED + READ_PAST, off, len);
-		return;
-	}
-}
-
-static int skip_flags; /* PC_STRESS_SKIP: flags never used */
-
-static int gen_flags(struct worker *w)
-{
-	static const int base[] = { 0,         0,         0,         PC_DONTCACHE, PC_DONTCACHE,
-				    PC_DSYNC,  PC_DIRECT, PC_DIRECT, PC_DONTCACHE | PC_DSYNC, PC_DIRECT | PC_DSYNC };
-	int fl = base[rnd(w, sizeof(base) / sizeof(base[0]))];
-	if (rnd(w, 7) == 0)
-		fl |= PC_NOWAIT;
-	return fl & ~skip_flags;
-}
-
-/* Direct I/O of whole blocks half the time: shrink to the aligned middle. */
-static void maybe_align(struct worker *w, int flags, uint64_t *off, uint64_t *len)
-{
-	if (!(flags & PC_DIRECT) || rnd(w, 2))
-		return;
-	uint64_t a = tu_round_up(*off, bs), b = tu_round_down(*off + *len, bs);
-	if (b > a) {
-		*off = a;
-		*len = b - a;
-	}
-}
-
-/* The shared handle or this thread's extra one; *ro: opened O_RDONLY. */
-static struct pc_file *pick_handle(struct worker *w, int file, bool *ro, int *oflags)
-{
-	if (w->extra[file] && rnd(w, 2)) {
-		*ro = (w->extra_oflags[file] & O_ACCMODE) == O_RDONLY;
-		*oflags = w->extra_oflags[file];
-		return w->extra[file];
-	}
-	*ro = false;
-	*oflags = O_RDWR;
-	return main_f[file];
-}
-
-/* The flags a call really runs with (the handle's open flags added). */
-static int effective(int flags, int oflags)
-{
-	if (oflags & O_DSYNC)
-		flags |= PC_DSYNC;
-	if (oflags & O_DIRECT)
-		flags |= PC_DIRECT;
-	return flags;
-}
-
-/* Cut [0, len) into 1 to 4 pieces; cuts[0] = 0, cuts[n] = len. */
-static int gen_cuts(struct worker *w, uint64_t len, bool vec, uint64_t cuts[5])
-{
-	int n = vec ? 1 + (int)rnd(w, 4) : 1;
-	cuts[0] = 0;
-	cuts[n] = len;
-	for (int i = 1; i < n; i++)
-		cuts[i] = rnd(w, len + 1);
-	for (int i = 1; i < n; i++)
-		for (int j = i + 1; j < n; j++)
-			if (cuts[j] < cuts[i]) {
-				uint64_t x = cuts[i];
-				cuts[i] = cuts[j];
-				cuts[j] = x;
-			}
-	return n;
-}
-
-/* ------------------------------------------------------ the calls */
-
-/*
- * Reads of bytes other threads write, punch or truncate at the same time
- * (the shared zone, the others' regions) are data races in C's terms, as
- * concurrent pread and pwrite of one range are: the cache copies data out
- * without the folio lock, as the kernel does, and TSan reports each one.
- * Under TSan (or PC_STRESS_OWN_READS=1) threads read their own regions
- * only, so that a report is a race the library must not have.
- */
-static bool racy_reads_off = TU_TSAN;
-
-static void do_read(struct worker *w, bool vec)
-{
-	static const enum target tgs[] = { TG_OWN, TG_OWN, TG_OWN, TG_OWN, TG_SHARED, TG_SHARED, TG_ANY, TG_FOREIGN };
-	enum target tg = tgs[rnd(w, 8)];
-	if (racy_reads_off)
-		tg = TG_OWN;
-	int file = (int)rnd(w, NFILES);
-	uint64_t off, len;
-	gen_range(w, tg, &off, &len);
-	int flags = gen_flags(w) & ~PC_DSYNC;
-	maybe_align(w, flags, &off, &len);
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	uint8_t *buf = w->buf + (rnd(w, 2) ? 0 : rnd(w, 4096));
-	uint8_t canary = (uint8_t)(0x5a ^ w->done);
-	memset(buf, canary, len + GUARD);
-	uint64_t cuts[5];
-	int niov = gen_cuts(w, len, vec, cuts);
-	struct iovec iov[4];
-	for (int i = 0; i < niov; i++)
-		iov[i] = (struct iovec){ buf + cuts[i], cuts[i + 1] - cuts[i] };
-
-	op_begin(w, vec ? OP_PREADV : OP_PREAD, file, target_ch[tg], off, len, effective(flags, oflags));
-	ssize_t n = vec ? pc_preadv(f, iov, niov, (off_t)off, flags) : pc_pread(f, buf, len, (off_t)off, flags);
-	op_end(w, n);
-
-	if (n < 0) {
-		if ((flags & PC_NOWAIT) && errno == EAGAIN) {
-			w->eagain++;
-			return;
-		}
-		wfail(w, "read failed");
-		return;
-	}
-	uint64_t max_end = floor_ + SHARED;
-	uint64_t most = off >= max_end ? 0 : tu_min_u64(len, max_end - off);
-	uint64_t least = off >= floor_ ? 0 : tu_min_u64(len, floor_ - off);
-	if ((uint64_t)n > most) {
-		wfail(w, "returned %zd, past the largest size %llu", n, (unsigned long long)max_end);
-		return;
-	}
-	if ((uint64_t)n < least) {
-		if (!(flags & PC_NOWAIT) || n == 0) {
-			wfail(w, "returned %zd, short of the floor %llu (at least %llu)", n, (unsigned long long)floor_,
-			      (unsigned long long)least);
-			return;
-		}
-		w->short_nowait++;
-	}
-	for (unsigned i = 0; i < GUARD; i++)
-		if (buf[len + i] != canary) {
-			wfail(w, "wrote past the end of the buffer");
-			return;
-		}
-	for (uint64_t i = (uint64_t)n; i < len; i++)
-		if (buf[i] != canary) {
-			wfail(w, "wrote byte %llu of the buffer past the count it returned", (unsigned long long)i);
-			return;
-		}
-	uint64_t bad;
-	char msg[400];
-	if (!content_ok(file, off, buf, (uint64_t)n, w->t, w->t + 1, &bad, msg, sizeof(msg)))
-		wfail(w, "%s", msg);
-}
-
-/* Writes go to the own region (data from the pool, into the model) or to
- * the shared zone (the shared pattern). */
-static void do_write(struct worker *w, bool vec)
-{
-	enum target tg = rnd(w, 3) ? TG_OWN : TG_SHARED;
-	int file = (int)rnd(w, NFILES);
-	uint64_t off, len;
-	gen_range(w, tg, &off, &len);
-	int flags = gen_flags(w);
-	maybe_align(w, flags, &off, &len);
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	uint64_t cuts[5];
-	int niov = gen_cuts(w, len, vec, cuts);
-	struct iovec iov[4];
-	bool aligned_mem = rnd(w, 2);
-	for (int i = 0; i < niov; i++) {
-		uint64_t sl = cuts[i + 1] - cuts[i];
-		const uint8_t *src;
-		if (tg == TG_SHARED) {
-			src = spat[file] + (off + cuts[i] - floor_);
-		} else {
-			uint64_t po = rnd(w, POOL_SIZE - sl + 1);
-			src = pool + (aligned_mem ? tu_round_down(po, 4096) : po);
-		}
-		iov[i] = (struct iovec){ (void *)src, sl };
-	}
-
-	op_begin(w, vec ? OP_PWRITEV : OP_PWRITE, file, target_ch[tg], off, len, effective(flags, oflags));
-	ssize_t n = vec ? pc_pwritev(f, iov, niov, (off_t)off, flags)
-			: pc_pwrite(f, iov[0].iov_base, len, (off_t)off, flags);
-	op_end(w, n);
-
-	if (ro) {
-		if (n != -1 || errno != EBADF)
-			wfail(w, "a write through an O_RDONLY handle returned %zd, expected -1/EBADF", n);
-		else
-			w->ebadf_ro++;
-		return;
-	}
-	if (n < 0) {
-		if ((flags & PC_NOWAIT) && errno == EAGAIN) {
-			w->eagain++;
-			return;
-		}
-		wfail(w, "write failed");
-		return;
-	}
-	if ((uint64_t)n > len || ((uint64_t)n < len && !(flags & PC_NOWAIT)) || (n == 0 && len)) {
-		wfail(w, "returned %zd, expected %llu", n, (unsigned long long)len);
-		return;
-	}
-	if ((uint64_t)n < len)
-		w->short_nowait++;
-	if (tg != TG_OWN)
-		return;
-	/* the model takes exactly the bytes the call says it wrote */
-	uint64_t o = off - own_start(w->t), left = (uint64_t)n;
-	for (int i = 0; i < niov && left; i++) {
-		uint64_t c = tu_min_u64(iov[i].iov_len, left);
-		memcpy(w->model[file] + o, iov[i].iov_base, c);
-		o += c;
-		left -= c;
-	}
-}
-
-/* Expect 0, or -1/EBADF through a read-only handle. */
-static void expect_zero(struct worker *w, int rc, bool ro)
-{
-	if (ro) {
-		if (rc != -1 || errno != EBADF)
-			wfail(w, "returned %d through an O_RDONLY handle, expected -1/EBADF", rc);
-		else
-			w->ebadf_ro++;
-	} else if (rc != 0) {
-		wfail(w, "returned %d", rc);
-	}
-}
-
-static void do_ftruncate(struct worker *w)
-{
-	int file = (int)rnd(w, NFILES);
-	uint64_t p = rnd(w, 10), size;
-	if (p < 2)
-		size = floor_;
-	else if (p < 4)
-		size = floor_ + rnd(w, bs); /* inside the block of the floor */
-	else
-		size = floor_ + rnd(w, SHARED + 1);
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	op_begin(w, OP_FTRUNCATE, file, 's', size, 0, 0);
-	int rc = pc_ftruncate(f, (off_t)size);
-	op_end(w, rc);
-	expect_zero(w, rc, ro);
-}
-
-static void do_fallocate(struct worker *w, int op)
-{
-	int file = (int)rnd(w, NFILES);
-	uint64_t off, len;
-	int mode;
-	enum target tg;
-	switch (op) {
-	case OP_FALLOC:
-	case OP_FALLOC_KEEP:
-		/* allocation changes no data: anywhere, private regions too */
-		tg = TG_ANY;
-		gen_range_in(w, 0, floor_ + SHARED, &off, &len);
-		mode = op == OP_FALLOC ? 0 : FALLOC_FL_KEEP_SIZE;
-		break;
-	case OP_PUNCH:
-		tg = rnd(w, 2) ? TG_OWN : TG_SHARED;
-		gen_range(w, tg, &off, &len);
-		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
-		break;
-	default:
-		tg = rnd(w, 2) ? TG_OWN : TG_SHARED;
-		gen_range(w, tg, &off, &len);
-		mode = FALLOC_FL_ZERO_RANGE | (op == OP_ZERO_KEEP ? FALLOC_FL_KEEP_SIZE : 0);
-		break;
-	}
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	op_begin(w, op, file, target_ch[tg], off, len, 0);
-	int rc = pc_fallocate(f, mode, (off_t)off, (off_t)len);
-	op_end(w, rc);
-	expect_zero(w, rc, ro);
-	if (rc == 0 && tg == TG_OWN)
-		memset(w->model[file] + (off - own_start(w->t)), 0, len);
-}
-
-static void do_sync(struct worker *w, int op)
-{
-	int file = (int)rnd(w, NFILES);
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	op_begin(w, op, file, 0, 0, 0, 0);
-	int rc = op == OP_FSYNC ? pc_fsync(f) : pc_fdatasync(f);
-	op_end(w, rc);
-	if (rc != 0)
-		wfail(w, "returned %d", rc);
-}
-
-static void do_fadvise(struct worker *w, int op)
-{
-	static const int advice[] = { [OP_ADV_DONTNEED - OP_ADV_DONTNEED] = POSIX_FADV_DONTNEED,
-				      [OP_ADV_WILLNEED - OP_ADV_DONTNEED] = POSIX_FADV_WILLNEED,
-				      [OP_ADV_NOREUSE - OP_ADV_DONTNEED] = POSIX_FADV_NOREUSE,
-				      [OP_ADV_NORMAL - OP_ADV_DONTNEED] = POSIX_FADV_NORMAL };
-	int file = (int)rnd(w, NFILES);
-	uint64_t off, len;
-	gen_range(w, TG_ANY, &off, &len);
-	if (rnd(w, 8) == 0)
-		len = 0; /* to the end of the file */
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	op_begin(w, op, file, 'a', off, len, 0);
-	int rc = pc_fadvise(f, (off_t)off, (off_t)len, advice[op - OP_ADV_DONTNEED]);
-	op_end(w, rc);
-	if (rc != 0)
-		wfail(w, "returned %d", rc);
-}
-
-static void do_open(struct worker *w)
-{
-	static const int choices[] = { O_RDWR, O_RDWR, O_RDWR | O_DSYNC, O_RDWR | O_DIRECT, O_RDONLY };
-	int file = (int)rnd(w, NFILES);
-	if (w->extra[file])
-		return;
-	int of = choices[rnd(w, 5)];
-	op_begin(w, OP_OPEN, file, 0, 0, 0, 0);
-	struct pc_file *f = pc_open(cache, paths[file], of, 0644);
-	op_end(w, f ? 0 : -1);
-	if (!f) {
-		wfail(w, "pc_open(%s) failed", oflags_str(of));
-		return;
-	}
-	w->extra[file] = f;
-	w->extra_oflags[file] = of;
-}
-
-static void close_extra(struct worker *w, int file)
-{
-	op_begin(w, OP_CLOSE, file, 0, 0, 0, 0);
-	int rc = pc_close(w->extra[file]);
-	op_end(w, rc);
-	w->extra[file] = NULL;
-	if (rc != 0)
-		wfail(w, "pc_close of an extra %s handle returned %d", oflags_str(w->extra_oflags[file]), rc);
-}
-
-static void do_size(struct worker *w)
-{
-	int file = (int)rnd(w, NFILES);
-	bool ro;
-	int oflags;
-	struct pc_file *f = pick_handle(w, file, &ro, &oflags);
-	op_begin(w, OP_SIZE, file, 0, 0, 0, 0);
-	off_t s = pc_size(f);
-	op_end(w, s);
-	if (s < (off_t)floor_ || s > (off_t)(floor_ + SHARED))
-		wfail(w, "pc_size %lld, outside [%llu, %llu]", (long long)s, (unsigned long long)floor_,
-		      (unsigned long long)(floor_ + SHARED));
-}
-
-static void do_stats(struct worker *w, int op)
-{
-	int file = (int)rnd(w, NFILES);
-	struct pc_stats st;
-	op_begin(w, op, op == OP_FILE_STATS ? file : -1, 0, 0, 0, 0);
-	if (op == OP_FILE_STATS) {
-		bool ro;
-		int oflags;
-		pc_file_stats(pick_handle(w, file, &ro, &oflags), &st);
-	} else {
-		pc_cache_stats(cache, &st);
-	}
-	op_end(w, 0);
-	uint64_t lim = rcfg->memory_limit;
-	if (st.cached_bytes > lim || st.dirty_bytes > lim || st.writeback_bytes > lim ||
-	    st.folios * 4096 > lim)
-		wfail(w, "counters past the memory limit %llu: cached %llu dirty %llu writeback %llu folios %llu",
-		      (unsigned long long)lim, (unsigned long long)st.cached_bytes,
-		      (unsigned long long)st.dirty_bytes, (unsigned long long)st.writeback_bytes,
-		      (unsigned long long)st.folios);
-	else if (op == OP_FILE_STATS && st.block_size != bs)
-		wfail(w, "pc_file_stats block_size %u, expected %llu", st.block_size, (unsigned long long)bs);
-}
-
-static unsigned weight_sum; /* of op_weight[], set before any round */
-
-static int draw_op(struct worker *w)
-{
-	uint64_t r = rnd(w, weight_sum);
-	for (int i = 0; i < OP_COUNT; i++) {
-		if (r < op_weight[i])
-			return i;
-		r -= op_weight[i];
-	}
-	return OP_PREAD;
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	while (w->done < w->limit && !w->failed && !atomic_load_explicit(&stop_round, memory_order_relaxed)) {
-		int op = draw_op(w);
-		switch (op) {
-		case OP_PREAD:
-		case OP_PREADV:
-			do_read(w, op == OP_PREADV);
-			break;
-		case OP_PWRITE:
-		case OP_PWRITEV:
-			do_write(w, op == OP_PWRITEV);
-			break;
-		case OP_FTRUNCATE:
-			do_ftruncate(w);
-			break;
-		case OP_FALLOC:
-		case OP_FALLOC_KEEP:
-		case OP_PUNCH:
-		case OP_ZERO:
-		case OP_ZERO_KEEP:
-			do_fallocate(w, op);
-			break;
-		case OP_FSYNC:
-		case OP_FDATASYNC:
-			do_sync(w, op);
-			break;
-		case OP_ADV_DONTNEED:
-		case OP_ADV_WILLNEED:
-		case OP_ADV_NOREUSE:
-		case OP_ADV_NORMAL:
-			do_fadvise(w, op);
-			break;
-		case OP_OPEN:
-			do_open(w);
-			break;
-		case OP_CLOSE: {
-			int file = (int)rnd(w, NFILES);
-			if (w->extra[file])
-				close_extra(w, file);
-			break;
-		}
-		case OP_SIZE:
-			do_size(w);
-			break;
-		default:
-			do_stats(w, op);
-			break;
-		}
-	}
-	for (int i = 0; i < NFILES; i++)
-		if (w->extra[i])
-			close_extra(w, i);
-	return NULL;
-}
-
 /* Run the workers: `limit` calls each, or until `seconds` have passed. */
 static void run_workers(uint64_t limit, double seconds, uint64_t seed)
 {
@@ -1152,35 +528,6 @@ static void run_workers(uint64_t limit, double seconds, uint64_t seed)
 		REQUIRE(pthread_join(workers[t].tid, NULL) == 0);
 }
 
-/*
- * PC_STRESS_SKIP="word,word": leave out the calls whose name contains a
- * word (e.g. "fadvise", "PUNCH", "pc_open") and the flags named by one
- * (DIRECT, NOWAIT, DSYNC, DONTCACHE): to narrow a failure down.
- */
-static void apply_skip(const char *list)
-{
-	static const struct {
-		const char *name;
-		int flag;
-	} fl[] = { { "DIRECT", PC_DIRECT }, { "NOWAIT", PC_NOWAIT }, { "DSYNC", PC_DSYNC }, { "DONTCACHE", PC_DONTCACHE } };
-	char buf[512];
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (char *save, *word = strtok_r(buf, ",", &save); word; word = strtok_r(NULL, ",", &save)) {
-		bool is_flag = false, used = false;
-		for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
-			if (strcmp(word, fl[i].name) == 0) {
-				skip_flags |= fl[i].flag;
-				is_flag = used = true;
-			}
-		for (int i = 0; i < OP_COUNT && !is_flag; i++)
-			if (strstr(op_names[i], word)) {
-				op_weight[i] = 0;
-				used = true;
-			}
-		printf("PC_STRESS_SKIP: %s%s\n", word, used ? "" : " matches nothing");
-	}
-}
-
 /* ------------------------------------------------------ a case */
 
 static uint64_t program_ops; /* every case's calls: the soak's count */
@@ -1195,15 +542,7 @@ void stress_setup(void)
 	use_gdb = !(e && strcmp(e, "0") == 0);
 	/* let gdb attach to us on a stall where Yama restricts ptrace */
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-	e = getenv("PC_STRESS_OWN_READS");
-	if (e && *e)
-		racy_reads_off = strcmp(e, "0") != 0;
-	e = getenv("PC_STRESS_SKIP");
-	if (e && *e)
-		apply_skip(e);
-	for (int i = 0; i < OP_COUNT; i++)
-		weight_sum += op_weight[i];
-	REQUIRE(weight_sum > 0);
+	stress_calls_setup();
 	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
 	for (int i = 0; i < NFILES; i++)
 		REQUIRE(spat[i] = malloc(SHARED));
