@@ -424,23 +424,6 @@ uint64_t record_end(uint64_t off, uint64_t limit)
 	return tu_min_u64(tu_round_down(off, REC) + REC, limit);
 }
 
-static uint8_t scratch[REC];
-
-/* First offset in [0, n) where b differs from pattern `seed` at file
- * offset off + i, or n. */
-static size_t pattern_mismatch(const uint8_t *b, size_t n, uint64_t seed, uint64_t off)
-{
-	for (size_t i = 0; i < n; i += sizeof(scratch)) {
-		size_t len = (size_t)tu_min_u64(sizeof(scratch), n - i);
-		tu_fill_pattern(scratch, len, seed, off + i);
-		if (memcmp(b + i, scratch, len) != 0)
-			for (size_t j = 0; j < len; j++)
-				if (b[i + j] != scratch[j])
-					return i + j;
-	}
-	return n;
-}
-
 /*
  * The backing file, read with plain O_DIRECT reads (no cache involved):
  * [0, ack) holds pattern `seed`, its size is within [size_min, size_max],
@@ -458,7 +441,7 @@ void check_disk(const char *path, uint64_t seed, uint64_t ack, uint64_t size_min
 		CHECK(size >= size_min && size <= size_max);
 	}
 	size_t n = (size_t)tu_min_u64(ack, size);
-	size_t bad = pattern_mismatch(disk, n, seed, 0);
+	size_t bad = tu_pattern_mismatch(disk, n, seed, 0);
 	if (bad < n)
 		fprintf(stderr, "   %s: acknowledged byte %zu is 0x%02x on disk, written 0x%02x\n", path, bad, disk[bad],
 			tu_pattern_byte(seed, bad));
@@ -490,7 +473,7 @@ void check_cached_reads(struct pc_file *h, uint64_t seed, uint64_t ack)
 		step("pc_pread of acknowledged data", off);
 		ssize_t r = pc_pread(h, buf, len, (off_t)off, 0);
 		CHECK(r == (ssize_t)len);
-		size_t bad = r == (ssize_t)len ? pattern_mismatch(buf, len, seed, off) : len;
+		size_t bad = r == (ssize_t)len ? tu_pattern_mismatch(buf, len, seed, off) : len;
 		if (bad < len) {
 			fprintf(stderr, "   read back through the cache: byte %llu is 0x%02x, written 0x%02x\n",
 				(unsigned long long)(off + bad), buf[bad], tu_pattern_byte(seed, off + bad));

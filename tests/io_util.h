@@ -189,16 +189,7 @@ static inline void run_on_queue(bool uring, void (*fn)(struct pc_ioq *q))
 	ioq_destroy(q);
 }
 
-/* ------------------------------------------------------ data, counters */
-
-/* p[0, len) holds data pattern `seed` at file offset off (tu_fill_pattern). */
-static inline bool is_pattern(const uint8_t *p, size_t len, uint64_t off, uint64_t seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != tu_pattern_byte(seed, off + i))
-			return false;
-	return true;
-}
+/* ------------------------------------------------------ counters */
 
 struct counters {
 	uint64_t rios, rbytes, wios, wbytes;

@@ -60,28 +60,8 @@ static const char *op_names[OP_NKINDS] = {
 static uint64_t base_seed; /* PC_SEED: in the replay lines */
 static uint8_t *pool;     /* random bytes, the data of every write */
 static uint8_t *dst;      /* read buffer, 4 KiB aligned */
-static uint8_t *diskbuf;  /* O_DIRECT read buffer */
 
 /* ------------------------------------------------------------ printing */
-
-static const char *flags_str(int fl, char *buf, size_t n)
-{
-	buf[0] = 0;
-	if (!fl) {
-		snprintf(buf, n, "0");
-		return buf;
-	}
-	if (fl & PC_DSYNC)
-		strncat(buf, "|DSYNC", n - strlen(buf) - 1);
-	if (fl & PC_NOWAIT)
-		strncat(buf, "|NOWAIT", n - strlen(buf) - 1);
-	if (fl & PC_DONTCACHE)
-		strncat(buf, "|DONTCACHE", n - strlen(buf) - 1);
-	if (fl & PC_DIRECT)
-		strncat(buf, "|DIRECT", n - strlen(buf) - 1);
-	memmove(buf, buf + 1, strlen(buf));
-	return buf;
-}
 
 static const char *oflags_str(int fl, char *buf, size_t n)
 {
@@ -103,7 +83,7 @@ static void op_str(const struct op *op, char *buf, size_t n)
 	case OP_SPAN_WRITE:
 		k = snprintf(buf, n, "%s h%d off=%llu len=%llu end=%llu flags=%s", op_names[op->kind],
 			     op->h, (unsigned long long)op->off, (unsigned long long)op->len,
-			     (unsigned long long)(op->off + op->len), flags_str(op->flags, fb, sizeof(fb)));
+			     (unsigned long long)(op->off + op->len), tu_flags_str(op->flags, fb, sizeof(fb)));
 		if (op->kind == OP_WRITEV || op->kind == OP_READV) {
 			k += snprintf(buf + k, n - k, " iov=[");
 			for (int i = 0; i < op->niov && k < (int)n; i++)
@@ -244,34 +224,24 @@ static uint64_t expect_read(struct run *r, uint64_t off, uint64_t len)
 /* Compare the backing file, read with plain O_DIRECT, with the model. */
 bool model_verify_backing(struct run *r, const struct op *op, const char *when)
 {
-	int fd = open(r->path, O_RDONLY | O_DIRECT);
-	if (fd < 0)
+	size_t size, got;
+	uint8_t *disk = tu_load_backing(r->path, &size, &got);
+	if (!disk)
 		return model_fail(r, op, "%s: open(O_DIRECT) of the backing file failed", when);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != r->size) {
-		close(fd);
-		return model_fail(r, op, "%s: backing file st_size %lld, model size %llu", when,
-			    (long long)st.st_size, (unsigned long long)r->size);
-	}
-	uint64_t off = 0;
-	while (off < r->size) {
-		ssize_t n = pread(fd, diskbuf, BIG_LEN, (off_t)off);
-		if (n <= 0) {
-			close(fd);
-			return model_fail(r, op, "%s: pread(O_DIRECT) of the backing file at %llu returned %zd", when,
-				    (unsigned long long)off, n);
-		}
-		uint64_t cmp = tu_min_u64((uint64_t)n, r->size - off);
+	bool ok;
+	if (size != r->size)
+		ok = model_fail(r, op, "%s: backing file st_size %zu, model size %llu", when, size,
+				(unsigned long long)r->size);
+	else if (got < size)
+		ok = model_fail(r, op, "%s: pread(O_DIRECT) of the backing file read %zu of %zu bytes", when, got,
+				size);
+	else {
 		char what[128];
 		snprintf(what, sizeof(what), "%s: backing file (O_DIRECT) content", when);
-		if (!compare(r, op, diskbuf, off, cmp, what)) {
-			close(fd);
-			return false;
-		}
-		off += (uint64_t)n;
+		ok = compare(r, op, disk, 0, size, what);
 	}
-	close(fd);
-	return true;
+	free(disk);
+	return ok;
 }
 
 /* -------------------------------------------------------- execution */
@@ -617,7 +587,6 @@ void model_ops_setup(uint64_t seed)
 	base_seed = seed;
 	REQUIRE(posix_memalign((void **)&pool, 4096, POOL_SIZE) == 0);
 	REQUIRE(posix_memalign((void **)&dst, 4096, DST_SIZE) == 0);
-	REQUIRE(posix_memalign((void **)&diskbuf, 4096, BIG_LEN) == 0);
 	uint64_t ps = base_seed ^ 0x9e3779b97f4a7c15ull;
 	for (size_t i = 0; i < POOL_SIZE; i += 8) {
 		uint64_t v = tu_rand(&ps);
@@ -629,5 +598,4 @@ void model_ops_teardown(void)
 {
 	free(pool);
 	free(dst);
-	free(diskbuf);
 }

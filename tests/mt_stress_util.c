@@ -110,14 +110,6 @@ static atomic_int failures; /* of the case running */
 static uint64_t stall_ms, overall_ms, t_start_ms;
 static bool use_gdb = true;
 
-static const char *flags_str(int fl, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s%s%s%s%s", fl ? "" : "0", (fl & PC_DSYNC) ? "DSYNC " : "",
-		 (fl & PC_NOWAIT) ? "NOWAIT " : "", (fl & PC_DONTCACHE) ? "DONTCACHE " : "",
-		 (fl & PC_DIRECT) ? "DIRECT " : "");
-	return buf;
-}
-
 /* ------------------------------------------------------ op tracking */
 
 void op_begin(struct worker *w, int op, int file, char target, uint64_t off, uint64_t len, int flags)
@@ -156,10 +148,10 @@ static void print_hist(struct worker *w)
 	for (unsigned i = w->nhist - n; i < w->nhist; i++) {
 		struct hist *h = &w->hist[i % HIST];
 		char fb[64];
-		fprintf(stderr, "      %-20s file %d %c off %llu len %llu end %llu flags %s-> %lld%s%s\n",
+		fprintf(stderr, "      %-20s file %d %c off %llu len %llu end %llu flags %s -> %lld%s%s\n",
 			op_names[h->op], h->file, h->target ? h->target : '-', (unsigned long long)h->off,
 			(unsigned long long)h->len, (unsigned long long)(h->off + h->len),
-			flags_str(h->flags, fb, sizeof(fb)), h->ret, h->ret < 0 ? " " : "",
+			tu_flags_str(h->flags, fb, sizeof(fb)), h->ret, h->ret < 0 ? " " : "",
 			h->ret < 0 ? strerror(h->err) : "");
 	}
 }
@@ -202,12 +194,12 @@ static void dump_threads(const char *why)
 			continue;
 		char fb[64];
 		bool in = atomic_load_explicit(&w->in_call, memory_order_acquire);
-		fprintf(stderr, "  %s %2d: %s %-20s file %d off %llu len %llu flags %sfor %.1f s (%llu calls done)\n",
+		fprintf(stderr, "  %s %2d: %s %-20s file %d off %llu len %llu flags %s for %.1f s (%llu calls done)\n",
 			i == MAIN_SLOT ? "main  " : "thread", i == MAIN_SLOT ? -1 : i, in ? "IN  " : "last",
 			op_names[op], atomic_load_explicit(&w->cur_file, memory_order_relaxed),
 			(unsigned long long)atomic_load_explicit(&w->cur_off, memory_order_relaxed),
 			(unsigned long long)atomic_load_explicit(&w->cur_len, memory_order_relaxed),
-			flags_str(atomic_load_explicit(&w->cur_flags, memory_order_relaxed), fb, sizeof(fb)),
+			tu_flags_str(atomic_load_explicit(&w->cur_flags, memory_order_relaxed), fb, sizeof(fb)),
 			(double)(now - atomic_load_explicit(&w->cur_since_ms, memory_order_relaxed)) / 1000.0,
 			(unsigned long long)atomic_load_explicit(&w->cur_done, memory_order_relaxed));
 	}

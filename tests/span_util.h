@@ -115,15 +115,6 @@ static inline bool reads_as(struct env *e, uint64_t off, size_t len, const uint8
 	return ok;
 }
 
-/* p[0, n) holds pattern `seed` of file offsets [off, off + n). */
-static inline bool pattern_is(const uint8_t *p, size_t n, uint64_t seed, uint64_t off)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != tu_pattern_byte(seed, off + i))
-			return false;
-	return true;
-}
-
 /* The size of the folio cached at pos; 0: none. */
 static inline size_t folio_size_at(struct env *e, uint64_t pos)
 {

@@ -118,7 +118,7 @@ static void fault_hook(struct pc_ioq *q)
 	struct iovec v = {r, 4096};
 	CHECK(sync_io_preadv(cache, fd, &v, 1, 4096) == -EIO);
 	CHECK(sync_io_preadv(cache, fd, &v, 1, 8192) == 4096);
-	CHECK(is_pattern(r, 4096, 8192, 3));
+	CHECK(tu_is_pattern(r, 4096, 3, 8192));
 
 	/* A failed write leaves the file as it was. */
 	atomic_store(&hook_fail_op, IO_WRITE);
@@ -129,7 +129,7 @@ static void fault_hook(struct pc_ioq *q)
 	CHECK(sync_io_pwritev(cache, fd, &wv, 1, 0, 0) == -EIO);
 	CHECK(counters_now().wios == k1.wios);
 	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);
-	CHECK(is_pattern(r, 4096, 0, 3));
+	CHECK(tu_is_pattern(r, 4096, 3, 0));
 
 	/* fsync can fail too. */
 	atomic_store(&hook_fail_op, IO_FDATASYNC);
@@ -199,7 +199,7 @@ static void rule_fail(struct pc_ioq *q)
 	CHECK(do_io(q, IO_READ, r, 8192, 0, 0) == -EIO);      /* overlaps the start */
 	CHECK(do_io(q, IO_READ, r, 4096, 8192, 0) == 4096);   /* begins at the end */
 	CHECK(do_io(q, IO_READ, r, 4096, 0, 0) == 4096);      /* ends at the start */
-	CHECK(is_pattern(r, 4096, 0, 11));
+	CHECK(tu_is_pattern(r, 4096, 11, 0));
 	struct iovec v = {r, 4096};
 	CHECK(sync_io_preadv(cache, fd, &v, 1, 4096) == -EIO);
 	CHECK(counters_now().rios == k0.rios + 2);
@@ -221,7 +221,7 @@ static void rule_fail(struct pc_ioq *q)
 	CHECK(pc_fault_count(cache, id) == 2);
 	CHECK(pc_fault_remove(cache, id) == 0);
 	CHECK(do_io(q, IO_READ, r, len, 0, 0) == (ssize_t)len);
-	CHECK(is_pattern(r, len, 0, 11));
+	CHECK(tu_is_pattern(r, len, 11, 0));
 
 	/* Flushes, queued and synchronous; a flush covers the whole file, so
 	 * a range far away still matches. */
@@ -282,7 +282,7 @@ static void rule_short(struct pc_ioq *q)
 	CHECK(atomic_load(&backend_test_continued) == c0 + 1);
 	memset(r, 0, len);
 	CHECK(do_io3(q, IO_READ, r, len, 0) == (ssize_t)len);
-	CHECK(is_pattern(r, len, 0, 13));
+	CHECK(tu_is_pattern(r, len, 13, 0));
 	CHECK(atomic_load(&backend_test_continued) == c0 + 2);
 	CHECK(pc_fault_count(cache, id) == 2);
 	/* One I/O each, counted once with the requested length. */
@@ -293,10 +293,10 @@ static void rule_short(struct pc_ioq *q)
 	/* Cut at EOF exactly: the continuation finds EOF. */
 	memset(r, 0, 2 * len);
 	CHECK(do_io(q, IO_READ, r, len, (off_t)len / 2, 0) == (ssize_t)len / 2);
-	CHECK(is_pattern(r, len / 2, len / 2, 13));
+	CHECK(tu_is_pattern(r, len / 2, 13, len / 2));
 	/* The first part already crosses EOF. */
 	CHECK(do_io(q, IO_READ, r, 2 * len, (off_t)len / 2, 0) == (ssize_t)len / 2);
-	CHECK(is_pattern(r, len / 2, len / 2, 13));
+	CHECK(tu_is_pattern(r, len / 2, 13, len / 2));
 	CHECK(pc_fault_count(cache, id) == 4);
 
 	/* Synchronous vector calls are cut too. */
@@ -304,7 +304,7 @@ static void rule_short(struct pc_ioq *q)
 	memset(r, 0, len);
 	long c1 = atomic_load(&backend_test_continued);
 	CHECK(sync_io_preadv(cache, fd, v, 2, 0) == (ssize_t)len);
-	CHECK(is_pattern(r, len, 0, 13));
+	CHECK(tu_is_pattern(r, len, 13, 0));
 	CHECK(atomic_load(&backend_test_continued) == c1 + 1);
 	CHECK(pc_fault_count(cache, id) == 5);
 

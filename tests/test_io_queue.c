@@ -73,7 +73,7 @@ static void read_write_eof_and_errors(struct pc_ioq *q)
 	/* Read back, one iovec. */
 	memset(r, 0, len);
 	CHECK(do_io(q, IO_READ, r, len, 0, 0) == (ssize_t)len);
-	CHECK(is_pattern(r, len, 0, 1));
+	CHECK(tu_is_pattern(r, len, 1, 0));
 	struct counters k2 = counters_now();
 	CHECK(k2.rios == k1.rios + 1 && k2.rbytes == k1.rbytes + len);
 
@@ -92,7 +92,7 @@ static void read_write_eof_and_errors(struct pc_ioq *q)
 	submit(q, &t);
 	group_wait(&g);
 	CHECK(t.res == (ssize_t)t.req.len);
-	CHECK(is_pattern(r, t.req.len, 4096, 1));
+	CHECK(tu_is_pattern(r, t.req.len, 1, 4096));
 
 	/* Write in two iovecs (WRITEV) with RWF_DSYNC, read back. */
 	tu_fill_pattern(w, len, 2, 0);
@@ -122,7 +122,7 @@ static void read_write_eof_and_errors(struct pc_ioq *q)
 	CHECK(do_io(q, IO_READ, r, 8192, len, 0) == 1000);
 	CHECK(r[0] == 0 && r[999] == 0);
 	CHECK(do_io(q, IO_READ, r, 8192, len - 4096, 0) == 4096 + 1000);
-	CHECK(is_pattern(r, 4096, len - 4096, 1));
+	CHECK(tu_is_pattern(r, 4096, 1, len - 4096));
 
 	/* A short write (file size limit) is continued synchronously; the
 	 * error that stops it is the result, not a short count. */
@@ -137,7 +137,7 @@ static void read_write_eof_and_errors(struct pc_ioq *q)
 		CHECK(do_io(q, IO_WRITE, w, 16384, (off_t)len, 0) == -EFBIG);
 		setrlimit(RLIMIT_FSIZE, &old_rl);
 		CHECK(do_io(q, IO_READ, r, 16384, (off_t)len, 0) == 8192);
-		CHECK(is_pattern(r, 8192, 0, 6));
+		CHECK(tu_is_pattern(r, 8192, 6, 0));
 		REQUIRE(ftruncate(fd, (off_t)len) == 0);
 	}
 	sigaction(SIGXFSZ, &old_sa, NULL);
@@ -224,7 +224,7 @@ TEST_CASE(failed_submission_completes_once_in_line)
 	treq_prep(&t[k], &g, IO_READ, r, (size_t)n * 4096, 0);
 	submit(q, &t[k]);
 	CHECK(atomic_load(&t[k].done) && t[k].res == n * 4096);
-	CHECK(is_pattern(r, (size_t)n * 4096, 0, 21));
+	CHECK(tu_is_pattern(r, (size_t)n * 4096, 21, 0));
 	CHECK(pc_fault_count(cache, sid) == 1);
 	k++;
 	CHECK(pc_fault_remove(cache, -1) == 0);
@@ -241,7 +241,7 @@ TEST_CASE(failed_submission_completes_once_in_line)
 	for (int i = first; i < k; i++)
 		ring_ok &= t[i].res == 4096 && !pthread_equal(t[i].done_thread, pthread_self());
 	CHECK(ring_ok);
-	CHECK(is_pattern(r, (size_t)n * 4096, 0, 21));
+	CHECK(tu_is_pattern(r, (size_t)n * 4096, 21, 0));
 	bool once = true;
 	for (int i = 0; i < k; i++)
 		once &= atomic_load(&t[i].ndone) == 1;
@@ -331,7 +331,7 @@ static void many_submitters(struct pc_ioq *q)
 			ok &= atomic_load(&t[i].done) && t[i].res == 4096;
 		CHECK(ok);
 	}
-	CHECK(is_pattern(buf, MANY * 4096, 0, 5));
+	CHECK(tu_is_pattern(buf, MANY * 4096, 5, 0));
 	struct counters k1 = counters_now();
 	CHECK(k1.wios == k0.wios + MANY && k1.wbytes == k0.wbytes + MANY * 4096);
 	CHECK(k1.rios == k0.rios + MANY && k1.rbytes == k0.rbytes + MANY * 4096);

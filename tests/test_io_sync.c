@@ -58,7 +58,7 @@ TEST_CASE(vectors_walk_iovecs_to_eof)
 	struct iovec rv_copy[3];
 	memcpy(rv_copy, rv, sizeof(rv));
 	CHECK(sync_io_preadv(NULL, bfd, rv, 3, 0) == 20100);
-	CHECK(is_pattern(r, 20100, 0, 9));
+	CHECK(tu_is_pattern(r, 20100, 9, 0));
 	CHECK(memcmp(rv, rv_copy, sizeof(rv)) == 0);
 	CHECK(sync_io_preadv(NULL, bfd, rv, 3, 20100) == 0);
 	CHECK(sync_io_preadv(NULL, bfd, rv, 0, 0) == 0);

@@ -107,14 +107,6 @@ static uint64_t rnd(struct thr *th, uint64_t n)
 	return n ? tu_rand(&th->rng) % n : 0;
 }
 
-static const char *flags_str(int fl, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s%s%s%s%s", fl ? "" : "0", (fl & PC_DSYNC) ? "DSYNC " : "",
-		 (fl & PC_NOWAIT) ? "NOWAIT " : "", (fl & PC_DONTCACHE) ? "DONTCACHE " : "",
-		 (fl & PC_DIRECT) ? "DIRECT " : "");
-	return buf;
-}
-
 static void tfail(struct thr *th, const char *op, uint64_t off, uint64_t len, int flags, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
 
@@ -130,7 +122,7 @@ static void tfail(struct thr *th, const char *op, uint64_t off, uint64_t len, in
 		"\n*** MISMATCH config %s %s phase thread %d op #%llu: %s off=%llu len=%llu end=%llu flags=%s: %s "
 		"(errno %d %s)\n",
 		cfgname, phase_names[phase], th->t, (unsigned long long)th->opno, op, (unsigned long long)off,
-		(unsigned long long)len, (unsigned long long)(off + len), flags_str(flags, fb, sizeof(fb)), msg, e,
+		(unsigned long long)len, (unsigned long long)(off + len), tu_flags_str(flags, fb, sizeof(fb)), msg, e,
 		strerror(e));
 	th->failed = true;
 	atomic_fetch_add(&failures, 1);
@@ -475,37 +467,23 @@ static bool verify_cached(struct pc_file *f, const uint8_t *exp, uint64_t size, 
 	return ok;
 }
 
+/* The backing file, read with plain O_DIRECT: exactly exp[0, size). */
 static bool verify_backing(const char *p, const uint8_t *exp, uint64_t size, const char *what)
 {
-	int fd = open(p, O_RDONLY | O_DIRECT);
-	if (fd < 0) {
-		fprintf(stderr, "%s: open(O_DIRECT) %s: %s\n", what, p, strerror(errno));
+	size_t dsize, got;
+	uint8_t *disk = tu_load_backing(p, &dsize, &got);
+	if (!disk)
 		return false;
+	bool ok = dsize == size && got == dsize;
+	if (dsize != size)
+		fprintf(stderr, "%s: backing st_size %zu, expected %llu\n", what, dsize, (unsigned long long)size);
+	else if (got < dsize)
+		fprintf(stderr, "%s: read %zu of the backing file's %zu bytes\n", what, got, dsize);
+	if (ok && memcmp(disk, exp, size) != 0) {
+		report_diff(what, disk, exp, 0, size);
+		ok = false;
 	}
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size == size;
-	if (!ok)
-		fprintf(stderr, "%s: backing st_size %lld, expected %llu\n", what, (long long)st.st_size,
-			(unsigned long long)size);
-	uint8_t *buf;
-	REQUIRE(posix_memalign((void **)&buf, 4096, MiB) == 0);
-	bool size_ok = ok;
-	for (uint64_t off = 0; size_ok && off < size;) {
-		ssize_t n = pread(fd, buf, MiB, (off_t)off);
-		if (n <= 0) {
-			fprintf(stderr, "%s: pread(O_DIRECT) at %llu returned %zd\n", what, (unsigned long long)off, n);
-			ok = false;
-			break;
-		}
-		uint64_t c = tu_min_u64((uint64_t)n, size - off);
-		if (memcmp(buf, exp + off, c) != 0) {
-			report_diff(what, buf, exp + off, off, c);
-			ok = false;
-		}
-		off += (uint64_t)n;
-	}
-	free(buf);
-	close(fd);
+	free(disk);
 	return ok;
 }
 
@@ -566,7 +544,7 @@ static void *rec_worker(void *arg)
 		if (n != (ssize_t)j->R) {
 			char fb[64];
 			fprintf(stderr, "*** records R=%llu flags=%s: thread %d record %llu: pc_pwrite returned %zd (%s)\n",
-				(unsigned long long)j->R, flags_str(j->flags, fb, sizeof(fb)), j->t,
+				(unsigned long long)j->R, tu_flags_str(j->flags, fb, sizeof(fb)), j->t,
 				(unsigned long long)i, n, strerror(errno));
 			j->failed = true;
 			atomic_fetch_add(&failures, 1);
@@ -606,15 +584,15 @@ static uint64_t records_round(uint64_t R, uint64_t total, int flags)
 		memcpy(exp + i * R, rec_data(i, R), R);
 	char what[128];
 	snprintf(what, sizeof(what), "records R=%llu flags=%s (through the cache)", (unsigned long long)R,
-		 flags_str(flags, fb, sizeof(fb)));
+		 tu_flags_str(flags, fb, sizeof(fb)));
 	CHECK(verify_cached(f, exp, size, what));
 	CHECK(pc_close(f) == 0);
 	snprintf(what, sizeof(what), "records R=%llu flags=%s (backing file)", (unsigned long long)R,
-		 flags_str(flags, fb, sizeof(fb)));
+		 tu_flags_str(flags, fb, sizeof(fb)));
 	CHECK(verify_backing(p, exp, size, what));
 	printf("  records R=%llu flags=%s: %llu records in %.2f s; device reads %llu ios (rmw_reads %llu), "
 	       "edge kept/completed %llu/%llu, cached after fsync %llu B, write_errors %llu\n",
-	       (unsigned long long)R, flags_str(flags, fb, sizeof(fb)), (unsigned long long)nrec, t1 - t0,
+	       (unsigned long long)R, tu_flags_str(flags, fb, sizeof(fb)), (unsigned long long)nrec, t1 - t0,
 	       (unsigned long long)(s1.dev_read_ios - s0.dev_read_ios), (unsigned long long)s1.rmw_reads,
 	       (unsigned long long)s1.edge_kept, (unsigned long long)s1.edge_completed,
 	       (unsigned long long)s1.cached_bytes, (unsigned long long)s1.write_errors);

@@ -152,7 +152,7 @@ TEST_CASE(child_of_fork_gets_eperm)
 	}
 	CHECK(tu_wait_child(pid, 65) == 0);
 	/* The parent's span is untouched. */
-	CHECK(pattern_is(rs.data, 4096, 2, 0));
+	CHECK(tu_is_pattern(rs.data, 4096, 2, 0));
 	pc_read_end(&rs);
 	REQUIRE(pc_write_begin(e.h, 0, 10, 0, &ws) == 10);
 	CHECK(pc_write_end(&ws, 0) == 0);

@@ -65,7 +65,7 @@ static void span_survives(int how)
 	struct pc_span s;
 	ssize_t n = pc_read_begin(e.h, (off_t)at, 64 * KiB, 0, &s);
 	REQUIRE(n > 0);
-	CHECK(pattern_is(s.data, (size_t)n, 7, at));
+	CHECK(tu_is_pattern(s.data, (size_t)n, 7, at));
 	struct pc_folio *pinned = s.priv.folio;
 	POISON(s.data, (size_t)n);
 	uint64_t ev0 = tu_stats(e.c).evictions;
@@ -92,7 +92,7 @@ static void span_survives(int how)
 	struct pc_stats st = tu_stats(e.c);
 	CHECK(st.evictions - ev0 > 2 * MiB / (64 * KiB)); /* the memory was reused */
 	UNPOISON(s.data, (size_t)n);
-	bool kept = pattern_is(s.data, (size_t)n, 7, at);
+	bool kept = tu_is_pattern(s.data, (size_t)n, 7, at);
 	if (!kept)
 		fprintf(stderr, "   pin under %s: the span's bytes changed\n", pin_names[how]);
 	CHECK(kept);
@@ -165,12 +165,12 @@ static void *pin_mt_reader(void *arg)
 			atomic_fetch_add(&p->bad, 1);
 			break;
 		}
-		bool ok = pattern_is(s.data, (size_t)n, 9, at);
+		bool ok = tu_is_pattern(s.data, (size_t)n, 9, at);
 		POISON(s.data, (size_t)n);
 		for (int i = 0; i < 20; i++)
 			sched_yield();
 		UNPOISON(s.data, (size_t)n);
-		if (!ok || !pattern_is(s.data, (size_t)n, 9, at))
+		if (!ok || !tu_is_pattern(s.data, (size_t)n, 9, at))
 			atomic_fetch_add(&p->bad, 1);
 		atomic_fetch_add(&p->spans, 1);
 		pc_read_end(&s);

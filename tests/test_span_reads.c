@@ -29,14 +29,14 @@ TEST_CASE(bytes_length_and_counters)
 	struct pc_stats b = fstats(&e);
 	CHECK(n > 0 && n <= 8000 && s.len == (size_t)n);
 	CHECK(n == (ssize_t)tu_min_u64(8000, folio_size_at(&e, 100) - 100));
-	CHECK(pattern_is(s.data, (size_t)n, 3, 100));
+	CHECK(tu_is_pattern(s.data, (size_t)n, 3, 100));
 	CHECK(b.dev_read_ios > a.dev_read_ios);
 	CHECK(b.miss_bytes - a.miss_bytes == (uint64_t)n && b.hit_bytes == a.hit_bytes);
 	pc_read_end(&s);
 	/* A hit: no device I/O, counted as a hit. */
 	n = pc_read_begin(e.h, 100, 8000, 0, &s);
 	struct pc_stats c2 = fstats(&e);
-	CHECK(n > 0 && pattern_is(s.data, (size_t)n, 3, 100));
+	CHECK(n > 0 && tu_is_pattern(s.data, (size_t)n, 3, 100));
 	CHECK(c2.dev_read_ios == b.dev_read_ios);
 	CHECK(c2.hit_bytes - b.hit_bytes == (uint64_t)n && c2.miss_bytes == b.miss_bytes);
 	pc_read_end(&s);
@@ -46,13 +46,13 @@ TEST_CASE(bytes_length_and_counters)
 	put(&e, 0, 128 * KiB, 4);
 	REQUIRE(folio_size_at(&e, 0) == 64 * KiB);
 	CHECK(pc_read_begin(e.h, 64 * KiB - 100, 1000, 0, &s) == 100);
-	CHECK(pattern_is(s.data, 100, 4, 64 * KiB - 100));
+	CHECK(tu_is_pattern(s.data, 100, 4, 64 * KiB - 100));
 	pc_read_end(&s);
 	CHECK(pc_read_begin(e.h, 64 * KiB, 1 * MiB, 0, &s) == 64 * KiB);
 	pc_read_end(&s);
 	/* Cut at the end of the file. */
 	CHECK(pc_read_begin(e.h, size - 300, 1000, 0, &s) == 300);
-	CHECK(pattern_is(s.data, 300, 3, size - 300));
+	CHECK(tu_is_pattern(s.data, 300, 3, size - 300));
 	pc_read_end(&s);
 	CHECK(pc_read_begin(e.h, size, 1000, 0, &s) == 0);
 	pc_read_end(&s);
@@ -60,7 +60,7 @@ TEST_CASE(bytes_length_and_counters)
 	/* Held while the range is written: the span sees it (shared mapping). */
 	CHECK(pc_read_begin(e.h, 1000, 100, 0, &s) == 100);
 	put(&e, 1000, 100, 5);
-	CHECK(pattern_is(s.data, 100, 5, 1000));
+	CHECK(tu_is_pattern(s.data, 100, 5, 1000));
 	pc_read_end(&s);
 
 	/* PC_NOWAIT on a hit is fine. */
@@ -71,7 +71,7 @@ TEST_CASE(bytes_length_and_counters)
 	CHECK(pc_read_begin(e.h, 2000, 100, 0, &s) == 100);
 	CHECK(pc_close(e.h) == 0);
 	e.h = NULL;
-	CHECK(pattern_is(s.data, 100, 4, 2000));
+	CHECK(tu_is_pattern(s.data, 100, 4, 2000));
 	pc_read_end(&s);
 	env_close(&e);
 }
@@ -86,7 +86,7 @@ TEST_CASE(dontcache_drops_only_what_it_read)
 	struct pc_span s, s2;
 	uint64_t drops0 = tu_stats(e.c).dropbehind_drops;
 	ssize_t n = pc_read_begin(e.h, 0, 4096, PC_DONTCACHE, &s);
-	CHECK(n == 4096 && pattern_is(s.data, 4096, 6, 0));
+	CHECK(n == 4096 && tu_is_pattern(s.data, 4096, 6, 0));
 	CHECK(folio_size_at(&e, 0) != 0); /* cached while held */
 	pc_read_end(&s);
 	CHECK(folio_size_at(&e, 0) == 0);

@@ -171,7 +171,8 @@ TEST_CASE(ranges_match_bitmap_model)
 
 #define BS 4096u
 
-static struct pc_cache *new_cache(void)
+/* A cache of BS-byte blocks whose pc_close writes the file back. */
+static struct pc_cache *close_to_open_cache(void)
 {
 	struct pc_config cfg = tu_config(16u << 20);
 	cfg.block_size = BS;
@@ -185,7 +186,7 @@ static struct pc_cache *new_cache(void)
 static struct pc_file *open_fresh(const char *name, char *path, size_t n, struct pc_cache **c)
 {
 	test_path(path, n, dir, name);
-	*c = new_cache();
+	*c = close_to_open_cache();
 	struct pc_file *f = pc_open(*c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	REQUIRE(f);
 	return f;

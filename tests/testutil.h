@@ -1,7 +1,8 @@
 /*
  * testutil.h - the helpers every test file shares: scratch directories,
- * caches, data patterns, reading back the device, polls, watchdogs and
- * children.  The cases themselves and CHECK/REQUIRE are harness.h's.
+ * caches, data patterns, reading back the device, polls and children
+ * (with their watchdogs).  The cases themselves and CHECK/REQUIRE are
+ * harness.h's.
  */
 #ifndef PC_TESTUTIL_H
 #define PC_TESTUTIL_H
@@ -228,6 +229,39 @@ static inline void tu_fill_pattern(uint8_t *b, size_t n, uint64_t seed, uint64_t
 	}
 }
 
+/* The first i in [0, n) where p[i] is not pattern `seed` at file offset
+ * off + i, or n: p holds the pattern there. */
+static inline size_t tu_pattern_mismatch(const uint8_t *p, size_t n, uint64_t seed, uint64_t off)
+{
+	uint8_t want[4096];
+	for (size_t i = 0; i < n; i += sizeof(want)) {
+		size_t len = (size_t)tu_min_u64(sizeof(want), n - i);
+		tu_fill_pattern(want, len, seed, off + i);
+		if (memcmp(p + i, want, len) != 0)
+			for (size_t j = 0; j < len; j++)
+				if (p[i + j] != want[j])
+					return i + j;
+	}
+	return n;
+}
+
+/* p[0, n) holds pattern `seed` of file offsets [off, off + n). */
+static inline bool tu_is_pattern(const uint8_t *p, size_t n, uint64_t seed, uint64_t off)
+{
+	return tu_pattern_mismatch(p, n, seed, off) == n;
+}
+
+/* The PC_* call flags in fl, for messages: "0" or e.g. "DSYNC|DIRECT". */
+static inline const char *tu_flags_str(int fl, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s%s%s%s%s", fl ? "" : "0", (fl & PC_DSYNC) ? "|DSYNC" : "",
+		 (fl & PC_NOWAIT) ? "|NOWAIT" : "", (fl & PC_DONTCACHE) ? "|DONTCACHE" : "",
+		 (fl & PC_DIRECT) ? "|DIRECT" : "");
+	if (buf[0] == '|')
+		memmove(buf, buf + 1, strlen(buf));
+	return buf;
+}
+
 /* pc_config_init's defaults with this memory limit (0: the default). */
 static inline struct pc_config tu_config(size_t memory_limit)
 {
@@ -276,31 +310,52 @@ static inline void tu_write_file(const char *path, const uint8_t *data, size_t s
 }
 
 /*
- * The whole backing file, read with plain O_DIRECT (bypassing the cache)
- * into a fresh 4 KiB-aligned buffer the caller frees; its size in *size.
- * The buffer has room for a block past the end; CHECKs the read is whole.
+ * The whole backing file at path, read with plain O_DIRECT (bypassing the
+ * cache) into a fresh 4 KiB-aligned buffer the caller frees, with room for
+ * a block past the end (bytes not read are 0xee); its size (st_size) in
+ * *size and the bytes read in *got (fewer: a read failed, said on stderr).
+ * NULL when it cannot be opened (said on stderr, errno kept).  Checks
+ * nothing: what the file must hold is the caller's.
  */
-static inline uint8_t *tu_read_backing(const char *path, size_t *size)
+static inline uint8_t *tu_load_backing(const char *path, size_t *size, size_t *got)
 {
 	int fd = open(path, O_RDONLY | O_DIRECT);
-	REQUIRE(fd >= 0);
 	struct stat st;
-	REQUIRE(fstat(fd, &st) == 0);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		int e = errno;
+		fprintf(stderr, "   %s: open(O_DIRECT)/fstat: %s\n", path, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return NULL;
+	}
 	size_t cap = (((size_t)st.st_size + 4095) & ~(size_t)4095) + 4096;
 	uint8_t *buf;
 	REQUIRE(posix_memalign((void **)&buf, 4096, cap) == 0);
 	memset(buf, 0xee, cap);
-	size_t got = 0;
-	while (got < (size_t)st.st_size) {
-		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-		REQUIRE(r >= 0);
-		if (r == 0)
+	size_t n = 0;
+	while (n < (size_t)st.st_size) {
+		ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
+		if (r < 0)
+			fprintf(stderr, "   %s: pread(O_DIRECT) at %zu: %s\n", path, n, strerror(errno));
+		if (r <= 0)
 			break;
-		got += (size_t)r;
+		n += (size_t)r;
 	}
 	close(fd);
 	*size = (size_t)st.st_size;
-	CHECK(got == (size_t)st.st_size);
+	*got = n;
+	return buf;
+}
+
+/* tu_load_backing for a file that must be there and read whole: CHECKs
+ * that the read is whole. */
+static inline uint8_t *tu_read_backing(const char *path, size_t *size)
+{
+	size_t got;
+	uint8_t *buf = tu_load_backing(path, size, &got);
+	REQUIRE(buf);
+	CHECK(got == *size);
 	return buf;
 }
 
@@ -315,34 +370,16 @@ static inline uint8_t *tu_read_backing(const char *path, size_t *size)
  */
 static inline bool tu_verify_disk_data(const char *path, const uint8_t *expect, size_t size, size_t round_bs)
 {
-	int fd = open(path, O_RDONLY | O_DIRECT);
-	if (fd < 0) {
-		perror(path);
+	size_t disk, got;
+	uint8_t *buf = tu_load_backing(path, &disk, &got);
+	if (!buf)
 		return false;
-	}
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0;
+	bool ok = true;
 	size_t max_size = round_bs ? (size + round_bs - 1) / round_bs * round_bs : size;
-	if (ok && ((size_t)st.st_size < size || (size_t)st.st_size > max_size)) {
-		fprintf(stderr, "   %s: backing size %lld, expected %zu%s%zu\n", path, (long long)st.st_size, size,
-			round_bs ? " to " : "", round_bs ? max_size : (size_t)0);
+	if (disk < size || disk > max_size) {
+		fprintf(stderr, "   %s: backing size %zu, expected %zu%s%zu\n", path, disk, size, round_bs ? " to " : "",
+			round_bs ? max_size : (size_t)0);
 		ok = false;
-	}
-	size_t disk = ok ? (size_t)st.st_size : size;
-	size_t cap = (disk + 4095) & ~(size_t)4095;
-	uint8_t *buf = aligned_alloc(4096, cap ? cap : 4096);
-	REQUIRE(buf);
-	size_t got = 0;
-	while (ok && got < cap) {
-		ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-		if (r < 0) {
-			perror("pread O_DIRECT");
-			ok = false;
-			break;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
 	}
 	if (ok && got < disk) {
 		fprintf(stderr, "   %s: read %zu of %zu bytes\n", path, got, disk);
@@ -364,33 +401,7 @@ static inline bool tu_verify_disk_data(const char *path, const uint8_t *expect, 
 			}
 	}
 	free(buf);
-	close(fd);
 	return ok;
-}
-
-/*
- * A watchdog: if the test has not ended `seconds` from now, it prints
- * "NAME: HANG (watchdog)" and exits with status 3, so a hang fails the
- * test instead of stalling CI (a forked child may call it again with its
- * own bound: alarm() is per process).
- */
-static const char *tu_watchdog_name = "test";
-
-static void tu_watchdog_fired(int sig)
-{
-	(void)sig;
-	char msg[128];
-	int n = snprintf(msg, sizeof(msg), "%s: HANG (watchdog)\n", tu_watchdog_name);
-	ssize_t r = write(2, msg, (size_t)n);
-	(void)r;
-	_exit(3);
-}
-
-static inline void tu_watchdog(const char *name, unsigned seconds)
-{
-	tu_watchdog_name = name;
-	signal(SIGALRM, tu_watchdog_fired);
-	alarm(seconds);
 }
 
 /* ------------------------------------------------ children (fork) */
