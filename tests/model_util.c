@@ -542,7 +542,7 @@ static uint64_t run_config(int cfgno, uint64_t seed, uint64_t nops)
 		snprintf(why, sizeof(why), "pc_open with block_size %zu fails with EINVAL here", r->cd->block_size);
 		CHECK(pc_cache_destroy(r->c) == 0);
 		unlink(r->path);
-		TEST_SKIP(why);
+		TEST_SKIP_UNSUPPORTED(why);
 	}
 	CHECK(r->fh[0] != NULL);
 	if (!r->fh[0]) {

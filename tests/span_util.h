@@ -37,7 +37,7 @@ static inline void env_open_cfg(struct env *e, const char *name, const struct pc
 	if (!e->h && errno == EINVAL && cfg->block_size) {
 		printf("  block size %zu refused here\n", cfg->block_size);
 		CHECK(pc_cache_destroy(e->c) == 0);
-		TEST_SKIP("the file system refuses this block size");
+		TEST_SKIP_UNSUPPORTED("the file system refuses this block size");
 	}
 	REQUIRE(e->h);
 	e->m = e->h->m;

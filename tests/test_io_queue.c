@@ -40,7 +40,7 @@ static struct pc_ioq *uring_queue_or_skip(unsigned depth)
 	REQUIRE(ioq_create(cache, depth, true, &q) == 0);
 	if (!ioq_is_uring(q)) {
 		ioq_destroy(q);
-		TEST_SKIP("io_uring is not available here");
+		TEST_SKIP_UNSUPPORTED("io_uring is not available here");
 	}
 	return q;
 }

@@ -499,7 +499,7 @@ static struct pc_file *open_or_skip(const char *p)
 		unlink(p);
 		CHECK(pc_cache_destroy(cache) == 0);
 		cache = NULL;
-		TEST_SKIP(why);
+		TEST_SKIP_UNSUPPORTED(why);
 	}
 	return f;
 }

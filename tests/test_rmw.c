@@ -90,7 +90,7 @@ static bool fx_open(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, si
 static void fx_start(struct fx *x, size_t bs, size_t size, unsigned cfg_flags, size_t memory_limit)
 {
 	if (!fx_open(x, bs, size, cfg_flags, memory_limit))
-		TEST_SKIP("the file system refuses this block size for direct I/O");
+		TEST_SKIP_UNSUPPORTED("the file system refuses this block size for direct I/O");
 }
 
 static void fx_close(struct fx *x)
@@ -212,7 +212,7 @@ static void writeback_merges_partial_overwrite(size_t bs, const struct geo *g)
 	fx_expire_ms = 60000;
 	fx_edge_expire_ms = 60000;
 	if (!opened)
-		TEST_SKIP("the file system refuses this block size for direct I/O");
+		TEST_SKIP_UNSUPPORTED("the file system refuses this block size for direct I/O");
 	uint64_t t0 = tu_now_ms();
 	CHECK(fx_write(&x, at(g, 1000), ln(g, 100), 0, 3) == (ssize_t)ln(g, 100));
 	s = tu_stats(x.c);
@@ -431,7 +431,7 @@ static void need_block_size_512(void)
 			fx_close(&probe);
 	}
 	if (!ok)
-		TEST_SKIP("the file system refuses 512-byte direct I/O");
+		TEST_SKIP_UNSUPPORTED("the file system refuses 512-byte direct I/O");
 }
 
 /* fn with blocks of bs bytes. */

@@ -380,7 +380,7 @@ TEST_CASE(whole_blocks_smaller_than_page_not_kept_512)
 	if (!h) {
 		fprintf(stderr, "pc_open with block size 512: %s\n", strerror(errno));
 		CHECK(pc_cache_destroy(c) == 0);
-		TEST_SKIP("block size 512 refused (the file system's direct I/O needs more alignment)");
+		TEST_SKIP_UNSUPPORTED("block size 512 refused (the file system's direct I/O needs more alignment)");
 	}
 	/* Two iovecs inside one 512-byte block and one page. */
 	struct iovec v5[2] = { { buf, 300 }, { buf + 300, 3796 } };
