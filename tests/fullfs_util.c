@@ -34,9 +34,12 @@
  * SIGKILL.
  *
  * Environment: PC_FULLFS_WATCHDOG (seconds per scenario, default 60),
- * PC_FULLFS_MAX_HANGS (after this many hangs in one run of a program, its
- * remaining pagecache cases fail without running, to stay within CI's
- * time; default 3, 0: no limit).
+ * PC_FULLFS_MAX_HANGS (after this many hangs in one process, its remaining
+ * pagecache cases fail without running; default 3, 0: no limit).  The
+ * count is the process's: it bounds a program run whole with many cases
+ * (by hand, each hang costing PC_FULLFS_WATCHDOG seconds), never a case
+ * under CTest, which runs each case in a process of its own: there a hang
+ * costs that one case its watchdog's time, and every other case runs.
  *
  * Each test_fullfs_* file uses TEST_FIXTURE(fullfs_setup, fullfs_teardown)
  * and the helpers it needs.
@@ -660,7 +663,7 @@ void fsync_after_space_returns(struct pc_file *h, const struct fs *f, uint64_t e
 
 /* ------------------------------------------------------------ the runner */
 
-static unsigned max_hangs = 3, hangs;
+static unsigned max_hangs = 3, hangs; /* hangs: of this process's cases */
 
 static unsigned env_uint(const char *name, unsigned dflt)
 {
@@ -723,7 +726,8 @@ static uint64_t fullfs_seed(void)
  * Run scenario fn(arg) in a child process on a new, filled file system
  * fss[which], removed afterwards; the case's check: the child passed.
  * through_cache: a pagecache scenario, not run (a failure) once
- * PC_FULLFS_MAX_HANGS scenarios hung in this run of the program.
+ * PC_FULLFS_MAX_HANGS scenarios hung in this process (a run of several
+ * cases: under CTest each case is a process of its own).
  */
 void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cache)
 {

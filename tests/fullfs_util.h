@@ -64,7 +64,8 @@ typedef void (*fullfs_scenario)(const struct fs *f, int arg, uint64_t seed);
  * watchdog, on a new, filled file system (EXT4 or XFS), removed
  * afterwards; the case's one check is that the child's checks passed.
  * through_cache: a pagecache scenario, not run (a failure) once
- * PC_FULLFS_MAX_HANGS scenarios hung in this run of the program.
+ * PC_FULLFS_MAX_HANGS scenarios hung in this process (a run of several
+ * cases: under CTest each case is a process of its own).
  */
 void fullfs_run(int which, fullfs_scenario fn, int arg, bool through_cache);
 

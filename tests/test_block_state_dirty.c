@@ -33,12 +33,12 @@ TEST_FIXTURE(open_shapes, block_state_close_shapes)
 /* ------------------------------------------------ a partial dirty clear */
 
 /*
- * bs_clear_range_dirty on a partial range rounds the first block UP
- * and the last block DOWN: a block only partly cleared keeps its dirty bit.
- * Bug guarded against (seed patch 1/6, "correct the range of a partial
- * dirty clear"): first = off >> bits, last = (off + len - 1) >> bits clears
- * the partly covered first and last blocks too, and their other bytes are
- * then never written back (silent data loss).
+ * bs_clear_range_dirty on a partial range rounds the first block UP and
+ * the last block DOWN: a block only partly cleared keeps its dirty bit.
+ * Bug guarded against (the rule: a partial clear rounds inward, never
+ * outward): first = off >> bits, last = (off + len - 1) >> bits clears the
+ * partly covered first and last blocks too, and their other bytes are then
+ * never written back (silent data loss).
  */
 static void clear_range_dirty_on(const struct shape *s)
 {
@@ -105,14 +105,15 @@ TEST_CASE(partial_dirty_clear_rounds_inward)
 /* ----------------------------------------- invalidating part of a folio */
 
 /*
- * bs_invalidate_blocks (a truncate or punch that covers part of a
- * folio) clears exactly the dirty bits of the blocks wholly inside the
- * range, and drops their deferred partial ranges.  Bug guarded against
- * (seed patches 2/6 and 3/6, "support invalidating partial folios"): only
- * whole-folio invalidation cleared the block state, so blocks truncated
- * or punched away stayed dirty and writeback wrote them again (reviving
- * data past EOF or inside the hole).  Partly covered blocks must keep their
- * dirty bits: their remaining bytes are still part of the file.
+ * bs_invalidate_blocks (a truncate or punch that covers part of a folio)
+ * clears exactly the dirty bits of the blocks wholly inside the range, and
+ * drops their deferred partial ranges.  Bug guarded against (the rule:
+ * invalidating part of a folio clears the state of the blocks it removes,
+ * as a whole folio's does): only whole-folio invalidation cleared the
+ * block state, so blocks truncated or punched away stayed dirty and
+ * writeback wrote them again (reviving data past EOF or inside the hole).
+ * Partly covered blocks must keep their dirty bits: their remaining bytes
+ * are still part of the file.
  */
 static void invalidate_blocks_on(const struct shape *s)
 {

@@ -38,17 +38,17 @@ TEST_FIXTURE(open_shapes, block_state_close_shapes)
 
 /*
  * A block becomes uptodate only when all its bytes are valid, at write
- * end.  Bug guarded against (seed patch 5/6, "don't mark blocks uptodate
- * after partial zeroing"): write begin zeroed the uncovered part of a new
- * block and marked the whole block uptodate before the data was copied, so
- * a concurrent reader could read the block with the write's bytes not yet
- * there (stale memory).  Here: after the zeroing and before
- * bs_write_end the block is not uptodate; after bs_write_end with
- * head_full/tail_full it is.  A partial write without head_full/tail_full
- * (deferred read-modify-write) leaves the block dirty, not uptodate, with
- * the written bytes as its valid range, and an adjacent write that covers
- * the rest completes it.  (The write_midcopy cases check the same rule
- * in the real write path.)
+ * end.  Bug guarded against (the rule: zeroing part of a block never makes
+ * it uptodate, only its data copied in does): write begin zeroed the
+ * uncovered part of a new block and marked the whole block uptodate before
+ * the data was copied, so a concurrent reader could read the block with
+ * the write's bytes not yet there (stale memory).  Here: after the zeroing
+ * and before bs_write_end the block is not uptodate; after bs_write_end
+ * with head_full/tail_full it is.  A partial write without
+ * head_full/tail_full (deferred read-modify-write) leaves the block dirty,
+ * not uptodate, with the written bytes as its valid range, and an adjacent
+ * write that covers the rest completes it.  (The write_midcopy cases check
+ * the same rule in the real write path.)
  */
 static void uptodate_at_write_end_on(const struct shape *s)
 {
@@ -201,14 +201,14 @@ static void *observe(void *arg)
 }
 
 /*
- * bs_write_end sets uptodate and dirty together, in one state-lock
- * round, and returns the bytes newly dirtied at block granularity (0 for a
- * rewrite of dirty blocks).  Bugs guarded against (seed patch 6/6, and the
- * dirty-length fix of patch 4/6): uptodate and dirty set in two lock rounds
- * (another thread can see a block uptodate but not yet dirty, and it costs
- * a second lock round per write); a dirty count in bytes written rather
- * than blocks (the dirty accounting drifts from the dirty bitmap); counting
- * blocks already dirty again.
+ * bs_write_end sets uptodate and dirty together, in one state-lock round,
+ * and returns the bytes newly dirtied at block granularity (0 for a
+ * rewrite of dirty blocks).  Bugs guarded against (the rules: both bits in
+ * one lock round, the dirty count in whole blocks newly dirtied): uptodate
+ * and dirty set in two lock rounds (another thread can see a block
+ * uptodate but not yet dirty, and it costs a second lock round per write);
+ * a dirty count in bytes written rather than blocks (the dirty accounting
+ * drifts from the dirty bitmap); counting blocks already dirty again.
  */
 static void write_end_together_on(const struct shape *s)
 {
@@ -284,14 +284,15 @@ TEST_CASE(write_end_sets_uptodate_and_dirty_together)
 /* ---------------------------------------- writes into an uptodate folio */
 
 /*
- * When the folio is already uptodate (PF_UPTODATE) the
- * write end does no uptodate bookkeeping, and the folio stays uptodate.
- * Bug guarded against (seed patch 6/6): bookkeeping of partial ranges that
- * cannot exist in an uptodate folio (work under the state lock on every
- * write, and a partly written block of an uptodate folio recorded as "not
- * uptodate, deferred", so that a later reader or the flusher would read
- * the device over data already in memory), or the uptodate state being
- * recomputed, and lost, by a write.
+ * When the folio is already uptodate (PF_UPTODATE) the write end does no
+ * uptodate bookkeeping, and the folio stays uptodate.  Bug guarded
+ * against (the rule: a write into an uptodate folio keeps no per-block
+ * uptodate bookkeeping): bookkeeping of partial ranges that cannot exist in an
+ * uptodate folio (work under the state lock on every write, and a partly
+ * written block of an uptodate folio recorded as "not uptodate, deferred",
+ * so that a later reader or the flusher would read the device over data
+ * already in memory), or the uptodate state being recomputed, and lost, by
+ * a write.
  */
 static void uptodate_skip_on(const struct shape *s)
 {
