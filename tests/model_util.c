@@ -139,17 +139,7 @@ static int gen_io_flags(struct run *r, bool read)
 	uint64_t p = rnd(r, 100);
 	if (read && p < 3)
 		return PC_NOWAIT | (rnd(r, 2) ? PC_DONTCACHE : 0);
-	if (p < 40)
-		return 0;
-	if (p < 50)
-		return PC_DSYNC;
-	if (p < 68)
-		return PC_DONTCACHE;
-	if (p < 75)
-		return PC_DONTCACHE | PC_DSYNC;
-	if (p < 92)
-		return PC_DIRECT;
-	return PC_DIRECT | PC_DSYNC;
+	return tu_io_flags_at(p);
 }
 
 /* Split len into niov segments at random (zero-length segments allowed),

@@ -148,18 +148,7 @@ static bool tcompare(struct thr *th, const char *op, uint64_t off, uint64_t len,
 
 static int gen_flags(struct thr *th)
 {
-	uint64_t p = rnd(th, 100);
-	if (p < 40)
-		return 0;
-	if (p < 50)
-		return PC_DSYNC;
-	if (p < 68)
-		return PC_DONTCACHE;
-	if (p < 75)
-		return PC_DONTCACHE | PC_DSYNC;
-	if (p < 92)
-		return PC_DIRECT;
-	return PC_DIRECT | PC_DSYNC;
+	return tu_io_flags_at(rnd(th, 100));
 }
 
 static uint64_t gen_len(struct thr *th)

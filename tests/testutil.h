@@ -269,6 +269,24 @@ static inline const char *tu_flags_str(int fl, char *buf, size_t n)
 	return buf;
 }
 
+/* The per-call flags of a read or write drawn at percentile p (0 to 99)
+ * of the model tests' mix: none 40%, PC_DSYNC 10%, PC_DONTCACHE 18%,
+ * PC_DONTCACHE|PC_DSYNC 7%, PC_DIRECT 17%, PC_DIRECT|PC_DSYNC 8%. */
+static inline int tu_io_flags_at(uint64_t p)
+{
+	if (p < 40)
+		return 0;
+	if (p < 50)
+		return PC_DSYNC;
+	if (p < 68)
+		return PC_DONTCACHE;
+	if (p < 75)
+		return PC_DONTCACHE | PC_DSYNC;
+	if (p < 92)
+		return PC_DIRECT;
+	return PC_DIRECT | PC_DSYNC;
+}
+
 /* pc_config_init's defaults with this memory limit (0: the default). */
 static inline struct pc_config tu_config(size_t memory_limit)
 {
