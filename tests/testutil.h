@@ -24,13 +24,6 @@
 #include "harness.h"
 #include "pagecache.h"
 
-/* Until harness.h has it: a skip for a feature this kernel or file system
- * lacks (io_uring, a block size for direct I/O), which stays a skip under
- * CI. */
-#ifndef TEST_SKIP_UNSUPPORTED
-#define TEST_SKIP_UNSUPPORTED(why) TEST_SKIP(why)
-#endif
-
 /*
  * A scratch directory for this test, on the file system of the build tree
  * (which supports O_DIRECT, unlike a tmpfs /tmp).  PC_TEST_DIR overrides.
