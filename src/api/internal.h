@@ -24,6 +24,8 @@
 #include "io/io_fd.h"
 #include "lib/progress.h"
 #include "lib/radix.h"
+#include "lib/shlock.h"
+#include "lib/slots.h"
 #include "lib/sysmem.h"
 
 #include "mem/block_state.h"

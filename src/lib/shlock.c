@@ -1,0 +1,340 @@
+/*
+ * shlock.c - the owned mutex and the counted shared lock of shlock.h,
+ * on shared futexes, with owners that may die.  shlock.h has the protocol.
+ */
+#include "lib/shlock.h"
+
+#include "lib/check.h"
+#include "lib/slots.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sleep while *word == val, at most ms milliseconds (FUTEX_WAIT takes a
+ * relative CLOCK_MONOTONIC timeout).  Not FUTEX_PRIVATE_FLAG: the word is
+ * shared with other processes.  Wake-ups, timeouts, signals and a changed
+ * word all return: the caller looks again. */
+static void futex_wait_ms(_Atomic uint32_t *word, uint32_t val, uint64_t ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+static uint32_t mine(const struct pc_shlock_ctx *cx)
+{
+	PC_ASSERT(cx->self < SLOTS_MAX);
+	return cx->self + 1;
+}
+
+static bool cas(_Atomic uint32_t *word, uint32_t *seen, uint32_t want)
+{
+	return atomic_compare_exchange_strong_explicit(word, seen, want, memory_order_seq_cst,
+						       memory_order_relaxed);
+}
+
+/*
+ * Wait while `word` has an owner, asking every SHLOCK_CHECK_MS whether the
+ * owner lives.  Returns -EOWNERDEAD when the owner was dead and the word is
+ * now the caller's (SHLOCK_INCONSISTENT set).  Once the word has no owner:
+ * with `acquire`, takes it and returns 0 (-EOWNERDEAD if it was
+ * inconsistent); without, returns 1 and leaves it be.
+ */
+static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, bool acquire)
+{
+	uint32_t me = mine(cx);
+	bool slept = false;
+	uint64_t check_at = mono_ms() + SHLOCK_CHECK_MS;
+	for (;;) {
+		uint32_t w = atomic_load_explicit(word, memory_order_relaxed);
+		if (!(w & SHLOCK_OWNER_MASK)) {
+			if (!acquire)
+				return 1;
+			/* After a sleep others may sleep too: keep the bit, so
+			 * that our unlock wakes the next. */
+			uint32_t take = w | me | (slept ? SHLOCK_WAITERS : 0);
+			if (cas(word, &w, take))
+				return take & SHLOCK_INCONSISTENT ? -EOWNERDEAD : 0;
+			continue;
+		}
+		if (!(w & SHLOCK_WAITERS)) {
+			if (!cas(word, &w, w | SHLOCK_WAITERS))
+				continue;
+			w |= SHLOCK_WAITERS;
+		}
+		uint64_t now = mono_ms();
+		if (now >= check_at) {
+			int owner = shlock_word_owner(w);
+			PC_ASSERT(owner < SLOTS_MAX);
+			if (slots_alive(cx->slots, cx->peers, (unsigned)owner) == 0) {
+				/* Of all who saw this word, one takes it over. */
+				if (cas(word, &w, me | SHLOCK_INCONSISTENT | SHLOCK_WAITERS))
+					return -EOWNERDEAD;
+				continue;
+			}
+			check_at = now + SHLOCK_CHECK_MS;
+		}
+		futex_wait_ms(word, w, check_at - now);
+		slept = true;
+	}
+}
+
+/* Give the word up (the caller's slot owns it); returns what it was.  The
+ * inconsistent flag stays. */
+static uint32_t word_release(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx)
+{
+	uint32_t old = atomic_fetch_and_explicit(word, SHLOCK_INCONSISTENT, memory_order_seq_cst);
+	PC_ASSERT((old & SHLOCK_OWNER_MASK) == mine(cx));
+	(void)cx;
+	return old;
+}
+
+/* Without waiting: 0, -EOWNERDEAD (taken, inconsistent) or -EBUSY. */
+static int word_try(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = atomic_load_explicit(word, memory_order_relaxed);
+	while (!(w & SHLOCK_OWNER_MASK))
+		if (cas(word, &w, w | mine(cx)))
+			return w & SHLOCK_INCONSISTENT ? -EOWNERDEAD : 0;
+	return -EBUSY;
+}
+
+/* Recovery: take the word over from dead slot `dead` (1), or leave it (0)
+ * when dead does not own it. */
+static bool word_take_over(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, unsigned dead)
+{
+	PC_ASSERT(dead < SLOTS_MAX && slot_word_state(slots_word(cx->slots, dead)) == SLOT_RECOVERING);
+	uint32_t w = atomic_load_explicit(word, memory_order_relaxed);
+	while (shlock_word_owner(w) == (int)dead)
+		if (cas(word, &w, mine(cx) | SHLOCK_INCONSISTENT | (w & SHLOCK_WAITERS)))
+			return true;
+	return false;
+}
+
+static void word_consistent(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx)
+{
+	PC_ASSERT((atomic_load_explicit(word, memory_order_relaxed) & SHLOCK_OWNER_MASK) == mine(cx));
+	(void)cx;
+	atomic_fetch_and_explicit(word, ~SHLOCK_INCONSISTENT, memory_order_release);
+}
+
+/* ----------------------------------------------------------- mutex */
+
+void shmutex_init(struct pc_shmutex *m)
+{
+	atomic_init(&m->word, 0);
+}
+
+int shmutex_lock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = 0;
+	if (cas(&m->word, &w, mine(cx)))
+		return 0;
+	return word_wait(&m->word, cx, true);
+}
+
+int shmutex_trylock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	return word_try(&m->word, cx);
+}
+
+void shmutex_unlock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	if (word_release(&m->word, cx) & SHLOCK_WAITERS)
+		futex_wake(&m->word, 1);
+}
+
+void shmutex_consistent(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	word_consistent(&m->word, cx);
+}
+
+int shmutex_take_over(struct pc_shmutex *m, const struct pc_shlock_ctx *cx, unsigned dead)
+{
+	return word_take_over(&m->word, cx, dead) ? -EOWNERDEAD : 0;
+}
+
+/* ----------------------------------------------------------- counted shared lock */
+
+static _Atomic uint64_t *count_word(struct pc_shrwlock *rw, unsigned slot, unsigned *shift)
+{
+	PC_ASSERT(slot < SLOTS_MAX);
+	*shift = (slot % 8) * 8;
+	return &rw->readers[slot / 8];
+}
+
+/* One more read hold for the caller's slot (sequentially consistent: the
+ * writer that misses it is seen by the caller's look at the word). */
+static void count_up(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	unsigned shift;
+	_Atomic uint64_t *cw = count_word(rw, cx->self, &shift);
+	uint64_t c = atomic_load_explicit(cw, memory_order_relaxed);
+	for (;;) {
+		if (((c >> shift) & 0xff) == 0xff) {
+			/* 255 holds of this process: wait for one to go. */
+			struct timespec ms = { 0, 1000000 };
+			nanosleep(&ms, NULL);
+			c = atomic_load_explicit(cw, memory_order_relaxed);
+			continue;
+		}
+		if (atomic_compare_exchange_weak_explicit(cw, &c, c + ((uint64_t)1 << shift), memory_order_seq_cst,
+							  memory_order_relaxed))
+			return;
+	}
+}
+
+/* A read hold goes; a writer waiting for the readers is told. */
+static void count_down(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	unsigned shift;
+	_Atomic uint64_t *cw = count_word(rw, cx->self, &shift);
+	uint64_t old = atomic_fetch_sub_explicit(cw, (uint64_t)1 << shift, memory_order_seq_cst);
+	PC_ASSERT((old >> shift) & 0xff);
+	(void)old;
+	if (atomic_load_explicit(&rw->word, memory_order_seq_cst) & SHLOCK_OWNER_MASK) {
+		atomic_fetch_add_explicit(&rw->drain, 1, memory_order_seq_cst);
+		futex_wake(&rw->drain, INT_MAX);
+	}
+}
+
+static bool no_readers(struct pc_shrwlock *rw)
+{
+	for (unsigned i = 0; i < SLOTS_MAX / 8; i++)
+		if (atomic_load_explicit(&rw->readers[i], memory_order_seq_cst))
+			return false;
+	return true;
+}
+
+/* The caller holds the word: wait until no slot holds a read.  The drain
+ * count is read before the counts, so a reader leaving after the look
+ * changes it and the sleep does not begin (or ends).  The timeout only
+ * bounds a wake-up lost to a reader killed before it woke us; a dead
+ * reader's count waits for recovery (shrwlock_clear_reader). */
+static void wait_readers(struct pc_shrwlock *rw)
+{
+	for (;;) {
+		uint32_t d = atomic_load_explicit(&rw->drain, memory_order_seq_cst);
+		if (no_readers(rw))
+			return;
+		futex_wait_ms(&rw->drain, d, SHLOCK_CHECK_MS);
+	}
+}
+
+void shrwlock_init(struct pc_shrwlock *rw)
+{
+	atomic_init(&rw->word, 0);
+	atomic_init(&rw->drain, 0);
+	for (unsigned i = 0; i < SLOTS_MAX / 8; i++)
+		atomic_init(&rw->readers[i], 0);
+}
+
+int shrwlock_wrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = 0;
+	int r = cas(&rw->word, &w, mine(cx)) ? 0 : word_wait(&rw->word, cx, true);
+	wait_readers(rw);
+	return r;
+}
+
+int shrwlock_trywrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	int r = word_try(&rw->word, cx);
+	if (r == -EBUSY || no_readers(rw))
+		return r;
+	/* Readers hold it: give the word back, waking the readers that
+	 * backed off meanwhile. */
+	shrwlock_wrunlock(rw, cx);
+	return -EBUSY;
+}
+
+void shrwlock_wrunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	if (word_release(&rw->word, cx) & SHLOCK_WAITERS)
+		futex_wake(&rw->word, INT_MAX);
+}
+
+void shrwlock_consistent(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	word_consistent(&rw->word, cx);
+}
+
+int shrwlock_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	for (;;) {
+		count_up(rw, cx);
+		uint32_t w = atomic_load_explicit(&rw->word, memory_order_seq_cst);
+		if (!(w & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)))
+			return 0;
+		count_down(rw, cx);
+		if (!(w & SHLOCK_OWNER_MASK)) {
+			/* Nobody holds it, but a repair is due: as a writer. */
+			int r = shrwlock_wrlock(rw, cx);
+			if (r == -EOWNERDEAD)
+				return r;
+			shrwlock_wrunlock(rw, cx); /* repaired meanwhile */
+			continue;
+		}
+		if (word_wait(&rw->word, cx, false) == -EOWNERDEAD) {
+			/* The writer died: the word is ours, the lock for writing. */
+			wait_readers(rw);
+			return -EOWNERDEAD;
+		}
+	}
+}
+
+int shrwlock_tryrdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	count_up(rw, cx);
+	if (!(atomic_load_explicit(&rw->word, memory_order_seq_cst) & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)))
+		return 0;
+	count_down(rw, cx);
+	return -EBUSY;
+}
+
+void shrwlock_rdunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	count_down(rw, cx);
+}
+
+int shrwlock_take_over(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx, unsigned dead)
+{
+	if (!word_take_over(&rw->word, cx, dead))
+		return 0;
+	wait_readers(rw);
+	return -EOWNERDEAD;
+}
+
+void shrwlock_clear_reader(struct pc_shrwlock *rw, unsigned slot)
+{
+	unsigned shift;
+	_Atomic uint64_t *cw = count_word(rw, slot, &shift);
+	uint64_t c = atomic_load_explicit(cw, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(cw, &c, c & ~((uint64_t)0xff << shift), memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&rw->drain, 1, memory_order_seq_cst);
+	futex_wake(&rw->drain, INT_MAX);
+}
+
+unsigned shrwlock_readers(struct pc_shrwlock *rw, unsigned slot)
+{
+	unsigned shift;
+	_Atomic uint64_t *cw = count_word(rw, slot, &shift);
+	return (unsigned)(atomic_load_explicit(cw, memory_order_relaxed) >> shift) & 0xff;
+}
