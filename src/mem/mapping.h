@@ -80,6 +80,9 @@ struct pc_mapping {
 	/* Written (or truncated) since the attributes were saved. */
 	_Atomic bool changed;
 	_Atomic int wb_inflight;    /* write-back requests being built or in flight */
+	/* Write-back completions of this file running now (low 32 bits) and
+	 * the times that count fell to 0 (high 32 bits): writeback.c. */
+	_Atomic uint64_t wb_completing;
 	_Atomic int refs;      /* handles + users (flusher, etc.) */
 	_Atomic int64_t i_size;     /* logical size */
 	_Atomic int64_t disk_size;  /* backing file size as last set/seen */

@@ -123,6 +123,8 @@ static void segment_redirty_on_error(struct pc_mapping *m, struct wb_seg *s, int
 	atomic_fetch_sub_explicit(&m->c->writeback, bytes, memory_order_relaxed);
 }
 
+HIDDEN void (*writeback_test_after_clear)(struct pc_folio *f);
+
 /*
  * The segment's folio is no longer under write-back for this request.  Only
  * after the error is recorded: fsync waits for PF_WRITEBACK and then reads
@@ -134,6 +136,8 @@ static void segment_release(struct pc_mapping *m, struct wb_seg *s, int err)
 	struct pc_folio *f = s->f;
 	if (atomic_fetch_sub(&f->wb_pending, 1) == 1) {
 		folio_clear_and_wake(f, PF_WRITEBACK);
+		if (__builtin_expect(writeback_test_after_clear != NULL, 0))
+			writeback_test_after_clear(f);
 		if (!err && folio_test(f, PF_DROPBEHIND) && !reclaim_try_drop(m->c, f, false))
 			folio_set(f, PF_DROP_PENDING);
 	}
@@ -160,11 +164,63 @@ static void req_inflight_end(struct pc_mapping *m, int err)
 		flusher_kick(m->dom);
 }
 
+/*
+ * A completion is not done with a folio when it clears PF_WRITEBACK: a
+ * drop-behind folio is dropped after that (it cannot leave the index under
+ * write-back), and the completion's reference goes last.  A syncer woken
+ * by the clear, or finding the flag clear, must not return before that:
+ * the folio would still be cached behind its back, dropped a moment later
+ * by the completion (on a loaded machine the woken syncer preempts the
+ * completion right after the wake-up, and fsync returned with an uncached
+ * folio still cached: mt_interleaved).  Either the syncer's reference, let
+ * go after the completion's, drops the folio, or the completion drops it
+ * before it returns.  So a file's completions count themselves while they
+ * touch its folios (low half of wb_completing) and the times the count
+ * fell to 0 (high half), in one word, and a syncer, once the write-back
+ * it waited for ended and it let go of the folios, waits for every
+ * completion running then to return (wait_completions_running).
+ */
+#define COMPLETING_ONE 1ull
+#define COMPLETING_IDLE (1ull << 32)
+
+static void completion_begin(struct pc_mapping *m)
+{
+	atomic_fetch_add(&m->wb_completing, COMPLETING_ONE);
+}
+
+static void completion_end(struct pc_mapping *m)
+{
+	uint64_t v = atomic_load(&m->wb_completing), nv;
+	do
+		nv = (uint32_t)v == 1 ? v - COMPLETING_ONE + COMPLETING_IDLE : v - COMPLETING_ONE;
+	while (!atomic_compare_exchange_weak(&m->wb_completing, &v, nv));
+}
+
+/* Wait until the completions of m running now have returned: until their
+ * count fell to 0 (wb_done signals wb_progress after that). */
+static void wait_completions_running(struct pc_mapping *m)
+{
+	uint64_t v = atomic_load(&m->wb_completing);
+	if (!(uint32_t)v)
+		return;
+	struct pc_cache *c = m->c;
+	for (;;) {
+		uint64_t seen = progress_begin(&c->wb_progress);
+		bool done = (atomic_load(&m->wb_completing) >> 32) != (v >> 32);
+		if (!done)
+			progress_wait(&c->wb_progress, seen, 100);
+		progress_end(&c->wb_progress);
+		if (done)
+			return;
+	}
+}
+
 static void wb_done(struct pc_ioreq *io, ssize_t res)
 {
 	struct wb_req *r = (struct wb_req *)io;
 	struct pc_mapping *m = r->m;
 	struct pc_domain *d = m->dom;
+	completion_begin(m); /* before any PF_WRITEBACK is cleared */
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
 	pace_io_end(m->c, io->len); /* pace.c's bandwidth */
 	if (atomic_load(&d->io_waiters)) {
@@ -190,6 +246,9 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 		failing_wb_recovered(m);
 	for (int i = 0; i < r->nseg; i++)
 		segment_release(m, &r->seg[i], err);
+	/* Done with the folios; before waiter_done, so that the caller
+	 * waiting for this request does not wait for it again. */
+	completion_end(m);
 	req_inflight_end(m, err);
 	if (r->w)
 		waiter_done(r->w, err);
@@ -608,6 +667,9 @@ void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end)
 			reclaim_release_folio(m->c, batch[i]);
 		}
 	}
+	/* After letting go: the completions that ended the write-back waited
+	 * for here (or in writeback_range) have dropped what they drop. */
+	wait_completions_running(m);
 }
 
 /*

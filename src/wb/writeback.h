@@ -14,6 +14,7 @@
 
 #include "lib/util.h"
 
+struct pc_folio;
 struct pc_mapping;
 
 /* Collects completions of writes one caller waits for (fsync, DSYNC). */
@@ -44,7 +45,8 @@ HIDDEN int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end
 			      int64_t budget);
 /* Write back [start, end), wait for it, and return the first error. */
 HIDDEN int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int mode);
-/* Wait until no folio of [start, end) is under writeback. */
+/* Wait until no folio of [start, end) is under writeback, and until the
+ * completions that ended it returned (their drop-behind done). */
 HIDDEN void writeback_wait_range(struct pc_mapping *m, uint64_t start, uint64_t end);
 /* A waiter for writeback_range's writes (w->pending counts them). */
 HIDDEN void waiter_init(struct pc_wb_waiter *w);
@@ -62,5 +64,10 @@ HIDDEN void waiter_destroy(struct pc_wb_waiter *w);
 /* Write back all dirty data of a writable file, wait, and set the backing
  * file's exact size (fsync, close, cache destroy); the first error. */
 HIDDEN int writeback_file(struct pc_mapping *m);
+
+/* Tests only (test_mt_release.c): called by a completion right after it
+ * cleared a folio's PF_WRITEBACK and woke its waiters, before it drops a
+ * drop-behind folio. */
+HIDDEN extern void (*writeback_test_after_clear)(struct pc_folio *f);
 
 #endif
