@@ -130,10 +130,14 @@ bool dirty_has_work(struct pc_mapping *m)
 	       atomic_load(&m->closed_dirty) || atomic_load(&m->reserve_want) != 0;
 }
 
+/*
+ * What makes m work for the flusher (its dirty bytes, counted relaxed, or
+ * a reservation request) was stored before: order that before looking at
+ * the flag, which the flusher clears before it looks at the work (the
+ * race that dirty_list_add's comment describes).
+ */
 void dirty_file_wants_flusher(struct pc_mapping *m)
 {
-	/* The request was made (a seq_cst read-modify-write) before the
-	 * flag is read, as dirty_file_dirtied orders its count. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!atomic_load(&m->on_dirty_list))
 		dirty_list_add(m);
@@ -141,11 +145,7 @@ void dirty_file_wants_flusher(struct pc_mapping *m)
 
 void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
 {
-	/* The bytes were counted (relaxed) before: order that before looking
-	 * at the flag, which the flusher clears before looking at them. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load(&m->on_dirty_list))
-		dirty_list_add(m);
+	dirty_file_wants_flusher(m);
 	if (!atomic_load_explicit(&m->changed, memory_order_relaxed))
 		atomic_store_explicit(&m->changed, true, memory_order_relaxed);
 	f->stamp = folio_clock_ms(m->c); /* how long its data waited: see short_run */

@@ -24,8 +24,8 @@ HIDDEN void account_uncached(struct pc_mapping *m, int64_t bytes);
 HIDDEN void dirty_forget_file(struct pc_mapping *m);
 /* Called after a folio went clean->dirty: tag it, queue the mapping. */
 HIDDEN void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f);
-/* A request for the flusher that is not dirty data (a reservation ahead,
- * wb/backing.c) was made: m is on its domain's list until it is taken. */
+/* m has work for the flusher (dirty data, or a request such as a
+ * reservation ahead, wb/backing.c): it goes on its domain's list if off. */
 HIDDEN void dirty_file_wants_flusher(struct pc_mapping *m);
 /* Whether m has anything for the flusher (dirty or uncached data, edges,
  * a reservation ahead asked for). */
