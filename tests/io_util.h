@@ -7,7 +7,8 @@
  *
  * The I/O layer needs a struct pc_cache only for the fault hook, the fault
  * rules and the counters: a zeroed one is enough (the layer must not
- * depend on anything else).
+ * depend on anything else), with its zeroed process part below it as
+ * pc_cache_new lays them out (cache_proc, api/cache.h).
  */
 #ifndef PC_IO_UTIL_H
 #define PC_IO_UTIL_H
@@ -42,15 +43,16 @@ static inline void io_setup(const char *name)
 		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	}
 	REQUIRE(fd >= 0);
-	cache = calloc(1, sizeof(*cache));
-	REQUIRE(cache);
+	uint8_t *mem = calloc(1, CACHE_PROC_BYTES + sizeof(*cache));
+	REQUIRE(mem);
+	cache = (struct pc_cache *)(mem + CACHE_PROC_BYTES);
 }
 
 static inline void io_teardown(void)
 {
 	close(fd);
 	fault_rules_destroy(cache);
-	free(cache);
+	free(cache_proc(cache));
 	test_rmdir(dir);
 }
 

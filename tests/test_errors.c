@@ -3,7 +3,7 @@
  * reporting, argument checks, and the lock that keeps other processes out.
  *
  * Fault injection: right after pc_cache_new (before any file, so before any
- * flusher thread) c->fault_hook is set to a hook that fails device writes
+ * flusher thread) the process's fault_hook is set to a hook that fails device writes
  * and/or reads with -EIO while the test says so (atomics: the hook runs on
  * the flusher and completion threads).
  *
@@ -82,8 +82,8 @@ static struct pc_cache *cache_with_fault_hook(void)
 	struct pc_config cfg = tu_config(4 * MiB);
 	cfg.max_folio_size = 64 * KiB;
 	struct pc_cache *c = tu_cache_new(&cfg);
-	c->fault_hook = fault_hook;
-	c->fault_arg = NULL;
+	cache_proc(c)->fault_hook = fault_hook;
+	cache_proc(c)->fault_arg = NULL;
 	atomic_store(&fail_writes, 0);
 	atomic_store(&fail_reads, 0);
 	return c;

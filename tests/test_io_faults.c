@@ -97,8 +97,8 @@ static void fault_hook(struct pc_ioq *q)
 	tu_fill_pattern(w, len, 3, 0);
 	REQUIRE(ftruncate(fd, 0) == 0);
 
-	cache->fault_hook = test_hook;
-	cache->fault_arg = (void *)&hook_calls;
+	cache_proc(cache)->fault_hook = test_hook;
+	cache_proc(cache)->fault_arg = (void *)&hook_calls;
 	int calls0 = atomic_load(&hook_calls);
 
 	CHECK(do_io(q, IO_WRITE, w, len, 0, 0) == (ssize_t)len);
@@ -137,8 +137,8 @@ static void fault_hook(struct pc_ioq *q)
 	CHECK(do_io(q, IO_FSYNC, NULL, 0, 0, 0) == 0);
 
 	atomic_store(&hook_fail_op, -1);
-	cache->fault_hook = NULL;
-	cache->fault_arg = NULL;
+	cache_proc(cache)->fault_hook = NULL;
+	cache_proc(cache)->fault_arg = NULL;
 	free(w);
 	free(r);
 }

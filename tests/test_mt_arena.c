@@ -104,7 +104,7 @@ TEST_CASE(destroy_while_faulting_in)
 	double slowest = 0;
 	for (unsigned i = 0; i < 8; i++) {
 		struct pc_cache *c = cache_with_flags(bytes, PC_CFG_EAGER_MEMORY);
-		CHECK(c->populate_running);
+		CHECK(cache_proc(c)->populate_running);
 		/* Even rounds: at once (the thread may not have run yet); odd
 		 * ones: once it has done a step. */
 		if (i % 2)
@@ -409,7 +409,7 @@ TEST_CASE(eager_memory_faults_in_all_unused)
 TEST_CASE(lazy_memory_starts_no_thread)
 {
 	struct pc_cache *c = cache_with_flags(8 * MiB, PC_CFG_LAZY_MEMORY);
-	CHECK(!c->populate_running);
+	CHECK(!cache_proc(c)->populate_running);
 	CHECK(arena_populated_bytes(c) == 0);
 	CHECK(tu_stats(c).prefault_pending_bytes == 0); /* nothing will run */
 	CHECK(pc_cache_destroy(c) == 0);

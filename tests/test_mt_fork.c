@@ -249,7 +249,7 @@ TEST_CASE(children_of_writing_parent_get_eperm)
 	cfg.dirty_limit_bytes = 512 * KiB; /* writers wait in the throttle */
 	cfg.max_folio_size = 64 * KiB;
 	struct pc_cache *c = tu_cache_new(&cfg);
-	c->fault_hook = count_foreign_io;
+	cache_proc(c)->fault_hook = count_foreign_io;
 	char path[4200];
 	test_path(path, sizeof(path), dir, "parent");
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -303,7 +303,7 @@ TEST_CASE(child_exit_after_destroying_flush_at_exit_copy)
 	cfg.max_folio_size = 64 * KiB;
 	cfg.flags = PC_CFG_FLUSH_AT_EXIT;
 	struct pc_cache *c = tu_cache_new(&cfg);
-	c->fault_hook = count_foreign_io;
+	cache_proc(c)->fault_hook = count_foreign_io;
 	char path[4200];
 	test_path(path, sizeof(path), dir, "atexit");
 	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);

@@ -188,8 +188,8 @@ static struct pc_cache *cache_with_write_gate(void)
 	cfg.dirty_background_bytes = DIRTY_BG;
 	struct pc_cache *c = tu_cache_new(&cfg);
 	/* Before any file is open, so before any flusher thread exists. */
-	c->fault_hook = gate_hook;
-	c->fault_arg = NULL;
+	cache_proc(c)->fault_hook = gate_hook;
+	cache_proc(c)->fault_arg = NULL;
 	return c;
 }
 
@@ -640,7 +640,7 @@ TEST_CASE(close_while_writeback_waits_leaves_file_unsettled)
 	cfg.dirty_limit_bytes = DIRTY_LIMIT; /* / 8 = 256 KiB, the same */
 	cfg.dirty_expire_ms = 20;        /* the flusher takes B soon */
 	struct pc_cache *c = tu_cache_new(&cfg);
-	c->fault_hook = gate_hook;
+	cache_proc(c)->fault_hook = gate_hook;
 	char pa[4200], pb[4200];
 	test_path(pa, sizeof(pa), dir, "room-a");
 	test_path(pb, sizeof(pb), dir, "room-b");

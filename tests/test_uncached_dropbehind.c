@@ -149,7 +149,7 @@ static struct pc_cache *cache_holding_writes(void)
 	cfg.uncached_kick_bytes = 8 * MiB;
 	cfg.readahead_max_bytes = 0;
 	struct pc_cache *c = tu_cache_new(&cfg);
-	c->fault_hook = hold_write_hook;
+	cache_proc(c)->fault_hook = hold_write_hook;
 	return c;
 }
 
@@ -197,7 +197,7 @@ TEST_CASE(cached_read_clears_dropbehind_mark)
 	}
 	CHECK(!raced);
 	CHECK(pc_close(h) == 0);
-	c->fault_hook = NULL;
+	cache_proc(c)->fault_hook = NULL;
 	CHECK(pc_cache_destroy(c) == 0);
 	free(buf);
 	free(back);
@@ -267,7 +267,7 @@ TEST_CASE(read_during_writeback_keeps_folio)
 	CHECK(tu_verify_disk(path, model, ctl + R));
 	CHECK(pc_close(h) == 0);
 	free(model);
-	c->fault_hook = NULL;
+	cache_proc(c)->fault_hook = NULL;
 	CHECK(pc_cache_destroy(c) == 0);
 	free(back);
 }
@@ -302,7 +302,7 @@ static struct pc_cache *cache_kicked_often(void)
 TEST_CASE(redirtied_during_writeback_not_dropped)
 {
 	struct pc_cache *c = cache_kicked_often();
-	c->fault_hook = hold_write_hook;
+	cache_proc(c)->fault_hook = hold_write_hook;
 	char path[4200];
 	const size_t R = 64 * KiB;
 	uint8_t *a = malloc(R), *b = malloc(R), *back = malloc(R);
@@ -332,7 +332,7 @@ TEST_CASE(redirtied_during_writeback_not_dropped)
 	struct pc_stats s = tu_stats(c);
 	CHECK(s.dirty_bytes == 0 && s.dirty_uncached_bytes == 0);
 	CHECK(pc_close(h) == 0);
-	c->fault_hook = NULL;
+	cache_proc(c)->fault_hook = NULL;
 	CHECK(pc_cache_destroy(c) == 0);
 	free(a);
 	free(b);

@@ -128,11 +128,12 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 	h->wb_err_seen = errseq_open_sample(&m->wb_err);
 	for (int i = 0; i < PC_RA_HINTS; i++)
 		h->ra_ends[i] = -1;
+	struct pc_proc *p = cache_proc(c);
 	files_lock(&c->files_lock);
-	h->open_next = c->open_head;
-	if (c->open_head)
-		c->open_head->open_prev = h;
-	c->open_head = h;
+	h->open_next = p->open_head;
+	if (p->open_head)
+		p->open_head->open_prev = h;
+	p->open_head = h;
 	files_unlock(&c->files_lock);
 	if ((flags & O_TRUNC) && h->accmode != O_RDONLY) {
 		err = truncate_mapping(m, 0);
@@ -148,44 +149,46 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 /* Unlink from the open list and park in the quarantine (files_lock held). */
 static void handle_retire(struct pc_cache *c, struct pc_file *h)
 {
+	struct pc_proc *p = cache_proc(c);
 	assert_held(&c->files_lock);
 	if (h->open_prev)
 		h->open_prev->open_next = h->open_next;
 	else
-		c->open_head = h->open_next;
+		p->open_head = h->open_next;
 	if (h->open_next)
 		h->open_next->open_prev = h->open_prev;
 	h->magic = PC_FILE_CLOSED;
 	h->m = NULL;
 	h->next_closed = NULL;
-	if (c->closed_tail)
-		c->closed_tail->next_closed = h;
+	if (p->closed_tail)
+		p->closed_tail->next_closed = h;
 	else
-		c->closed_head = h;
-	c->closed_tail = h;
-	if (++c->nr_closed > HANDLE_QUARANTINE) {
-		struct pc_file *old = c->closed_head;
-		c->closed_head = old->next_closed;
-		if (!c->closed_head)
-			c->closed_tail = NULL;
-		c->nr_closed--;
+		p->closed_head = h;
+	p->closed_tail = h;
+	if (++p->nr_closed > HANDLE_QUARANTINE) {
+		struct pc_file *old = p->closed_head;
+		p->closed_head = old->next_closed;
+		if (!p->closed_head)
+			p->closed_tail = NULL;
+		p->nr_closed--;
 		free(old);
 	}
 }
 
 void handles_free_all(struct pc_cache *c)
 {
-	while (c->open_head) {
-		struct pc_file *h = c->open_head;
-		c->open_head = h->open_next;
-			free(h);
-	}
-	while (c->closed_head) {
-		struct pc_file *h = c->closed_head;
-		c->closed_head = h->next_closed;
+	struct pc_proc *p = cache_proc(c);
+	while (p->open_head) {
+		struct pc_file *h = p->open_head;
+		p->open_head = h->open_next;
 		free(h);
 	}
-	c->closed_tail = NULL;
+	while (p->closed_head) {
+		struct pc_file *h = p->closed_head;
+		p->closed_head = h->next_closed;
+		free(h);
+	}
+	p->closed_tail = NULL;
 }
 
 /* Write back, wait, flush the device, report an unseen error once. */

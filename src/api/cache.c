@@ -13,6 +13,7 @@
 #include "api/fdtable.h"
 #include "api/closed.h"
 #include "api/file.h"
+#include <sys/mman.h>
 #include "api/files.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
@@ -144,9 +145,29 @@ static int config_validate(struct pc_config *cfg)
 	return 0;
 }
 
+/* The cache and, CACHE_PROC_BYTES below it, the process's part
+ * (cache_proc): zeroed, page-aligned memory of the process's own. */
+static size_t cache_memory_bytes(void)
+{
+	return CACHE_PROC_BYTES + (sizeof(struct pc_cache) + PC_PAGE_SIZE - 1) / PC_PAGE_SIZE * PC_PAGE_SIZE;
+}
+
+static struct pc_cache *cache_memory_new(void)
+{
+	void *p = mmap(NULL, cache_memory_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	return (struct pc_cache *)((uint8_t *)p + CACHE_PROC_BYTES);
+}
+
+static void cache_memory_free(struct pc_cache *c)
+{
+	munmap(cache_proc(c), cache_memory_bytes());
+}
+
 struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 {
-	struct pc_cache *c = calloc(1, sizeof(*c));
+	struct pc_cache *c = cache_memory_new();
 	if (!c) {
 		errno = ENOMEM;
 		return NULL;
@@ -189,9 +210,9 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	rt_pool_init(&c->node_pool);
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING
-	c->use_uring = false;
+	cache_proc(c)->use_uring = false;
 #else
-	c->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
+	cache_proc(c)->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
 #endif
 	c->start_ms = now_ms();
 	process_claim(c);
@@ -205,7 +226,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	arena_populate_start(c);
 	return c;
 fail:
-	free(c);
+	cache_memory_free(c);
 	errno = -err;
 	return NULL;
 }
@@ -218,6 +239,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	}
 	if (cache_inherited(c)) {
 		cache_free_inherited(c);
+		cache_memory_free(c);
 		return 0;
 	}
 	if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)
@@ -245,7 +267,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	pthread_mutex_destroy(&c->files_lock);
 	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
-	free(c);
+	cache_memory_free(c);
 	if (err) {
 		errno = -err;
 		return -1;
@@ -302,7 +324,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->ra_window_bytes = ld(&c->st_ra_bytes);
 	s->ra_random_reads = ld(&c->st_ra_random);
 	s->prefault_pending_bytes = arena_prefault_pending(c);
-	s->io_uring = c->use_uring;
+	s->io_uring = cache_proc(c)->use_uring;
 }
 
 void pc_file_stats(struct pc_file *h, struct pc_stats *s)

@@ -27,6 +27,56 @@ struct pc_file;         /* handle.h */
 struct pc_mapping;      /* mapping.h */
 struct throttle_waiter; /* throttle.c */
 
+/*
+ * What one process keeps of a cache: its handles, its threads, its
+ * hooks.  None of it may be shared: descriptors, threads and function
+ * addresses mean something in one process only (ASLR puts the library
+ * elsewhere in each).  It lives CACHE_PROC_BYTES below the cache, in
+ * memory of the process's own (cache_proc): a shared cache is at one
+ * address in every process (docs/shared.md, 2.4), so each process finds
+ * its own part at one address too, from any pointer to the cache, with
+ * no lookup, and structures in the cache may point to "this process's
+ * part" as they point to the cache.
+ */
+struct pc_proc {
+	/* process.c: the process that owns it (cache_inherited) */
+	unsigned owner_generation;
+	bool use_uring;
+	/* arena.c: the background fault-in's thread */
+	pthread_t populate_thread;
+	bool populate_running; /* started and not yet joined */
+	/* handles (api.c): the open ones, and the quarantine of closed ones */
+	struct pc_file *open_head;
+	struct pc_file *closed_head, *closed_tail;
+	unsigned nr_closed;
+	/* tests: fail device I/O; returns 0 or a negative errno */
+	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
+	/* mapping_put's last reference: the file layer's part of the
+	 * teardown (file_layer_init), so that the memory layer does not
+	 * call up into it */
+	void (*mapping_teardown)(struct pc_mapping *m);
+	/* The flusher's work for closed files (closed.c, installed by
+	 * closed_layer_init), so that write-back does not call up into the
+	 * layer that keeps them: do closed files still to be written hold
+	 * many descriptors (they go first then), and after each round,
+	 * settle those written and sweep the dead ones. */
+	bool (*closed_fd_pressure)(const struct pc_cache *c);
+	void (*closed_after_round)(struct pc_cache *c);
+	/* Memory is short: reclaim asks write-back to clean what it can
+	 * (flusher_layer_init installs it). */
+	void (*want_free)(struct pc_cache *c);
+	void *fault_arg;
+	/* pc_fault_inject rules (api/fault_rules.c): created on first use; the count
+	 * is the fast path's only load when there are none */
+	struct fault_set *_Atomic faults;
+	_Atomic unsigned fault_nrules;
+};
+
+/*
+ * The cache as every process sees it: everything that describes cached
+ * data.  It holds no descriptor, thread or function address (struct
+ * pc_proc has those).
+ */
 struct pc_cache {
 	struct pc_config cfg;
 	/* arena */
@@ -41,10 +91,9 @@ struct pc_cache {
 	 * descriptors still calloc's zeros (arena.c).  Changed under
 	 * arena_lock; atomic for the readers that take no lock. */
 	_Atomic uint32_t fresh_pfn;
-	/* Background fault-in of the arena (arena.c). */
-	pthread_t populate_thread;
-	bool populate_running;         /* started and not yet joined */
 	_Atomic bool populate_stop;
+	/* Background fault-in of the arena (arena.c; its thread: struct
+	 * pc_proc). */
 	_Atomic size_t populated_bytes; /* [0, this) of the arena faulted in */
 	_Atomic bool populate_ended;   /* the thread is done (or never ran) */
 	size_t populate_lead;          /* how far ahead of fresh_pfn it keeps */
@@ -89,13 +138,7 @@ struct pc_cache {
 	uint64_t last_sweep_ms;
 	/* writeback domains, one per device (flusher.c) */
 	struct pc_domain *domains;
-	/* handles (api.c): the open ones, and the quarantine of closed ones */
-	struct pc_file *open_head;
-	struct pc_file *closed_head, *closed_tail;
-	unsigned nr_closed;
-	bool use_uring;
 	uint64_t start_ms;
-	unsigned owner_generation; /* process.c: the process that owns it */
 	/* counters */
 	_Atomic uint64_t st_read_ios, st_read_bytes, st_write_ios, st_write_bytes;
 	_Atomic uint64_t st_cached, st_folios, st_evictions, st_drops;
@@ -137,35 +180,23 @@ struct pc_cache {
 	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
 	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */
 	_Atomic int64_t peak_dirty;
-	/* tests: fail device I/O; returns 0 or a negative errno */
-	int (*fault_hook)(void *arg, int op, int fd, off_t off, size_t len);
-	/* mapping_put's last reference: the file layer's part of the
-	 * teardown (file_layer_init), so that the memory layer does not
-	 * call up into it */
-	void (*mapping_teardown)(struct pc_mapping *m);
-	/* The flusher's work for closed files (closed.c, installed by
-	 * closed_layer_init), so that write-back does not call up into the
-	 * layer that keeps them: do closed files still to be written hold
-	 * many descriptors (they go first then), and after each round,
-	 * settle those written and sweep the dead ones. */
-	bool (*closed_fd_pressure)(const struct pc_cache *c);
-	void (*closed_after_round)(struct pc_cache *c);
-	/* Memory is short: reclaim asks write-back to clean what it can
-	 * (flusher_layer_init installs it). */
-	void (*want_free)(struct pc_cache *c);
-	void *fault_arg;
-	/* pc_fault_inject rules (api/fault_rules.c): created on first use; the count
-	 * is the fast path's only load when there are none */
-	struct fault_set *_Atomic faults;
-	_Atomic unsigned fault_nrules;
 };
 
 /* Is c a copy inherited through fork() (this process does not own it)?
  * Inline: every cache hit asks (api.c, pc_pread); every entry point of the
  * library asks, whichever layer it is in (forkgen.h). */
+/* The process's part of c: one page-rounded struct pc_proc, right below
+ * c in the memory cache.c maps for the two. */
+#define CACHE_PROC_BYTES (((sizeof(struct pc_proc) + PC_PAGE_SIZE - 1) / PC_PAGE_SIZE) * PC_PAGE_SIZE)
+
+static inline struct pc_proc *cache_proc(const struct pc_cache *c)
+{
+	return (struct pc_proc *)((uintptr_t)c - CACHE_PROC_BYTES);
+}
+
 static inline bool cache_inherited(const struct pc_cache *c)
 {
-	return c->owner_generation != forkgen_now();
+	return cache_proc(c)->owner_generation != forkgen_now();
 }
 
 #endif

@@ -409,6 +409,6 @@ static void closed_after_round(struct pc_cache *c)
 
 void closed_layer_init(struct pc_cache *c)
 {
-	c->closed_fd_pressure = closed_fd_pressure;
-	c->closed_after_round = closed_after_round;
+	cache_proc(c)->closed_fd_pressure = closed_fd_pressure;
+	cache_proc(c)->closed_after_round = closed_after_round;
 }

@@ -30,7 +30,7 @@ HIDDEN void closed_settle(struct pc_mapping *m);
 /* Out of descriptors: every settled closed file gives its up. */
 HIDDEN void closed_release_fds(struct pc_cache *c);
 /* Install the flusher's hooks for closed files in c (pc_cache_new):
- * c->closed_fd_pressure is closed_fd_pressure; c->closed_after_round
+ * the process's closed_fd_pressure is closed_fd_pressure; its closed_after_round
  * settles the closed files whose write-back ended and, at most once a
  * second, drops those that were unlinked, or gave their descriptor up
  * and lost all their data. */

@@ -44,13 +44,13 @@ static void set_free(struct fault_set *s)
 /* The cache's rule set, created on first use; NULL: no memory. */
 static struct fault_set *set_get(struct pc_cache *c)
 {
-	struct fault_set *s = atomic_load_explicit(&c->faults, memory_order_acquire);
+	struct fault_set *s = atomic_load_explicit(&cache_proc(c)->faults, memory_order_acquire);
 	if (s)
 		return s;
 	struct fault_set *fresh = set_new();
 	if (!fresh)
 		return NULL;
-	if (atomic_compare_exchange_strong(&c->faults, &s, fresh))
+	if (atomic_compare_exchange_strong(&cache_proc(c)->faults, &s, fresh))
 		return fresh;
 	set_free(fresh); /* another thread was first: s is its set */
 	return s;
@@ -63,7 +63,7 @@ static struct pc_mapping *rule_clear(struct pc_cache *c, struct fault_rule *fr)
 	struct pc_mapping *m = fr->m;
 	fr->m = NULL;
 	fr->id = -1;
-	atomic_fetch_sub_explicit(&c->fault_nrules, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&cache_proc(c)->fault_nrules, 1, memory_order_relaxed);
 	return m;
 }
 
@@ -101,7 +101,7 @@ static bool rule_ok(struct pc_cache *c, const struct pc_fault *r)
 
 void fault_rules_destroy(struct pc_cache *c)
 {
-	struct fault_set *s = atomic_exchange(&c->faults, NULL);
+	struct fault_set *s = atomic_exchange(&cache_proc(c)->faults, NULL);
 	if (!s)
 		return;
 	for (int i = 0; i < FAULT_MAX_RULES; i++)
@@ -149,7 +149,7 @@ int pc_fault_inject(struct pc_cache *c, const struct pc_fault *rule)
 	fr->fired = 0;
 	fr->rng = rule->seed ? rule->seed : FAULT_DEFAULT_SEED;
 	fr->id = s->next_id++;
-	atomic_fetch_add_explicit(&c->fault_nrules, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cache_proc(c)->fault_nrules, 1, memory_order_relaxed);
 	int id = fr->id;
 	pthread_mutex_unlock(&s->lock);
 	return id;
@@ -161,7 +161,7 @@ int pc_fault_remove(struct pc_cache *c, int id)
 		errno = EPERM;
 		return -1;
 	}
-	struct fault_set *s = c ? atomic_load_explicit(&c->faults, memory_order_acquire) : NULL;
+	struct fault_set *s = c ? atomic_load_explicit(&cache_proc(c)->faults, memory_order_acquire) : NULL;
 	if (!c || id < -1 || (!s && id != -1)) {
 		errno = EINVAL;
 		return -1;
@@ -194,7 +194,7 @@ int pc_fault_remove(struct pc_cache *c, int id)
 
 uint64_t pc_fault_count(struct pc_cache *c, int id)
 {
-	struct fault_set *s = c && !cache_inherited(c) ? atomic_load_explicit(&c->faults, memory_order_acquire) : NULL;
+	struct fault_set *s = c && !cache_inherited(c) ? atomic_load_explicit(&cache_proc(c)->faults, memory_order_acquire) : NULL;
 	if (!s)
 		return 0;
 	uint64_t n = 0;

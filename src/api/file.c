@@ -278,7 +278,7 @@ static void file_mapping_teardown(struct pc_mapping *m)
 
 void file_layer_init(struct pc_cache *c)
 {
-	c->mapping_teardown = file_mapping_teardown;
+	cache_proc(c)->mapping_teardown = file_mapping_teardown;
 }
 
 static bool same_time(struct timespec a, struct timespec b)

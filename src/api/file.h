@@ -31,7 +31,7 @@ HIDDEN bool file_attrs_unchanged(const struct pc_mapping *m, const struct stat *
 /* F_OFD_SETLK on the whole file: 0, -EBUSY (held elsewhere) or -errno. */
 HIDDEN int ofd_lock(int fd, short type);
 /* Install the file layer's part of a mapping's teardown in c
- * (c->mapping_teardown, which mapping_put calls): pc_cache_new, before
+ * (the process's mapping_teardown, which mapping_put calls): pc_cache_new, before
  * any file is opened. */
 HIDDEN void file_layer_init(struct pc_cache *c);
 

@@ -32,7 +32,7 @@ struct pc_file {
 	_Atomic uint32_t ra_clock;
 	_Atomic int ra_advice;       /* PC_RA_NORMAL / _SEQUENTIAL / _RANDOM (readahead.h) */
 	struct pc_file *next_closed; /* quarantine of closed handles */
-	struct pc_file *open_prev, *open_next; /* cache->open_head, files_lock */
+	struct pc_file *open_prev, *open_next; /* cache_proc(cache)->open_head, files_lock */
 };
 /* magic: an open handle; a closed one in the quarantine, so that a call on
  * it fails with EBADF instead of using freed memory. */

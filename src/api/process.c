@@ -72,7 +72,7 @@ void process_claim(struct pc_cache *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	counter_init(); /* here, not at a first count that could follow a fork */
-	c->owner_generation = forkgen_now();
+	cache_proc(c)->owner_generation = forkgen_now();
 }
 
 static void free_handle_list(struct pc_file *h, bool closed_list)
@@ -115,8 +115,8 @@ static void free_domain_copy(struct pc_domain *d)
 /* Handles, files and domains: all changed under files_lock. */
 static void free_files_copy(struct pc_cache *c)
 {
-	free_handle_list(c->open_head, false);
-	free_handle_list(c->closed_head, true);
+	free_handle_list(cache_proc(c)->open_head, false);
+	free_handle_list(cache_proc(c)->closed_head, true);
 	for (unsigned i = 0; i < c->file_hash_size; i++) {
 		struct pc_mapping *m = c->file_hash[i];
 		while (m) {
@@ -160,7 +160,6 @@ void cache_free_inherited(struct pc_cache *c)
 	arena_free_table(c);
 	if (pthread_mutex_trylock(&c->edge_lock) == 0)
 		free(c->edge_fifo);
-	free(c);
 }
 
 /* ------------------------------------------------------ flush at exit */

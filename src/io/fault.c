@@ -21,7 +21,7 @@
  *
  * State.  The rules live in a struct fault_set (fault_set.h, made and
  * changed by api/fault_rules.c), guarded by one mutex: the check runs on
- * caller, flusher and completion threads at once.  c->fault_nrules says
+ * caller, flusher and completion threads at once.  the process's fault_nrules says
  * whether any rule is installed, so that the I/O path costs one relaxed
  * atomic load when none is.
  */
@@ -127,9 +127,9 @@ int fault_check_io(struct pc_cache *c, unsigned op_mask, int fd, off_t off, size
 {
 	if (cut)
 		*cut = 0;
-	if (!c || atomic_load_explicit(&c->fault_nrules, memory_order_relaxed) == 0)
+	if (!c || atomic_load_explicit(&cache_proc(c)->fault_nrules, memory_order_relaxed) == 0)
 		return 0;
-	struct fault_set *s = atomic_load_explicit(&c->faults, memory_order_acquire);
+	struct fault_set *s = atomic_load_explicit(&cache_proc(c)->faults, memory_order_acquire);
 	if (!s)
 		return 0;
 	pthread_mutex_lock(&s->lock);

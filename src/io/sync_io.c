@@ -85,8 +85,8 @@ int io_account(struct pc_cache *c, int op, int fd, off_t off, size_t len, size_t
 	*cut = 0;
 	if (!c || op == IO_NOP)
 		return 0;
-	if (c->fault_hook) {
-		int e = c->fault_hook(c->fault_arg, op, fd, off, len);
+	if (cache_proc(c)->fault_hook) {
+		int e = cache_proc(c)->fault_hook(cache_proc(c)->fault_arg, op, fd, off, len);
 		if (e < 0)
 			return e;
 	}

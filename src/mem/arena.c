@@ -297,8 +297,8 @@ void arena_populate_start(struct pc_cache *c)
 	/* The thread inherits the mask: the program's signals are never
 	 * delivered to it. */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	c->populate_running = pthread_create(&c->populate_thread, NULL, populate_main, c) == 0;
-	if (!c->populate_running) {
+	cache_proc(c)->populate_running = pthread_create(&cache_proc(c)->populate_thread, NULL, populate_main, c) == 0;
+	if (!cache_proc(c)->populate_running) {
 		advise_huge(c, 0, c->arena_bytes);
 		atomic_store(&c->populate_ended, true);
 	}
@@ -307,12 +307,12 @@ void arena_populate_start(struct pc_cache *c)
 
 void arena_populate_stop(struct pc_cache *c)
 {
-	if (!c->populate_running)
+	if (!cache_proc(c)->populate_running)
 		return;
 	atomic_store_explicit(&c->populate_stop, true, memory_order_relaxed);
 	progress_signal(&c->frontier_progress);
-	pthread_join(c->populate_thread, NULL);
-	c->populate_running = false;
+	pthread_join(cache_proc(c)->populate_thread, NULL);
+	cache_proc(c)->populate_running = false;
 }
 
 size_t arena_populated_bytes(struct pc_cache *c)

@@ -332,7 +332,7 @@ void mapping_put(struct pc_mapping *m)
 	PC_ASSERT(old > 0);
 	if (old != 1)
 		return;
-	m->c->mapping_teardown(m);
+	cache_proc(m->c)->mapping_teardown(m);
 	rt_destroy(&m->tree);
 	if (m->fd >= 0)
 		close(m->fd);

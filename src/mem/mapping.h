@@ -235,7 +235,7 @@ HIDDEN void mapping_remove_folio(struct pc_mapping *m, struct pc_folio *f);
 /* Drop a reference to m (a handle's, a list's, a user's, an I/O's); the
  * last one discards its folios and frees it, a write error no handle
  * reported going to the cache for pc_cache_destroy to report (the file
- * layer's part, through c->mapping_teardown). */
+ * layer's part, through the process's mapping_teardown). */
 HIDDEN void mapping_put(struct pc_mapping *m);
 /* Remove f only if it is clean, not under writeback and holds exactly
  * `refs` references (the index's included); the caller holds one of them

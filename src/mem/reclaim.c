@@ -134,11 +134,11 @@ void lru_mark_accessed(struct pc_folio *f, size_t foff, size_t n, bool continues
 		folio_ra_byte_set(f, ~RA_ORDER_MASK, last << RA_CURSOR_SHIFT);
 }
 
-/* Ask write-back to clean memory (c->want_free, flusher.c's: memory
+/* Ask write-back to clean memory (the process's want_free, flusher.c's: memory
  * cannot name the layer above it). */
 static void kick_all_flushers(struct pc_cache *c)
 {
-	c->want_free(c);
+	cache_proc(c)->want_free(c);
 }
 
 /*

@@ -42,7 +42,7 @@ void flusher_kick(struct pc_domain *d)
 	leaf_unlock(&d->lock);
 }
 
-/* Memory is short (reclaim.c, through c->want_free): every domain's
+/* Memory is short (reclaim.c, through the process's want_free): every domain's
  * flusher writes what it can, the patient passes skipped. */
 static void flushers_want_free(struct pc_cache *c)
 {
@@ -54,7 +54,7 @@ static void flushers_want_free(struct pc_cache *c)
 
 void flusher_layer_init(struct pc_cache *c)
 {
-	c->want_free = flushers_want_free;
+	cache_proc(c)->want_free = flushers_want_free;
 }
 
 /* How soon after pc_flush without wait the flusher writes what it left:
@@ -171,7 +171,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 		bool background = atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes;
 		/* Closed files hold descriptors until written: when many do,
 		 * they go first, all of their data (nothing will join it). */
-		bool closed = atomic_load(&m->closed_dirty) && c->closed_fd_pressure(c);
+		bool closed = atomic_load(&m->closed_dirty) && cache_proc(c)->closed_fd_pressure(c);
 		if (expired || background || want_free || closed) {
 			m->dirtied_when_ms = now;
 			int mode = WB_NOWAIT_LOCK | (closed ? 0 : patience);
@@ -219,7 +219,7 @@ static int64_t flush_round(struct pc_domain *d)
 	for (unsigned i = 0; i < n; i++)
 		mapping_put(v[i]);
 	free(v);
-	c->closed_after_round(c);
+	cache_proc(c)->closed_after_round(c);
 	return submitted;
 }
 
@@ -274,7 +274,7 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 	/* A dirty limit's worth of latency is too much: an eighth of it, but
 	 * room for a few of the largest writes. */
 	d->inflight_cap = (int64_t)u64_max(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
-	int err = ioq_create(c, c->cfg.queue_depth, c->use_uring, &d->ioq);
+	int err = ioq_create(c, c->cfg.queue_depth, cache_proc(c)->use_uring, &d->ioq);
 	if (err)
 		goto fail;
 	d->nthreads = c->cfg.writeback_threads;

@@ -63,7 +63,7 @@ HIDDEN void flusher_kick(struct pc_domain *d);
  * pc_flush without wait leaves to it. */
 HIDDEN void flusher_write_soon(struct pc_mapping *m);
 
-/* Install write-back's answer to memory pressure in c (c->want_free,
+/* Install write-back's answer to memory pressure in c (the process's want_free,
  * which reclaim calls): pc_cache_new. */
 HIDDEN void flusher_layer_init(struct pc_cache *c);
 
