@@ -19,20 +19,30 @@
 #include "lib/check.h"
 #include "lib/util.h"
 
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+/*
+ * The count is a futex word: a waiter sleeps while it still holds what it
+ * read, a signaller adds one and wakes every sleeper.  No lock: a count
+ * that moved between the waiter's read and its sleep makes FUTEX_WAIT
+ * return at once (the kernel compares the word under its own lock), so
+ * no wakeup is lost, and a word alone works in memory that processes
+ * share (docs/shared.md, section 3) as well as between threads.
+ */
 void progress_init(struct pc_progress *p)
 {
 	atomic_init(&p->count, 0);
 	atomic_init(&p->waiters, 0);
-	pthread_mutex_init(&p->lock, NULL);
-	cond_init_monotonic(&p->cv);
+	p->futex_private = FUTEX_PRIVATE_FLAG;
 }
 
 void progress_destroy(struct pc_progress *p)
 {
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->cv);
+	(void)p;
 }
 
 void progress_signal(struct pc_progress *p)
@@ -40,13 +50,11 @@ void progress_signal(struct pc_progress *p)
 	atomic_thread_fence(memory_order_seq_cst); /* the state change before the load */
 	if (!atomic_load_explicit(&p->waiters, memory_order_relaxed))
 		return;
-	pthread_mutex_lock(&p->lock);
-	atomic_fetch_add_explicit(&p->count, 1, memory_order_relaxed);
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->lock);
+	atomic_fetch_add_explicit(&p->count, 1, memory_order_seq_cst);
+	syscall(SYS_futex, (uint32_t *)&p->count, FUTEX_WAKE | p->futex_private, INT32_MAX, NULL, NULL, 0);
 }
 
-uint64_t progress_begin(struct pc_progress *p)
+uint32_t progress_begin(struct pc_progress *p)
 {
 	atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
 	/* The waiter's check of the state, after this, may be a relaxed load:
@@ -56,17 +64,19 @@ uint64_t progress_begin(struct pc_progress *p)
 	return atomic_load_explicit(&p->count, memory_order_seq_cst);
 }
 
-void progress_wait(struct pc_progress *p, uint64_t seen, unsigned timeout_ms)
+void progress_wait(struct pc_progress *p, uint32_t seen, unsigned timeout_ms)
 {
 	struct timespec until;
 
 	lock_check_may_wait(LOCK_TREE);
 	deadline_after_ms(&until, timeout_ms);
-	pthread_mutex_lock(&p->lock);
-	while (atomic_load_explicit(&p->count, memory_order_relaxed) == seen)
-		if (pthread_cond_timedwait(&p->cv, &p->lock, &until) != 0)
-			break; /* timed out */
-	pthread_mutex_unlock(&p->lock);
+	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline, which a
+	 * signal or a wakeup for an older count does not push back. */
+	while (atomic_load_explicit(&p->count, memory_order_acquire) == seen)
+		if (syscall(SYS_futex, (uint32_t *)&p->count, FUTEX_WAIT_BITSET | p->futex_private, seen, &until, NULL,
+			    FUTEX_BITSET_MATCH_ANY) != 0 &&
+		    errno == ETIMEDOUT)
+			break;
 }
 
 void progress_end(struct pc_progress *p)

@@ -10,10 +10,9 @@
 #include "lib/util.h"
 
 struct pc_progress {
-	_Atomic uint64_t count;
+	_Atomic uint32_t count; /* a futex word; wraps, compared for equality only */
 	_Atomic int waiters;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
+	int futex_private;      /* FUTEX_PRIVATE_FLAG unless processes share it */
 };
 HIDDEN void progress_init(struct pc_progress *p);
 HIDDEN void progress_destroy(struct pc_progress *p);
@@ -21,9 +20,9 @@ HIDDEN void progress_destroy(struct pc_progress *p);
 HIDDEN void progress_signal(struct pc_progress *p);
 /* Register as a waiter; returns the count to give progress_wait.  Check
  * the state after this, then wait if it is not what is wanted. */
-HIDDEN uint64_t progress_begin(struct pc_progress *p);
+HIDDEN uint32_t progress_begin(struct pc_progress *p);
 /* Sleep until the count is no longer `seen`, or timeout_ms pass. */
-HIDDEN void progress_wait(struct pc_progress *p, uint64_t seen, unsigned timeout_ms);
+HIDDEN void progress_wait(struct pc_progress *p, uint32_t seen, unsigned timeout_ms);
 HIDDEN void progress_end(struct pc_progress *p);
 
 #endif

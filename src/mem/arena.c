@@ -197,7 +197,7 @@ static bool populate_stopping(struct pc_cache *c)
  * backstop: progress.h loses no wakeup.) */
 static void populate_wait_for_demand(struct pc_cache *c, size_t done)
 {
-	uint64_t seen = progress_begin(&c->frontier_progress);
+	uint32_t seen = progress_begin(&c->frontier_progress);
 	if (populate_goal(c) <= done && !populate_stopping(c))
 		progress_wait(&c->frontier_progress, seen, 10000);
 	progress_end(&c->frontier_progress);

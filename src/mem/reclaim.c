@@ -280,7 +280,7 @@ struct pc_folio *reclaim_alloc_folio(struct pc_cache *c, unsigned order, unsigne
 		kick_all_flushers(c);
 		/* Registered, look once more, then sleep until memory is freed or
 		 * made freeable (or 50 ms pass: writeback may be slow). */
-		uint64_t seen = progress_begin(&c->mem_progress);
+		uint32_t seen = progress_begin(&c->mem_progress);
 		f = alloc_any_order(c, order, min_order);
 		if (!f)
 			progress_wait(&c->mem_progress, seen, 50);

@@ -180,7 +180,7 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		}
 		/* First: wait for writeback to end somewhere (progress.c), not
 		 * for a call from the completion into the throttle. */
-		uint64_t seen = progress_begin(&c->wb_progress);
+		uint32_t seen = progress_begin(&c->wb_progress);
 		if (over_limit_with(c, w->room)) {
 			flusher_kick(m->dom);
 			noted_unlock(&c->throttle_lock);

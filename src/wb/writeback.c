@@ -205,7 +205,7 @@ static void wait_completions_running(struct pc_mapping *m)
 		return;
 	struct pc_cache *c = m->c;
 	for (;;) {
-		uint64_t seen = progress_begin(&c->wb_progress);
+		uint32_t seen = progress_begin(&c->wb_progress);
 		bool done = (atomic_load(&m->wb_completing) >> 32) != (v >> 32);
 		if (!done)
 			progress_wait(&c->wb_progress, seen, 100);
