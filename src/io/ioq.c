@@ -114,6 +114,8 @@ bool ioq_is_uring(const struct pc_ioq *q)
 #define IOQ_TAG_CUT 2u
 #define IOQ_TAG_MASK 3u
 #define IOQ_BATCH 64
+/* SQEs ioq_submit_defer leaves in the ring before it sends them. */
+#define IOQ_DEFER_MAX 32
 /* Transient refusals of io_uring_enter retried before the submission is
  * taken as failed (the completion thread may itself be the submitter, so
  * waiting for it to reap could wait for ever). */
@@ -367,9 +369,17 @@ static void prep_sqe(struct pc_ioq *q, struct io_uring_sqe *sqe, struct pc_ioreq
 	io_uring_sqe_set_data64(sqe, data);
 }
 
+/* Send the SQEs that ioq_submit_defer left in the ring (under q->lock). */
+static void ring_send_deferred(struct pc_ioq *q)
+{
+	if (io_uring_sq_ready(&q->ring) && ring_submit(q) < 0)
+		ring_fail_unconsumed(q);
+}
+
 /* err: a fault hook's result (then a NOP posts it); cut: an injected short
- * transfer's first part (0: none). */
-static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, size_t cut)
+ * transfer's first part (0: none); defer: the SQE may stay in the ring
+ * (not yet seen by the kernel) until ioq_flush or another submission. */
+static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, size_t cut, bool defer)
 {
 	uint64_t data = (uint64_t)(uintptr_t)req;
 	if (err < 0) {
@@ -391,6 +401,9 @@ static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, si
 
 	pthread_mutex_lock(&q->lock);
 	if (tls_completion_q != q) {
+		/* Deferred SQEs hold slots: sent before waiting for one. */
+		if (q->inflight >= q->depth)
+			ring_send_deferred(q);
 		while (q->inflight >= q->depth) {
 			q->waiters++;
 			pthread_cond_wait(&q->cv, &q->lock);
@@ -419,8 +432,10 @@ static void ioq_submit_uring(struct pc_ioq *q, struct pc_ioreq *req, int err, si
 	q->pending++;
 	/* An injected submission failure: as if io_uring_enter had refused
 	 * the SQE (queued, not consumed). */
-	if ((submit_err < 0 ? submit_err : ring_submit(q)) < 0)
+	if (submit_err < 0)
 		ring_fail_unconsumed(q);
+	else if (!defer || io_uring_sq_ready(&q->ring) >= IOQ_DEFER_MAX)
+		ring_send_deferred(q);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -468,17 +483,41 @@ int ioq_create(struct pc_cache *c, unsigned depth, bool use_uring, struct pc_ioq
 	return 0;
 }
 
-void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req)
+static void submit(struct pc_ioq *q, struct pc_ioreq *req, bool defer)
 {
 	size_t cut;
 	int e = io_account(q->c, req->op, req->fd, req->off, req->len, &cut);
 #if PC_HAVE_URING
 	if (q->uring) {
-		ioq_submit_uring(q, req, e, cut);
+		ioq_submit_uring(q, req, e, cut, defer);
 		return;
 	}
 #endif
+	(void)defer;
 	req->done(req, e < 0 ? e : sync_exec(req, 0, cut));
+}
+
+void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req)
+{
+	submit(q, req, false);
+}
+
+void ioq_submit_defer(struct pc_ioq *q, struct pc_ioreq *req)
+{
+	submit(q, req, true);
+}
+
+void ioq_flush(struct pc_ioq *q)
+{
+#if PC_HAVE_URING
+	if (q->uring) {
+		pthread_mutex_lock(&q->lock);
+		ring_send_deferred(q);
+		pthread_mutex_unlock(&q->lock);
+	}
+#else
+	(void)q;
+#endif
 }
 
 void ioq_destroy(struct pc_ioq *q)
@@ -488,6 +527,7 @@ void ioq_destroy(struct pc_ioq *q)
 #if PC_HAVE_URING
 	if (q->uring) {
 		pthread_mutex_lock(&q->lock);
+		ring_send_deferred(q); /* none should be left: a caller's flush sent them */
 		while (q->pending > 0) {
 			q->waiters++;
 			pthread_cond_wait(&q->cv, &q->lock);

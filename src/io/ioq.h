@@ -23,5 +23,12 @@ HIDDEN bool ioq_is_uring(const struct pc_ioq *q);
 /* Submit; waits only while `depth` I/Os are in flight.  With no io_uring the
  * I/O runs synchronously and done() is called before this returns. */
 HIDDEN void ioq_submit(struct pc_ioq *q, struct pc_ioreq *req);
+/* ioq_submit, but the request may wait in the queue, unseen by the device,
+ * until ioq_flush (or any ioq_submit, or enough of them waiting): a caller
+ * that submits many sends them in one system call, one batch of device
+ * requests.  It must call ioq_flush before it waits for anything (another
+ * request's end, a lock, room) and when it is done. */
+HIDDEN void ioq_submit_defer(struct pc_ioq *q, struct pc_ioreq *req);
+HIDDEN void ioq_flush(struct pc_ioq *q);
 
 #endif

@@ -293,6 +293,7 @@ static void wait_for_room(struct pc_domain *d)
 	lock_check_may_wait(LOCK_TREE);
 	if (atomic_load(&d->inflight) < d->inflight_cap)
 		return;
+	ioq_flush(d->ioq); /* the writes it waits for may be ours, deferred */
 	leaf_lock(&d->lock);
 	atomic_fetch_add(&d->io_waiters, 1);
 	while (atomic_load(&d->inflight) >= d->inflight_cap)
@@ -318,7 +319,10 @@ static void req_submit(struct wb_req *r)
 	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	pace_io_begin(r->m->c);
-	ioq_submit(r->m->dom->ioq, &r->io);
+	/* Sent with the walk's next requests, in one system call: one batch
+	 * of device requests (one doorbell of a virtual disk) instead of one
+	 * each.  The walk flushes before it waits and when it ends. */
+	ioq_submit_defer(r->m->dom->ioq, &r->io);
 }
 
 /*
@@ -408,6 +412,7 @@ static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned 
 		return;
 	/* An earlier direct write of these blocks may still be in flight: the
 	 * buffered write must not race it for the same pages. */
+	ioq_flush(m->dom->ioq);
 	folio_wait_clear(f, PF_WRITEBACK);
 	if (backing_write_tail(m, arena_data(m->c, f) + boff, pos, len) != 0)
 		return;
@@ -528,6 +533,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		/* Submit what we built before sleeping on a lock. */
 		req_submit(k->r);
 		k->r = NULL;
+		ioq_flush(m->dom->ioq);
 		folio_lock(f);
 		locked = true;
 	}
@@ -540,6 +546,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		if (mode & WB_SYNC) {
 			req_submit(k->r);
 			k->r = NULL;
+			ioq_flush(m->dom->ioq);
 			folio_wait_clear(f, PF_WRITEBACK);
 		} else {
 			ok = false;
@@ -645,6 +652,7 @@ int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 	if (hold_short)
 		run_close(&k, &run);
 	req_submit(k.r);
+	ioq_flush(m->dom->ioq);
 	return k.err ? k.err : k.submitted;
 }
 
