@@ -84,6 +84,11 @@ struct pc_cache *pcs_cache_get(const struct pcs_settings *s)
 		config_for(&cfg, s);
 		cache = pc_cache_new(&cfg); /* a parent's cache is not ours to free */
 		made = cfg;
+		if (!made.memory_limit) { /* 0: the default */
+			struct pc_config d;
+			pc_config_init(&d);
+			made.memory_limit = d.memory_limit;
+		}
 		cache_pid = getpid();
 	}
 	struct pc_cache *c = cache;
@@ -91,6 +96,14 @@ struct pc_cache *pcs_cache_get(const struct pcs_settings *s)
 	pthread_mutex_unlock(&cache_lock);
 	errno = e;
 	return c;
+}
+
+uint64_t pcs_cache_memory(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	uint64_t v = cache && cache_pid == getpid() ? made.memory_limit : 0;
+	pthread_mutex_unlock(&cache_lock);
+	return v;
 }
 
 struct pc_cache *pcs_cache_current(void)

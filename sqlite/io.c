@@ -40,8 +40,55 @@ static int io_close(sqlite3_file *file)
 	if (p->f && pc_close(p->f) < 0 && rc == SQLITE_OK)
 		rc = pcs_ioerr(SQLITE_IOERR_CLOSE, errno);
 	free(p->path);
+	free(p->scratch);
 	memset(p, 0, sizeof(*p));
 	return rc;
+}
+
+/*
+ * Read-around.  A cold database read at random is read a page per miss,
+ * each a device round trip; the kernel's page cache, under the unix VFS,
+ * reads more around such misses once their neighbours are cached (its
+ * context read-ahead), so later lookups find their pages and it ends up
+ * reading the whole file in large reads.  A b-tree's pages are where the
+ * next lookups go too, so a miss of the main database reads the aligned
+ * READ_AROUND bytes around the page in one device read (the same latency
+ * as one page here: a device read is mostly its round trip), the page into
+ * SQLite's buffer and the rest into the cache.  Only while the database
+ * fits in half the cache: with a larger one the neighbours would evict
+ * pages that lookups use.  Not for uncached connections (the neighbours
+ * would be read and dropped), nor for reads that continue the previous one
+ * (a scan: the library's read-ahead follows it).
+ */
+#define READ_AROUND ((size_t)128 << 10)
+
+/* The read of [off, off + amt) as part of the aligned READ_AROUND bytes
+ * around it: 1 read, 0 not done (the caller reads as usual), or an SQLite
+ * error. */
+static int read_around(struct pcs_file *p, void *buf, int amt, sqlite3_int64 off)
+{
+	uint64_t start = (uint64_t)off & ~(uint64_t)(READ_AROUND - 1), end = start + READ_AROUND;
+	off_t size = pc_size(p->f);
+	if (size < 0 || (uint64_t)size < end || (uint64_t)off + (uint64_t)amt > end ||
+	    (uint64_t)size > pcs_cache_memory() / 2)
+		return 0;
+	if (!p->scratch && !(p->scratch = malloc(READ_AROUND)))
+		return 0;
+	size_t before = (size_t)((uint64_t)off - start), after = (size_t)(end - (uint64_t)off - (uint64_t)amt);
+	struct iovec v[3];
+	int n = 0;
+	if (before)
+		v[n++] = (struct iovec){ p->scratch, before };
+	v[n++] = (struct iovec){ buf, (size_t)amt };
+	if (after)
+		v[n++] = (struct iovec){ p->scratch + before + amt, after };
+	ssize_t r;
+	do
+		r = pc_preadv(p->f, v, n, (off_t)start, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return pcs_ioerr(SQLITE_IOERR_READ, errno);
+	return r == (ssize_t)READ_AROUND; /* short: truncated meanwhile */
 }
 
 /* A read past the end fills the rest with zeros: SQLite reads a page of
@@ -50,6 +97,23 @@ static int io_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 {
 	struct pcs_file *p = pcs(file);
 	size_t done = 0;
+	bool scan = p->next_read == (uint64_t)off;
+	p->next_read = (uint64_t)off + (uint64_t)amt;
+	if (p->around && !scan) {
+		/* A hit, or a miss (EAGAIN, or a short count): read around.
+		 * A PC_NOWAIT hit leaves a read-ahead mark to the scan that
+		 * reaches it (pc_pread(3)). */
+		ssize_t n = pc_pread(p->f, buf, (size_t)amt, off, PC_NOWAIT);
+		if (n == amt)
+			return SQLITE_OK;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return pcs_ioerr(SQLITE_IOERR_READ, errno);
+		int rc = read_around(p, buf, amt, off);
+		if (rc == 1)
+			return SQLITE_OK;
+		if (rc != 0)
+			return rc;
+	}
 	while (done < (size_t)amt) {
 		ssize_t n = pc_pread(p->f, (char *)buf + done, (size_t)amt - done, off + (off_t)done, p->rw_flags);
 		if (n < 0 && errno == EINTR)

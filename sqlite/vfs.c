@@ -90,6 +90,8 @@ static int setup_file(struct pcs_file *p, struct pc_file *f, const char *zName, 
 	p->readonly = !(flags & SQLITE_OPEN_READWRITE);
 	p->rw_flags = (p->kind == SQLITE_OPEN_MAIN_JOURNAL || s->uncached) ? PC_DONTCACHE : 0;
 	p->psow = sqlite3_uri_boolean(zName, "psow", 1);
+	p->around = p->kind == SQLITE_OPEN_MAIN_DB && !s->uncached;
+	p->next_read = UINT64_MAX;
 	p->dirsync = (flags & SQLITE_OPEN_CREATE) && p->kind != SQLITE_OPEN_MAIN_DB;
 	if (stat(zName, &st) != 0)
 		return pcs_ioerr(SQLITE_CANTOPEN, errno);

@@ -76,6 +76,8 @@ PCS_HIDDEN struct pc_cache *pcs_cache_get(const struct pcs_settings *s);
 /* The base configuration (sqlite3_pagecache_register's cfg): 0, or
  * SQLITE_MISUSE if the cache exists already. */
 PCS_HIDDEN int pcs_cache_set_base(const struct pc_config *cfg);
+/* The memory_limit of this process's cache, 0 if none. */
+PCS_HIDDEN uint64_t pcs_cache_memory(void);
 /* The cache if it was made in this process, else NULL (for stats). */
 PCS_HIDDEN struct pc_cache *pcs_cache_current(void);
 
@@ -122,6 +124,9 @@ struct pcs_file {
 	bool persist_wal;           /* SQLITE_FCNTL_PERSIST_WAL */
 	bool dirsync;               /* created: sync the directory at the first sync */
 	bool readonly;
+	bool around;                /* read-around on a miss (read_around, io.c) */
+	uint64_t next_read;         /* where the last read ended */
+	char *scratch;              /* read-around's bytes around the page */
 };
 PCS_HIDDEN extern const sqlite3_io_methods pcs_io_methods;
 
