@@ -31,12 +31,21 @@ static int io_close(sqlite3_file *file)
 {
 	struct pcs_file *p = pcs(file);
 	int rc = SQLITE_OK;
+	bool alone = p->inode && pcs_inode_alone(p->inode);
 	if (p->inode) {
 		pcs_unlock(p->inode, &p->lock, SQLITE_LOCK_NONE);
 		pcs_inode_put(p->inode);
 	}
 	if (p->f && !p->readonly && pc_flush(p->f, 1) < 0)
 		rc = pcs_ioerr(SQLITE_IOERR_CLOSE, errno);
+	/* The pages an uncached connection read back at random go with it,
+	 * unless another connection of the process has the file open
+	 * (vfs.c, open_random_reader). */
+	if (p->random) {
+		if (alone)
+			pc_fadvise(p->f, 0, 0, POSIX_FADV_DONTNEED);
+		pc_close(p->random);
+	}
 	if (p->f && pc_close(p->f) < 0 && rc == SQLITE_OK)
 		rc = pcs_ioerr(SQLITE_IOERR_CLOSE, errno);
 	free(p->path);
@@ -115,7 +124,13 @@ static int io_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 			return rc;
 	}
 	while (done < (size_t)amt) {
-		ssize_t n = pc_pread(p->f, (char *)buf + done, (size_t)amt - done, off + (off_t)done, p->rw_flags);
+		ssize_t n = pc_pread(p->f, (char *)buf + done, (size_t)amt - done, off + (off_t)done,
+				     p->random && !scan ? p->rw_flags | PC_NOWAIT : p->rw_flags);
+		/* An uncached connection's read back at random: found in the
+		 * cache (an uncached read leaves what it finds as it is), or
+		 * read cached through the random reader (vfs.c). */
+		if (p->random && !scan && n < 0 && errno == EAGAIN)
+			n = pc_pread(p->random, (char *)buf + done, (size_t)amt - done, off + (off_t)done, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

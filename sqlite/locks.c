@@ -64,6 +64,14 @@ void pcs_inode_put(struct pcs_inode *in)
 	pthread_mutex_unlock(&inodes_lock);
 }
 
+bool pcs_inode_alone(struct pcs_inode *in)
+{
+	pthread_mutex_lock(&inodes_lock);
+	bool alone = in->refs == 1;
+	pthread_mutex_unlock(&inodes_lock);
+	return alone;
+}
+
 /* The unix VFS's rules (unixLock), where every byte lock always works. */
 static int lock_locked(struct pcs_inode *in, int *held, int want)
 {

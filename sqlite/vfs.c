@@ -102,6 +102,26 @@ static int setup_file(struct pcs_file *p, struct pc_file *f, const char *zName, 
 	return p->inode ? SQLITE_OK : SQLITE_NOMEM;
 }
 
+/*
+ * An uncached database (pc_uncached=1) caches the pages SQLite reads back
+ * at random while it is open, and drops all of the file at its last close
+ * (io.c): an index's leaves, which every insert into it reads again, came
+ * from the device each time.  Those reads go through a second handle of
+ * the file, cached and without read-ahead (POSIX_FADV_RANDOM): a cached
+ * read-ahead window would make the scan that reaches it cached too.
+ * Reads that continue the previous one (a scan) and writes stay uncached.
+ * NULL (no memory, say) leaves every read uncached.
+ */
+static struct pc_file *open_random_reader(struct pc_cache *c, const char *zName)
+{
+	struct pc_file *r = pc_open(c, zName, O_RDONLY, 0);
+	if (r && pc_fadvise(r, 0, 0, POSIX_FADV_RANDOM) < 0) {
+		pc_close(r);
+		r = NULL;
+	}
+	return r;
+}
+
 static int vfs_open(sqlite3_vfs *vfs, const char *zName, sqlite3_file *file, int flags, int *out_flags)
 {
 	if (!through_cache(zName, flags & KIND_MASK))
@@ -130,6 +150,8 @@ static int vfs_open(sqlite3_vfs *vfs, const char *zName, sqlite3_file *file, int
 		memset(p, 0, sizeof(*p));
 		return rc;
 	}
+	if (s.uncached && p->kind == SQLITE_OPEN_MAIN_DB)
+		p->random = open_random_reader(c, zName);
 	p->base.pMethods = &pcs_io_methods;
 	if (out_flags)
 		*out_flags = flags;

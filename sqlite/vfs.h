@@ -92,6 +92,8 @@ PCS_HIDDEN struct pcs_inode *pcs_inode_get(dev_t dev, ino_t ino);
 PCS_HIDDEN void pcs_inode_put(struct pcs_inode *in);
 /* Raise *held to `want` (SQLITE_LOCK_*): SQLITE_OK or SQLITE_BUSY. */
 PCS_HIDDEN int pcs_lock(struct pcs_inode *in, int *held, int want);
+/* No other open file of the process is this one. */
+PCS_HIDDEN bool pcs_inode_alone(struct pcs_inode *in);
 /* Lower *held to `want` (SQLITE_LOCK_SHARED or SQLITE_LOCK_NONE). */
 PCS_HIDDEN void pcs_unlock(struct pcs_inode *in, int *held, int want);
 /* Some connection holds RESERVED or more. */
@@ -120,6 +122,7 @@ struct pcs_file {
 	int kind;                   /* SQLITE_OPEN_MAIN_DB, _MAIN_JOURNAL, _WAL */
 	int lock;                   /* SQLITE_LOCK_* this connection holds */
 	int rw_flags;               /* PC_* flags of reads and writes */
+	struct pc_file *random;     /* pc_uncached=1 main database: cached reads (io.c) */
 	bool psow;                  /* claim SQLITE_IOCAP_POWERSAFE_OVERWRITE */
 	bool persist_wal;           /* SQLITE_FCNTL_PERSIST_WAL */
 	bool dirsync;               /* created: sync the directory at the first sync */
