@@ -5,7 +5,11 @@
  * the lock within a second, told -EOWNERDEAD), a reader SIGKILLed while it
  * holds a shared lock (a writer gets in once recovery clears the count),
  * and the robust-mutex cycle: inconsistent until a holder says it is
- * repaired, taken over by recovery.
+ * repaired, taken over by recovery.  The spinning mutex excludes and
+ * survives its owner's death as the plain one does; the holder's thread id
+ * sits beside the word; the noted wrappers keep the lock-order record of
+ * check.h (a broken rule aborts a checking build's child).  The same locks
+ * with threads as processes, under TSan: test_mt_shlock.c.
  *
  * Each case shares a MAP_SHARED area (or a memfd that each process maps
  * itself, at its own address) with its children; every process, the
@@ -16,7 +20,10 @@
 #include "lib/shlock.h"
 #include "lib/slots.h"
 
+#include <pthread.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 static void shlock_setup(void)
 {
@@ -152,8 +159,8 @@ TEST_CASE(mutex_lock_trylock_unlock)
  * that one in would lose an increment (a busy machine may otherwise run
  * the processes one after the other).  The mutex lives in a memfd that each
  * child maps itself, so the processes meet on one word at different
- * addresses. */
-TEST_CASE(mutex_excludes_across_processes)
+ * addresses.  `lock` is shmutex_lock or shmutex_lock_spin. */
+static void mutex_excludes(int (*lock)(struct pc_shmutex *m, const struct pc_shlock_ctx *cx))
 {
 	enum { PROCS = 4 };
 	const int iters = TU_SANITIZED ? 10000 : 40000;
@@ -186,7 +193,7 @@ TEST_CASE(mutex_excludes_across_processes)
 					while ((r = shmutex_trylock(&m->mutex, &l.cx)) == -EBUSY)
 						sched_yield();
 				} else {
-					r = shmutex_lock(&m->mutex, &l.cx);
+					r = lock(&m->mutex, &l.cx);
 				}
 				atomic_fetch_sub(&m->at_door, 1);
 				REQUIRE(r == 0);
@@ -216,11 +223,23 @@ TEST_CASE(mutex_excludes_across_processes)
 	close(fd);
 }
 
-/* The owner is SIGKILLed holding the mutex while another process waits:
- * the waiter keeps waiting while the owner lives, then gets the lock
- * within a second of the kill, told -EOWNERDEAD, and marks it consistent;
- * then the lock is an ordinary one again. */
-TEST_CASE(mutex_owner_killed_waiter_gets_owner_dead)
+TEST_CASE(mutex_excludes_across_processes)
+{
+	mutex_excludes(shmutex_lock);
+}
+
+/* The same with the spin before the sleep. */
+TEST_CASE(spin_mutex_excludes_across_processes)
+{
+	mutex_excludes(shmutex_lock_spin);
+}
+
+/* The owner is SIGKILLed holding the mutex while another process waits
+ * (in `lock`): the waiter keeps waiting while the owner lives, asleep on
+ * the word (a spinning waiter too, once its spins are over), then gets the
+ * lock within a second of the kill, told -EOWNERDEAD, and marks it
+ * consistent; then the lock is an ordinary one again. */
+static void mutex_owner_killed(int (*lock)(struct pc_shmutex *m, const struct pc_shlock_ctx *cx))
 {
 	struct area *a = area_new();
 	pid_t holder = spawn_holder(a, 0);
@@ -230,7 +249,7 @@ TEST_CASE(mutex_owner_killed_waiter_gets_owner_dead)
 		struct locker l;
 		locker_attach(&l, &a->slots);
 		atomic_store(&a->ready, 1);
-		int r = shmutex_lock(&a->mutex, &l.cx);
+		int r = lock(&a->mutex, &l.cx);
 		atomic_store(&a->got_ms, tu_now_ms());
 		atomic_store(&a->result, r);
 		uint32_t w = atomic_load(&a->mutex.word);
@@ -260,11 +279,22 @@ TEST_CASE(mutex_owner_killed_waiter_gets_owner_dead)
 
 	struct locker l;
 	locker_attach(&l, &a->slots);
-	CHECK(shmutex_lock(&a->mutex, &l.cx) == 0); /* consistent again */
+	CHECK(lock(&a->mutex, &l.cx) == 0); /* consistent again */
 	shmutex_unlock(&a->mutex, &l.cx);
 	CHECK(atomic_load(&a->mutex.word) == 0);
 	locker_detach(&l);
 	area_free(a);
+}
+
+TEST_CASE(mutex_owner_killed_waiter_gets_owner_dead)
+{
+	mutex_owner_killed(shmutex_lock);
+}
+
+/* A spinning waiter does not spin for ever on a dead owner's lock. */
+TEST_CASE(spin_mutex_owner_killed_waiter_gets_owner_dead)
+{
+	mutex_owner_killed(shmutex_lock_spin);
 }
 
 /* An owner dies with nobody waiting: the next locker finds it dead.  A
@@ -480,4 +510,239 @@ TEST_CASE(rwlock_writer_killed_reader_takes_over)
 	shrwlock_wrunlock(&a->rw, &l.cx);
 	locker_detach(&l);
 	area_free(a);
+}
+
+/* ------------------------------------------------- the owning thread */
+
+/* Another thread of the process that locked (the same slot). */
+struct other_thread {
+	struct area *a;
+	const struct pc_shlock_ctx *cx;
+	uint32_t tid;
+	bool held; /* shmutex_held, as it saw it */
+	int trylock;
+};
+
+static void *other_thread_main(void *arg)
+{
+	struct other_thread *o = arg;
+	o->tid = shlock_thread_id();
+	o->held = shmutex_held(&o->a->mutex, o->cx);
+	o->trylock = shmutex_trylock(&o->a->mutex, o->cx);
+	shmutex_unlock(&o->a->mutex, o->cx); /* its process's lock: any thread may */
+	return NULL;
+}
+
+/* Beside the word, the holder's thread id: the mutex's and the writer's,
+ * not a reader's; cleared at unlock, by whichever thread of the process
+ * releases it.  shmutex_held is true for that thread only, not for the
+ * other threads of its slot.  A child of fork records its own id. */
+TEST_CASE(owner_thread_id_beside_the_word)
+{
+	struct area *a = area_new();
+	struct locker l;
+	locker_attach(&l, &a->slots);
+	uint32_t me = (uint32_t)syscall(SYS_gettid);
+	CHECK(shlock_thread_id() == me);
+	CHECK(!shmutex_held(&a->mutex, &l.cx));
+	CHECK(shmutex_lock(&a->mutex, &l.cx) == 0);
+	CHECK(atomic_load(&a->mutex.tid) == me);
+	CHECK(shmutex_held(&a->mutex, &l.cx));
+
+	struct other_thread o = { .a = a, .cx = &l.cx };
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, other_thread_main, &o) == 0);
+	REQUIRE(pthread_join(t, NULL) == 0);
+	CHECK(o.tid != 0 && o.tid != me);
+	CHECK(!o.held);
+	CHECK(o.trylock == -EBUSY);
+	CHECK(atomic_load(&a->mutex.word) == 0); /* it released it */
+	CHECK(atomic_load(&a->mutex.tid) == 0);
+	CHECK(!shmutex_held(&a->mutex, &l.cx));
+
+	CHECK(shmutex_trylock(&a->mutex, &l.cx) == 0);
+	CHECK(atomic_load(&a->mutex.tid) == me);
+	shmutex_unlock(&a->mutex, &l.cx);
+	CHECK(atomic_load(&a->mutex.tid) == 0);
+
+	CHECK(shrwlock_wrlock(&a->rw, &l.cx) == 0);
+	CHECK(atomic_load(&a->rw.tid) == me);
+	CHECK(shrwlock_wrheld(&a->rw, &l.cx));
+	shrwlock_wrunlock(&a->rw, &l.cx);
+	CHECK(atomic_load(&a->rw.tid) == 0);
+	CHECK(shrwlock_rdlock(&a->rw, &l.cx) == 0);
+	CHECK(atomic_load(&a->rw.tid) == 0);
+	CHECK(!shrwlock_wrheld(&a->rw, &l.cx));
+	CHECK(shrwlock_trywrlock(&a->rw, &l.cx) == -EBUSY); /* our own read hold */
+	CHECK(atomic_load(&a->rw.tid) == 0);
+	shrwlock_rdunlock(&a->rw, &l.cx);
+	CHECK(shrwlock_trywrlock(&a->rw, &l.cx) == 0);
+	CHECK(atomic_load(&a->rw.tid) == me);
+	shrwlock_wrunlock(&a->rw, &l.cx);
+
+	/* This thread's id is known already; the child's is another. */
+	pid_t child = tu_fork(60);
+	if (child == 0) {
+		struct locker c;
+		locker_attach(&c, &a->slots);
+		uint32_t child_tid = (uint32_t)syscall(SYS_gettid);
+		REQUIRE(shmutex_lock(&a->mutex, &c.cx) == 0);
+		int bad = atomic_load(&a->mutex.tid) != child_tid || shlock_thread_id() != child_tid;
+		shmutex_unlock(&a->mutex, &c.cx);
+		locker_detach(&c);
+		exit(bad);
+	}
+	CHECK(tu_wait_child(child, 60) == 0);
+	locker_detach(&l);
+	area_free(a);
+}
+
+/* ------------------------------------------------- the lock-order record */
+
+/* Run `run` in a child, a locker of its own in area a, with its stderr
+ * kept: returns its status (tu_wait_child), and what it said in *said. */
+static int run_in_child(struct area *a, void (*run)(struct area *a, struct locker *l), char *said, size_t size)
+{
+	int out = memfd_create("shlock-stderr", MFD_CLOEXEC);
+	REQUIRE(out >= 0);
+	pid_t pid = tu_fork_alone(60);
+	if (pid == 0) {
+		if (dup2(out, 2) < 0)
+			_exit(100);
+		struct locker l;
+		locker_attach(&l, &a->slots);
+		run(a, &l);
+		locker_detach(&l);
+		exit(0);
+	}
+	int st = tu_wait_child(pid, 90);
+	ssize_t n = pread(out, said, size - 1, 0);
+	said[n > 0 ? n : 0] = '\0';
+	close(out);
+	return st;
+}
+
+/* A checking build must abort in `run`, saying `says` (NULL: the calls are
+ * right and nothing trips); a build without checks must run through.  Each
+ * run has an area of its own (a child that aborts leaves its locks to a
+ * dead slot); with `dead_writer`, a writer died holding its write lock. */
+static void check_trips(void (*run)(struct area *a, struct locker *l), const char *says, bool dead_writer)
+{
+	static char said[1 << 16];
+	struct area *a = area_new();
+	if (dead_writer)
+		CHECK(kill_holder(a, spawn_holder(a, 1)));
+	int st = run_in_child(a, run, said, sizeof(said));
+	bool trips = PC_CHECKS && says;
+	CHECK(st == (trips ? 128 + SIGABRT : 0));
+	CHECK(trips ? strstr(said, says) != NULL : strstr(said, "check failed") == NULL);
+	if (st != (trips ? 128 + SIGABRT : 0) || (trips && !strstr(said, says)))
+		fprintf(stderr, "the child (checks %s) said:\n%s\n", PC_CHECKS ? "on" : "off", said);
+	if (!trips) /* it ran through: every lock given back */
+		CHECK(atomic_load(&a->rw.word) == 0 && atomic_load(&a->mutex.word) == 0);
+	area_free(a);
+}
+
+/* A leaf mutex held while taking a counted lock of the tree's level. */
+static void leaf_then_tree(struct area *a, struct locker *l)
+{
+	REQUIRE(noted_shmutex_lock(&a->mutex, &l->cx, LOCK_LEAF) == 0);
+	REQUIRE(noted_shrwlock_wrlock(&a->rw, &l->cx, LOCK_TREE) == 0);
+	noted_shrwlock_wrunlock(&a->rw, &l->cx);
+	noted_shmutex_unlock(&a->mutex, &l->cx);
+}
+
+/* The block-state lock (spinning) taken under a leaf lock: tree, leaf,
+ * state, where the order is tree, state, leaf. */
+static void leaf_then_state(struct area *a, struct locker *l)
+{
+	static struct pc_shmutex state;
+	REQUIRE(noted_shrwlock_rdlock(&a->rw, &l->cx, LOCK_TREE) == 0);
+	REQUIRE(noted_shmutex_lock(&a->mutex, &l->cx, LOCK_LEAF) == 0);
+	REQUIRE(noted_shmutex_lock_spin(&state, &l->cx, LOCK_STATE) == 0);
+	noted_shmutex_unlock(&state, &l->cx);
+	noted_shmutex_unlock(&a->mutex, &l->cx);
+	noted_shrwlock_rdunlock(&a->rw, &l->cx);
+}
+
+/* A thread that takes a mutex it holds itself (bare calls). */
+static void relock_own(struct area *a, struct locker *l)
+{
+	REQUIRE(shmutex_lock(&a->mutex, &l->cx) == 0);
+	shmutex_lock(&a->mutex, &l->cx);
+}
+
+/* "Held by this thread" while another thread of the same slot holds it. */
+static void *hold_mutex(void *arg)
+{
+	struct locker *l = arg;
+	struct area *a = (struct area *)((char *)l->cx.slots - offsetof(struct area, slots));
+	REQUIRE(shmutex_lock(&a->mutex, &l->cx) == 0);
+	return NULL; /* held: the caller releases it */
+}
+
+static void held_by_other_thread(struct area *a, struct locker *l)
+{
+	pthread_t t;
+	REQUIRE(pthread_create(&t, NULL, hold_mutex, l) == 0);
+	REQUIRE(pthread_join(t, NULL) == 0);
+	assert_shmutex_held(&a->mutex, &l->cx);
+	shmutex_unlock(&a->mutex, &l->cx);
+}
+
+/* The right order (tree, state, leaf), and what the record says of each
+ * hold.  The write lock
+ * was left by a dead writer: the read lock gets -EOWNERDEAD and holds it
+ * for writing, and the record says so. */
+static void right_order(struct area *a, struct locker *l)
+{
+	static struct pc_shmutex state;
+	REQUIRE(noted_shrwlock_rdlock(&a->rw, &l->cx, LOCK_TREE) == -EOWNERDEAD);
+	assert_shrwlock_wrheld(&a->rw, &l->cx);
+#if PC_CHECKS
+	REQUIRE(lock_held_excl(&a->rw));
+#endif
+	shrwlock_consistent(&a->rw, &l->cx);
+	noted_shrwlock_wrunlock(&a->rw, &l->cx);
+	REQUIRE(noted_shrwlock_rdlock(&a->rw, &l->cx, LOCK_TREE) == 0);
+	assert_shrwlock_held(&a->rw);
+#if PC_CHECKS
+	REQUIRE(lock_held(&a->rw) && !lock_held_excl(&a->rw));
+#endif
+	REQUIRE(noted_shmutex_lock_spin(&state, &l->cx, LOCK_STATE) == 0);
+	assert_shmutex_held(&state, &l->cx);
+	REQUIRE(noted_shmutex_trylock(&a->mutex, &l->cx, LOCK_LEAF) == 0);
+	assert_shmutex_held(&a->mutex, &l->cx);
+	noted_shmutex_unlock(&a->mutex, &l->cx);
+	noted_shmutex_unlock(&state, &l->cx);
+	noted_shrwlock_rdunlock(&a->rw, &l->cx);
+#if PC_CHECKS
+	REQUIRE(!lock_held(&a->rw) && !lock_held(&a->mutex) && !lock_held(&state));
+#endif
+	REQUIRE(noted_shrwlock_tryrdlock(&a->rw, &l->cx, LOCK_TREE) == 0);
+	noted_shrwlock_rdunlock(&a->rw, &l->cx);
+	REQUIRE(noted_shrwlock_trywrlock(&a->rw, &l->cx, LOCK_TREE) == 0);
+	assert_shrwlock_wrheld(&a->rw, &l->cx);
+#if PC_CHECKS
+	REQUIRE(lock_held_excl(&a->rw));
+#endif
+	REQUIRE(noted_shmutex_lock(&a->mutex, &l->cx, LOCK_LEAF) == 0);
+	noted_shmutex_unlock(&a->mutex, &l->cx);
+	noted_shrwlock_wrunlock(&a->rw, &l->cx);
+}
+
+/* The noted wrappers check the lock order before they wait and keep the
+ * thread's record (check.h), as noted_lock does for pthread mutexes; the
+ * "held by this thread" rules read the thread id beside the word.  A
+ * checking build aborts on each broken rule, with its message; a build
+ * without checks runs the same calls through (but a thread taking its own
+ * lock, which would wait for ever there). */
+TEST_CASE(noted_locks_check_order_and_holder)
+{
+	check_trips(leaf_then_tree, "takes: tree_lock while holding leaf lock", false);
+	check_trips(leaf_then_state, "takes: block-state spinlock while holding leaf lock", false);
+	check_trips(held_by_other_thread, "shmutex_held", false);
+	if (PC_CHECKS)
+		check_trips(relock_own, "takes a shared lock this thread holds", false);
+	check_trips(right_order, NULL, true);
 }

@@ -143,5 +143,7 @@ static inline void noted_unlock_at(pthread_mutex_t *mu, const char *file, int li
 #define files_unlock(mu) noted_unlock(mu)
 /* A "caller holds mu" rule, for the mutexes above. */
 #define assert_held(mu) PC_ASSERT_HELD(mu)
+/* The same for the locks in shared memory (lib/shlock.h): noted_shmutex_*,
+ * noted_shrwlock_*, and their assert_shmutex_held and the like. */
 
 #endif

@@ -14,6 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The mutex annotations of shlock.h, "ThreadSanitizer"; TSAN(call) is
+ * nothing at all in other builds. */
+#ifndef PC_SHLOCK_TSAN
+#define PC_SHLOCK_TSAN PC_TSAN
+#endif
+#if PC_SHLOCK_TSAN
+#include <sanitizer/tsan_interface.h>
+#define TSAN(call) call
+#else
+#define TSAN(call) ((void)0)
+#endif
+
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -34,6 +46,65 @@ static void futex_wait_ms(_Atomic uint32_t *word, uint32_t val, uint64_t ms)
 static void futex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+/* The calling thread's id, read from the kernel once per thread; the child
+ * of a fork forgets its parent's (its one thread has an id of its own). */
+static __thread uint32_t tid_cached;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+
+static void tid_forget(void)
+{
+	tid_cached = 0;
+}
+
+static void tid_at_fork(void)
+{
+	pthread_atfork(NULL, NULL, tid_forget);
+}
+
+uint32_t shlock_thread_id(void)
+{
+	uint32_t t = tid_cached;
+	if (__builtin_expect(t == 0, 0)) {
+		pthread_once(&tid_once, tid_at_fork);
+		t = tid_cached = (uint32_t)syscall(SYS_gettid);
+	}
+	return t;
+}
+
+/* The word beside `tid` is now the caller's (taken, or taken over), or
+ * about to be given up. */
+static void tid_take(_Atomic uint32_t *tid)
+{
+	atomic_store_explicit(tid, shlock_thread_id(), memory_order_relaxed);
+}
+
+static void tid_give(_Atomic uint32_t *tid)
+{
+	atomic_store_explicit(tid, 0, memory_order_relaxed);
+}
+
+/* A wait for a word that this very thread owns would never end: checking
+ * builds say so instead. */
+static void assert_not_own(_Atomic uint32_t *word, _Atomic uint32_t *tid, const struct pc_shlock_ctx *cx)
+{
+#if PC_CHECKS
+	if (shlock_word_owner(atomic_load_explicit(word, memory_order_relaxed)) == (int)cx->self &&
+	    atomic_load_explicit(tid, memory_order_relaxed) == shlock_thread_id())
+		check_failed(__FILE__, __LINE__, "takes a shared lock this thread holds (it would wait for ever)");
+#else
+	(void)word, (void)tid, (void)cx;
+#endif
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#endif
 }
 
 static uint32_t mine(const struct pc_shlock_ctx *cx)
@@ -94,6 +165,22 @@ static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, boo
 	}
 }
 
+/* Up to `spins` looks at the word for its owner to leave, taking it when
+ * it has none: 0 or -EOWNERDEAD taken (inconsistent), 1 still owned (the
+ * caller waits).  A word whose sleepers' bit is set keeps it, so that our
+ * unlock wakes one of them. */
+static int word_spin(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, unsigned spins)
+{
+	uint32_t me = mine(cx);
+	for (unsigned i = 0; i < spins; i++) {
+		uint32_t w = atomic_load_explicit(word, memory_order_relaxed);
+		if (!(w & SHLOCK_OWNER_MASK) && cas(word, &w, w | me))
+			return w & SHLOCK_INCONSISTENT ? -EOWNERDEAD : 0;
+		cpu_relax();
+	}
+	return 1;
+}
+
 /* Give the word up (the caller's slot owns it); returns what it was.  The
  * inconsistent flag stays. */
 static uint32_t word_release(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx)
@@ -138,25 +225,54 @@ static void word_consistent(_Atomic uint32_t *word, const struct pc_shlock_ctx *
 void shmutex_init(struct pc_shmutex *m)
 {
 	atomic_init(&m->word, 0);
+	atomic_init(&m->tid, 0);
+	TSAN(__tsan_mutex_create(m, 0));
+}
+
+/* shmutex_lock, spinning `spins` times before the wait. */
+static int mutex_lock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx, unsigned spins)
+{
+	TSAN(__tsan_mutex_pre_lock(m, 0));
+	uint32_t w = 0;
+	int r = 0;
+	if (!cas(&m->word, &w, mine(cx))) {
+		assert_not_own(&m->word, &m->tid, cx);
+		r = word_spin(&m->word, cx, spins);
+		if (r == 1)
+			r = word_wait(&m->word, cx, true);
+	}
+	tid_take(&m->tid);
+	TSAN(__tsan_mutex_post_lock(m, 0, 0));
+	return r;
 }
 
 int shmutex_lock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 {
-	uint32_t w = 0;
-	if (cas(&m->word, &w, mine(cx)))
-		return 0;
-	return word_wait(&m->word, cx, true);
+	return mutex_lock(m, cx, 0);
+}
+
+int shmutex_lock_spin(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	return mutex_lock(m, cx, SHLOCK_SPINS);
 }
 
 int shmutex_trylock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 {
-	return word_try(&m->word, cx);
+	TSAN(__tsan_mutex_pre_lock(m, __tsan_mutex_try_lock));
+	int r = word_try(&m->word, cx);
+	if (r != -EBUSY)
+		tid_take(&m->tid);
+	TSAN(__tsan_mutex_post_lock(m, __tsan_mutex_try_lock | (r == -EBUSY ? __tsan_mutex_try_lock_failed : 0), 0));
+	return r;
 }
 
 void shmutex_unlock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 {
+	TSAN(__tsan_mutex_pre_unlock(m, 0));
+	tid_give(&m->tid);
 	if (word_release(&m->word, cx) & SHLOCK_WAITERS)
 		futex_wake(&m->word, 1);
+	TSAN(__tsan_mutex_post_unlock(m, 0));
 }
 
 void shmutex_consistent(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
@@ -166,7 +282,12 @@ void shmutex_consistent(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 
 int shmutex_take_over(struct pc_shmutex *m, const struct pc_shlock_ctx *cx, unsigned dead)
 {
-	return word_take_over(&m->word, cx, dead) ? -EOWNERDEAD : 0;
+	TSAN(__tsan_mutex_pre_lock(m, __tsan_mutex_try_lock));
+	bool took = word_take_over(&m->word, cx, dead);
+	if (took)
+		tid_take(&m->tid);
+	TSAN(__tsan_mutex_post_lock(m, __tsan_mutex_try_lock | (took ? 0 : __tsan_mutex_try_lock_failed), 0));
+	return took ? -EOWNERDEAD : 0;
 }
 
 /* ----------------------------------------------------------- counted shared lock */
@@ -239,34 +360,64 @@ static void wait_readers(struct pc_shrwlock *rw)
 void shrwlock_init(struct pc_shrwlock *rw)
 {
 	atomic_init(&rw->word, 0);
+	atomic_init(&rw->tid, 0);
 	atomic_init(&rw->drain, 0);
 	for (unsigned i = 0; i < SLOTS_MAX / 8; i++)
 		atomic_init(&rw->readers[i], 0);
+	TSAN(__tsan_mutex_create(rw, 0));
+}
+
+/* The write lock and its release, without the annotations (the public
+ * calls annotate; the read lock uses these inside its own). */
+static int rw_wrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = 0;
+	int r = 0;
+	if (!cas(&rw->word, &w, mine(cx))) {
+		assert_not_own(&rw->word, &rw->tid, cx);
+		r = word_wait(&rw->word, cx, true);
+	}
+	tid_take(&rw->tid);
+	wait_readers(rw);
+	return r;
+}
+
+static void rw_wrunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	tid_give(&rw->tid);
+	if (word_release(&rw->word, cx) & SHLOCK_WAITERS)
+		futex_wake(&rw->word, INT_MAX);
 }
 
 int shrwlock_wrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
-	uint32_t w = 0;
-	int r = cas(&rw->word, &w, mine(cx)) ? 0 : word_wait(&rw->word, cx, true);
-	wait_readers(rw);
+	TSAN(__tsan_mutex_pre_lock(rw, 0));
+	int r = rw_wrlock(rw, cx);
+	TSAN(__tsan_mutex_post_lock(rw, 0, 0));
 	return r;
 }
 
 int shrwlock_trywrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
+	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_lock));
 	int r = word_try(&rw->word, cx);
-	if (r == -EBUSY || no_readers(rw))
-		return r;
-	/* Readers hold it: give the word back, waking the readers that
-	 * backed off meanwhile. */
-	shrwlock_wrunlock(rw, cx);
-	return -EBUSY;
+	if (r != -EBUSY && !no_readers(rw)) {
+		/* Readers hold it: give the word back, waking the readers
+		 * that backed off meanwhile. */
+		rw_wrunlock(rw, cx);
+		r = -EBUSY;
+	}
+	if (r != -EBUSY)
+		tid_take(&rw->tid);
+	TSAN(__tsan_mutex_post_lock(rw, __tsan_mutex_try_lock | (r == -EBUSY ? __tsan_mutex_try_lock_failed : 0), 0));
+	return r;
 }
 
 void shrwlock_wrunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
-	if (word_release(&rw->word, cx) & SHLOCK_WAITERS)
-		futex_wake(&rw->word, INT_MAX);
+	TSAN(__tsan_mutex_pre_unlock(rw, 0));
+	rw_wrunlock(rw, cx);
+	TSAN(__tsan_mutex_post_unlock(rw, 0));
 }
 
 void shrwlock_consistent(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
@@ -274,7 +425,9 @@ void shrwlock_consistent(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 	word_consistent(&rw->word, cx);
 }
 
-int shrwlock_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+/* shrwlock_rdlock without the annotations: 0 held for reading,
+ * -EOWNERDEAD held for writing. */
+static int rw_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
 	for (;;) {
 		count_up(rw, cx);
@@ -284,40 +437,67 @@ int shrwlock_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 		count_down(rw, cx);
 		if (!(w & SHLOCK_OWNER_MASK)) {
 			/* Nobody holds it, but a repair is due: as a writer. */
-			int r = shrwlock_wrlock(rw, cx);
-			if (r == -EOWNERDEAD)
-				return r;
-			shrwlock_wrunlock(rw, cx); /* repaired meanwhile */
+			if (rw_wrlock(rw, cx) == -EOWNERDEAD)
+				return -EOWNERDEAD;
+			rw_wrunlock(rw, cx); /* repaired meanwhile */
 			continue;
 		}
+		assert_not_own(&rw->word, &rw->tid, cx);
 		if (word_wait(&rw->word, cx, false) == -EOWNERDEAD) {
 			/* The writer died: the word is ours, the lock for writing. */
+			tid_take(&rw->tid);
 			wait_readers(rw);
 			return -EOWNERDEAD;
 		}
 	}
 }
 
+int shrwlock_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_read_lock));
+	int r = rw_rdlock(rw, cx);
+	if (r == 0) {
+		TSAN(__tsan_mutex_post_lock(rw, __tsan_mutex_read_lock, 0));
+	} else {
+		/* Held for writing: to TSan, a failed read lock, then a
+		 * write lock taken without waiting. */
+		TSAN(__tsan_mutex_post_lock(rw, __tsan_mutex_read_lock | __tsan_mutex_try_lock_failed, 0));
+		TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_lock));
+		TSAN(__tsan_mutex_post_lock(rw, __tsan_mutex_try_lock, 0));
+	}
+	return r;
+}
+
 int shrwlock_tryrdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
+	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_read_lock));
+	int r = 0;
 	count_up(rw, cx);
-	if (!(atomic_load_explicit(&rw->word, memory_order_seq_cst) & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)))
-		return 0;
-	count_down(rw, cx);
-	return -EBUSY;
+	if (atomic_load_explicit(&rw->word, memory_order_seq_cst) & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)) {
+		count_down(rw, cx);
+		r = -EBUSY;
+	}
+	TSAN(__tsan_mutex_post_lock(rw, r ? __tsan_mutex_try_read_lock_failed : __tsan_mutex_try_read_lock, 0));
+	return r;
 }
 
 void shrwlock_rdunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
+	TSAN(__tsan_mutex_pre_unlock(rw, __tsan_mutex_read_lock));
 	count_down(rw, cx);
+	TSAN(__tsan_mutex_post_unlock(rw, __tsan_mutex_read_lock));
 }
 
 int shrwlock_take_over(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx, unsigned dead)
 {
-	if (!word_take_over(&rw->word, cx, dead))
-		return 0;
-	wait_readers(rw);
-	return -EOWNERDEAD;
+	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_lock));
+	bool took = word_take_over(&rw->word, cx, dead);
+	if (took) {
+		tid_take(&rw->tid);
+		wait_readers(rw);
+	}
+	TSAN(__tsan_mutex_post_lock(rw, __tsan_mutex_try_lock | (took ? 0 : __tsan_mutex_try_lock_failed), 0));
+	return took ? -EOWNERDEAD : 0;
 }
 
 void shrwlock_clear_reader(struct pc_shrwlock *rw, unsigned slot)

@@ -9,9 +9,10 @@
  * pointer, so the locks work at any address in any process that maps the
  * area.  A process's threads share its slot: the lock is owned by the
  * process, and any of its threads may release it (as the folio lock is
- * released by a completion thread).  A thread that takes a lock its own
- * process holds waits like anybody else; one that takes a lock it holds
- * itself waits for ever, as with any non-recursive mutex.  The caller
+ * released by a completion thread; not under ThreadSanitizer, see below).
+ * A thread that takes a lock its own process holds waits like anybody
+ * else; one that takes a lock it holds itself waits for ever, as with any
+ * non-recursive mutex (a checking build fails a check).  The caller
  * passes a struct pc_shlock_ctx, in its own memory: its slot, the shared
  * slot table and its pidfds (struct pc_slot_peers).
  *
@@ -46,7 +47,8 @@
  * -EOWNERDEAD again (not POSIX's ENOTRECOVERABLE: here a repair can always
  * be tried again).
  *
- * Owned mutex (struct pc_shmutex): the word alone.  Lock takes a free word
+ * Owned mutex (struct pc_shmutex): the word, and its holder's thread id
+ * (below).  Lock takes a free word
  * with one compare-and-swap; unlock clears the owner and SHLOCK_WAITERS and
  * wakes one sleeper if SHLOCK_WAITERS was set (a woken waiter that takes
  * the lock sets SHLOCK_WAITERS again, since others may still sleep).
@@ -90,22 +92,70 @@
  * occupant, which does not know it holds it: every lock must be
  * reachable by recovery.
  *
- * Not yet: the per-thread lock-order record of check.h.  These locks do
- * not note themselves (lock_note_take) or check the order before they wait
- * (lock_check_may_wait); when the cache's locks move to them (docs/shared.md,
- * section 9, step 3), the noting wrappers of check.h will wrap these calls
- * as they wrap pthread mutexes today.  ThreadSanitizer cannot see a
- * futex's ordering either: threads acting as processes under TSan will
- * need annotations then.
+ * The owning thread.  Beside each word (the mutex's, the counted lock's
+ * writer word) sits the id (gettid) of the thread that took it, 0 while
+ * free: written by every build after the word is taken, cleared before it
+ * is released (a relaxed store each, to a line the lock call has just
+ * written, and a thread-local read), so that shmutex_held and
+ * shrwlock_wrheld can say "held by this thread" in any process, and a
+ * debugger or a checker can name the holder.  A thread that takes a lock
+ * it holds itself fails a check in the checking builds instead of
+ * waiting for ever.  The counted lock is 80 bytes with it.  Read holds are counted per slot, not per thread:
+ * whether this thread holds a read lock is the lock-order record's to
+ * say (check.h, lock_held).  A child of fork() records its own id.
+ *
+ * Spinning.  shmutex_lock_spin is shmutex_lock with a bounded spin first:
+ * up to SHLOCK_SPINS looks at the word (a pause between them) for the
+ * owner to leave, then the same futex wait, with the same checks of the
+ * owner's life, so that an owner killed while it holds the lock costs the
+ * others a bounded spin and then the usual SHLOCK_CHECK_MS, never a spin
+ * for ever.  For locks held for a few instructions (the block-state
+ * lock); the word, the unlock and the recovery are the mutex's.
+ *
+ * The lock-order record.  The noted_shmutex_* and noted_shrwlock_*
+ * wrappers below do for these locks what check.h's noted_lock does for a
+ * pthread mutex: before a lock call that may wait they check the order of
+ * docs/design.md against the locks this thread holds (lock_note_take,
+ * TAKE_WAITS), and they record the lock and give the record back at
+ * unlock; Release keeps only the lock calls.  A counted lock's reader told
+ * -EOWNERDEAD holds it for writing: its record says so.  A lock that the
+ * record follows is released by the thread that took it (the record is
+ * per thread); one released by another thread of the process (the folio
+ * lock) is taken with the bare calls and checked with
+ * lock_check_may_wait only, as check.h says of the folio lock today.
+ *
+ * ThreadSanitizer.  Threads that act as processes (a slot each, the TSan
+ * builds' stand-in for processes, which TSan cannot follow) lock these
+ * words like processes.  The hand-over from one holder to the next
+ * already passes through C11 atomics that TSan models (the unlock's
+ * read-modify-write, the next locker's compare-and-swap or sequentially
+ * consistent load; the futex only sleeps), but those atomics also order
+ * things that the lock does not: two readers' counts share a 64-bit word,
+ * so their read holds would look ordered, and a write made under a read
+ * lock would hide from TSan.  So in TSan builds every lock and unlock is
+ * annotated as a mutex (__tsan_mutex_pre_lock ... __tsan_mutex_post_unlock,
+ * read locks as such): TSan ignores the atomics inside, orders holders
+ * exactly as a reader-writer mutex would, names the locks in its reports,
+ * and checks their order against each other and against pthread mutexes
+ * (lock-order inversions).  TSan's mutex wants the thread that took a lock
+ * to release it: under TSan a lock released by another thread is reported
+ * ("unlock of an unlocked mutex (or by a wrong thread)").  Compiling with
+ * -DPC_SHLOCK_TSAN=0 leaves the annotations out (to compare).
  */
 #ifndef PC_SHLOCK_H
 #define PC_SHLOCK_H
 
+#include "lib/check.h"
 #include "lib/slots.h"
 #include "lib/util.h"
 
+#include <errno.h>
+
 /* How long a waiter sleeps before it asks whether the owner lives. */
 #define SHLOCK_CHECK_MS 100
+/* How many times shmutex_lock_spin looks at an owned word before it
+ * sleeps (a pause between looks). */
+#define SHLOCK_SPINS 100
 
 #define SHLOCK_OWNER_MASK 0xffu
 #define SHLOCK_WAITERS 0x100u
@@ -121,10 +171,12 @@ struct pc_shlock_ctx {
 
 struct pc_shmutex {
 	_Atomic uint32_t word;
+	_Atomic uint32_t tid; /* the thread that holds it (gettid), 0 when free */
 };
 
 struct pc_shrwlock {
 	_Atomic uint32_t word;                   /* the writer, as a mutex's word */
+	_Atomic uint32_t tid;                    /* the writer's thread, as a mutex's */
 	_Atomic uint32_t drain;                  /* readers leaving while a writer waits */
 	_Atomic uint64_t readers[SLOTS_MAX / 8]; /* byte s % 8 of [s / 8]: slot s's read holds */
 };
@@ -135,12 +187,17 @@ static inline int shlock_word_owner(uint32_t w)
 	return (int)(w & SHLOCK_OWNER_MASK) - 1;
 }
 
+/* The calling thread's id (gettid), as the lock words' neighbours hold it. */
+HIDDEN uint32_t shlock_thread_id(void);
+
 /* ----------------------------------------------------------- mutex */
 
 HIDDEN void shmutex_init(struct pc_shmutex *m);
 /* 0, or -EOWNERDEAD: held, and the previous owner died (repair, then
  * shmutex_consistent). */
 HIDDEN int shmutex_lock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx);
+/* shmutex_lock, spinning up to SHLOCK_SPINS times before it sleeps. */
+HIDDEN int shmutex_lock_spin(struct pc_shmutex *m, const struct pc_shlock_ctx *cx);
 /* 0, -EBUSY (owned: never waits, so never asks whether the owner lives),
  * or -EOWNERDEAD (held, SHLOCK_INCONSISTENT set). */
 HIDDEN int shmutex_trylock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx);
@@ -152,6 +209,15 @@ HIDDEN void shmutex_consistent(struct pc_shmutex *m, const struct pc_shlock_ctx 
  * it, the caller takes m over: -EOWNERDEAD, held (repair, consistent,
  * unlock).  0 if m was not dead's. */
 HIDDEN int shmutex_take_over(struct pc_shmutex *m, const struct pc_shlock_ctx *cx, unsigned dead);
+
+/* Does the calling thread hold m: its slot owns the word, and its id sits
+ * beside it?  (Any thread may ask about any lock.) */
+static inline bool shmutex_held(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = atomic_load_explicit(&m->word, memory_order_relaxed);
+	return shlock_word_owner(w) == (int)cx->self &&
+	       atomic_load_explicit(&m->tid, memory_order_relaxed) == shlock_thread_id();
+}
 
 /* ----------------------------------------------------------- counted shared lock */
 
@@ -180,5 +246,113 @@ HIDDEN void shrwlock_clear_reader(struct pc_shrwlock *rw, unsigned slot);
 HIDDEN int shrwlock_take_over(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx, unsigned dead);
 /* Slot `slot`'s read holds now (for recovery and tests). */
 HIDDEN unsigned shrwlock_readers(struct pc_shrwlock *rw, unsigned slot);
+
+/* Does the calling thread hold rw for writing (as shmutex_held)? */
+static inline bool shrwlock_wrheld(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
+{
+	uint32_t w = atomic_load_explicit(&rw->word, memory_order_relaxed);
+	return shlock_word_owner(w) == (int)cx->self &&
+	       atomic_load_explicit(&rw->tid, memory_order_relaxed) == shlock_thread_id();
+}
+
+/* ----------------------------------------------------------- with the lock-order record
+ *
+ * The calls above, recorded in this thread's record of held locks and
+ * checked against the lock order before they may wait (check.h), at
+ * `level`; the record names the caller's file and line.  They return what
+ * the call they wrap returns.  Release has the bare calls. */
+
+static inline int noted_shmutex_lock_at(struct pc_shmutex *m, const struct pc_shlock_ctx *cx,
+					enum pc_lock_level level, bool spin, const char *file, int line)
+{
+	lock_note_take_from(m, level, TAKE_WAITS | TAKE_EXCL);
+	return spin ? shmutex_lock_spin(m, cx) : shmutex_lock(m, cx);
+}
+
+static inline int noted_shmutex_trylock_at(struct pc_shmutex *m, const struct pc_shlock_ctx *cx,
+					   enum pc_lock_level level, const char *file, int line)
+{
+	int r = shmutex_trylock(m, cx);
+	if (r != -EBUSY)
+		lock_note_take_from(m, level, TAKE_TRY | TAKE_EXCL);
+	return r;
+}
+
+static inline void noted_shmutex_unlock_at(struct pc_shmutex *m, const struct pc_shlock_ctx *cx, const char *file,
+					   int line)
+{
+	lock_note_give_from(m);
+	shmutex_unlock(m, cx);
+}
+
+/* A read lock told -EOWNERDEAD is held for writing: so says the record. */
+static inline int noted_shrwlock_rdlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					   enum pc_lock_level level, const char *file, int line)
+{
+	lock_note_take_from(rw, level, TAKE_WAITS);
+	int r = shrwlock_rdlock(rw, cx);
+	if (r == -EOWNERDEAD) {
+		lock_note_give_from(rw);
+		lock_note_take_from(rw, level, TAKE_TRY | TAKE_EXCL);
+	}
+	return r;
+}
+
+static inline int noted_shrwlock_tryrdlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					      enum pc_lock_level level, const char *file, int line)
+{
+	int r = shrwlock_tryrdlock(rw, cx);
+	if (r == 0)
+		lock_note_take_from(rw, level, TAKE_TRY);
+	return r;
+}
+
+static inline int noted_shrwlock_wrlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					   enum pc_lock_level level, const char *file, int line)
+{
+	lock_note_take_from(rw, level, TAKE_WAITS | TAKE_EXCL);
+	return shrwlock_wrlock(rw, cx);
+}
+
+static inline int noted_shrwlock_trywrlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					      enum pc_lock_level level, const char *file, int line)
+{
+	int r = shrwlock_trywrlock(rw, cx);
+	if (r != -EBUSY)
+		lock_note_take_from(rw, level, TAKE_TRY | TAKE_EXCL);
+	return r;
+}
+
+static inline void noted_shrwlock_rdunlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					      const char *file, int line)
+{
+	lock_note_give_from(rw);
+	shrwlock_rdunlock(rw, cx);
+}
+
+static inline void noted_shrwlock_wrunlock_at(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx,
+					      const char *file, int line)
+{
+	lock_note_give_from(rw);
+	shrwlock_wrunlock(rw, cx);
+}
+
+#define noted_shmutex_lock(m, cx, level) noted_shmutex_lock_at((m), (cx), (level), false, __FILE__, __LINE__)
+#define noted_shmutex_lock_spin(m, cx, level) noted_shmutex_lock_at((m), (cx), (level), true, __FILE__, __LINE__)
+#define noted_shmutex_trylock(m, cx, level) noted_shmutex_trylock_at((m), (cx), (level), __FILE__, __LINE__)
+#define noted_shmutex_unlock(m, cx) noted_shmutex_unlock_at((m), (cx), __FILE__, __LINE__)
+#define noted_shrwlock_rdlock(rw, cx, level) noted_shrwlock_rdlock_at((rw), (cx), (level), __FILE__, __LINE__)
+#define noted_shrwlock_tryrdlock(rw, cx, level) noted_shrwlock_tryrdlock_at((rw), (cx), (level), __FILE__, __LINE__)
+#define noted_shrwlock_wrlock(rw, cx, level) noted_shrwlock_wrlock_at((rw), (cx), (level), __FILE__, __LINE__)
+#define noted_shrwlock_trywrlock(rw, cx, level) noted_shrwlock_trywrlock_at((rw), (cx), (level), __FILE__, __LINE__)
+#define noted_shrwlock_rdunlock(rw, cx) noted_shrwlock_rdunlock_at((rw), (cx), __FILE__, __LINE__)
+#define noted_shrwlock_wrunlock(rw, cx) noted_shrwlock_wrunlock_at((rw), (cx), __FILE__, __LINE__)
+
+/* "The caller holds it" rules (checking builds): exclusively, from the
+ * lock itself (slot and thread); a counted lock for reading or writing,
+ * from the record. */
+#define assert_shmutex_held(m, cx) PC_ASSERT(shmutex_held((m), (cx)))
+#define assert_shrwlock_wrheld(rw, cx) PC_ASSERT(shrwlock_wrheld((rw), (cx)))
+#define assert_shrwlock_held(rw) PC_ASSERT_HELD(rw)
 
 #endif
