@@ -89,6 +89,11 @@ static int setup_file(struct pcs_file *p, struct pc_file *f, const char *zName, 
 	p->kind = flags & KIND_MASK;
 	p->readonly = !(flags & SQLITE_OPEN_READWRITE);
 	p->rw_flags = (p->kind == SQLITE_OPEN_MAIN_JOURNAL || s->uncached) ? PC_DONTCACHE : 0;
+	/* The cache writes whole blocks back: a block is what a power loss
+	 * may leave half old, half new (xSectorSize). */
+	struct pc_stats pst;
+	pc_file_stats(f, &pst);
+	p->sector_size = pst.block_size >= 512 ? (int)pst.block_size : 4096;
 	p->psow = sqlite3_uri_boolean(zName, "psow", 1);
 	p->around = p->kind == SQLITE_OPEN_MAIN_DB && !s->uncached;
 	p->next_read = UINT64_MAX;

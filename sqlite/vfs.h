@@ -122,6 +122,7 @@ struct pcs_file {
 	int kind;                   /* SQLITE_OPEN_MAIN_DB, _MAIN_JOURNAL, _WAL */
 	int lock;                   /* SQLITE_LOCK_* this connection holds */
 	int rw_flags;               /* PC_* flags of reads and writes */
+	int sector_size;            /* xSectorSize: the cache's block size */
 	struct pc_file *random;     /* pc_uncached=1 main database: cached reads (io.c) */
 	bool psow;                  /* claim SQLITE_IOCAP_POWERSAFE_OVERWRITE */
 	bool persist_wal;           /* SQLITE_FCNTL_PERSIST_WAL */
