@@ -3,6 +3,7 @@
  * and the counters reported by pc_cache_stats / pc_file_stats.
  */
 #include "api/cache.h"
+#include "mem/cache_mem.h"
 
 #include "mem/arena.h"
 #include "io/backend.h"
@@ -191,7 +192,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	file_layer_init(c);
 	closed_layer_init(c);
 	c->file_hash_size = 256;
-	c->file_hash = calloc(c->file_hash_size, sizeof(*c->file_hash));
+	c->file_hash = cache_zalloc(c, c->file_hash_size * sizeof(*c->file_hash));
 	if (!c->file_hash) {
 		arena_destroy(c);
 		err = -ENOMEM;
@@ -255,7 +256,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	handles_free_all(c);
 	files_free_all(c);
 	domains_destroy(c);
-	free(c->file_hash);
+	cache_free(c, c->file_hash);
 	arena_destroy(c);
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->lru_lock);

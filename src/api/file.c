@@ -13,6 +13,7 @@
  * cached data if they changed.
  */
 #include "api/file.h"
+#include "mem/cache_mem.h"
 
 #include "api/files.h"
 
@@ -185,7 +186,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 					   const struct stat *st, int *err)
 {
 	assert_held(&c->files_lock);
-	struct pc_mapping *m = calloc(1, sizeof(*m));
+	struct pc_mapping *m = cache_zalloc(c, sizeof(*m));
 	if (!m) {
 		*err = -ENOMEM;
 		return NULL;
@@ -215,7 +216,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	}
 	if (*err) {
 		written_destroy(&m->written);
-		free(m);
+		cache_free(c, m);
 		return NULL;
 	}
 	/* Device writes are whole blocks: the last block must fit too. */

@@ -8,6 +8,7 @@
  * handle in one hold of it.
  */
 #include "api/files.h"
+#include "mem/cache_mem.h"
 
 #include "api/cache.h"
 #include "api/file.h"
@@ -54,7 +55,7 @@ void files_hash_remove(struct pc_cache *c, struct pc_mapping *m)
 static void hash_grow(struct pc_cache *c)
 {
 	unsigned size = c->file_hash_size * 4;
-	struct pc_mapping **nh = calloc(size, sizeof(*nh));
+	struct pc_mapping **nh = cache_zalloc(c, size * sizeof(*nh));
 	if (!nh)
 		return; /* longer chains, still right */
 	struct pc_mapping **old = c->file_hash;
@@ -69,7 +70,7 @@ static void hash_grow(struct pc_cache *c)
 			m->hash_next = nh[h];
 			nh[h] = m;
 		}
-	free(old);
+	cache_free(c, old);
 }
 
 void files_hash_insert(struct pc_cache *c, struct pc_mapping *m)

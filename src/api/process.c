@@ -28,6 +28,7 @@
  * only ever touched the arena and atomics, so its state needs no care.
  */
 #include "api/process.h"
+#include "mem/cache_mem.h"
 #include "lib/forkgen.h"
 
 #include "mem/arena.h"
@@ -92,7 +93,7 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
  * exit or exec anyway (O_CLOEXEC).  The open file descriptions, and the
  * OFD locks on them, stay the parent's.
  */
-static void free_mapping_copy(struct pc_mapping *m)
+static void free_mapping_copy(struct pc_cache *c, struct pc_mapping *m)
 {
 	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0) {
 		/* Straight to free(): the cache's node pool has a lock of its own,
@@ -102,7 +103,7 @@ static void free_mapping_copy(struct pc_mapping *m)
 	}
 	if (pthread_mutex_trylock(&m->written.lock) == 0)
 		written_destroy(&m->written);
-	free(m);
+	cache_free(c, m);
 }
 
 static void free_domain_copy(struct pc_domain *d)
@@ -121,11 +122,11 @@ static void free_files_copy(struct pc_cache *c)
 		struct pc_mapping *m = c->file_hash[i];
 		while (m) {
 			struct pc_mapping *next = m->hash_next;
-			free_mapping_copy(m);
+			free_mapping_copy(c, m);
 			m = next;
 		}
 	}
-	free(c->file_hash);
+	cache_free(c, c->file_hash);
 	while (c->domains) {
 		struct pc_domain *d = c->domains;
 		c->domains = d->next;
@@ -155,11 +156,11 @@ void cache_free_inherited(struct pc_cache *c)
 	for (uint32_t pfn = 0; pfn < used; pfn++) {
 		struct pc_folio *f = &c->folios[pfn];
 		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
-			bs_free(f);
+			bs_free(c, f);
 	}
 	arena_free_table(c);
 	if (pthread_mutex_trylock(&c->edge_lock) == 0)
-		free(c->edge_fifo);
+		cache_free(c, c->edge_fifo);
 }
 
 /* ------------------------------------------------------ flush at exit */

@@ -25,6 +25,7 @@
  * held, except redirtying after a failed write, which only needs the spin.
  */
 #include "mem/block_state.h"
+#include "mem/cache_mem.h"
 
 #include "mem/folio.h"
 #include "mem/mapping.h"
@@ -124,7 +125,7 @@ int bs_init(struct pc_mapping *m, struct pc_folio *f)
 	if (n <= 64)
 		return 0;
 	unsigned words = (n + 63) / 64;
-	struct pc_blockx *x = calloc(1, sizeof(*x) + 2 * words * sizeof(uint64_t));
+	struct pc_blockx *x = cache_zalloc(m->c, sizeof(*x) + 2 * words * sizeof(uint64_t));
 	if (!x)
 		return -ENOMEM;
 	x->words = words;
@@ -137,12 +138,12 @@ int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f)
 	assert_folio_locked(f);
 	if (f->bx && f->bx->valid)
 		return 0;
-	struct pc_valid *v = calloc(bs_nblocks(m, f), sizeof(*v));
+	struct pc_valid *v = cache_zalloc(m->c, bs_nblocks(m, f) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	struct pc_blockx *x = f->bx ? NULL : calloc(1, sizeof(*f->bx));
+	struct pc_blockx *x = f->bx ? NULL : cache_zalloc(m->c, sizeof(*f->bx));
 	if (!f->bx && !x) {
-		free(v);
+		cache_free(m->c, v);
 		return -ENOMEM;
 	}
 	/* Published under the state lock: lock-free readers (ubits) look. */
@@ -154,11 +155,11 @@ int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f)
 	return 0;
 }
 
-void bs_free(struct pc_folio *f)
+void bs_free(struct pc_cache *c, struct pc_folio *f)
 {
 	if (f->bx) {
-		free(f->bx->valid);
-		free(f->bx);
+		cache_free(c, f->bx->valid);
+		cache_free(c, f->bx);
 		f->bx = NULL;
 	}
 }

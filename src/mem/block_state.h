@@ -38,7 +38,7 @@ struct pc_folio;
 HIDDEN int bs_init(struct pc_mapping *m, struct pc_folio *f);
 /* Make room for deferred partial ranges (before bs_write_end). */
 HIDDEN int bs_prepare_partial(struct pc_mapping *m, struct pc_folio *f);
-HIDDEN void bs_free(struct pc_folio *f);
+HIDDEN void bs_free(struct pc_cache *c, struct pc_folio *f);
 HIDDEN unsigned bs_nblocks(const struct pc_mapping *m, const struct pc_folio *f);
 /* Are all blocks overlapping [off, off+len) (folio offsets) uptodate? */
 HIDDEN bool bs_range_uptodate(struct pc_mapping *m, struct pc_folio *f, size_t off, size_t len);

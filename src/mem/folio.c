@@ -85,7 +85,7 @@ void folio_put(struct pc_cache *c, struct pc_folio *f)
 		return;
 	/* Last reference: the folio is out of the index and off the LRU. */
 	PC_ASSERT(!folio_test(f, PF_INDEXED | PF_LOCKED | PF_DIRTY | PF_WRITEBACK));
-	bs_free(f);
+	bs_free(c, f);
 	f->mapping = NULL;
 	/* Before the memory can be reused: see PF_GEN_SHIFT.  The count of
 	 * frees first: a hit that sees the new generation (an acquire load)

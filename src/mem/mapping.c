@@ -16,6 +16,7 @@
  * takes the read lock.
  */
 #include "mem/mapping.h"
+#include "mem/cache_mem.h"
 
 #include "mem/arena.h"
 #include "mem/block_state.h"
@@ -343,5 +344,5 @@ void mapping_put(struct pc_mapping *m)
 	pthread_rwlock_destroy(&m->inval_lock);
 	pthread_rwlock_destroy(&m->tree_lock);
 	pthread_mutex_destroy(&m->advice_lock);
-	free(m);
+	cache_free(m->c, m);
 }

@@ -30,6 +30,7 @@
  * freed and reused since.
  */
 #include "wb/edges.h"
+#include "mem/cache_mem.h"
 
 #include "mem/arena.h"
 #include "mem/block_state.h"
@@ -76,7 +77,7 @@ void edges_init(struct pc_cache *c)
 
 void edges_destroy(struct pc_cache *c)
 {
-	free(c->edge_fifo);
+	cache_free(c, c->edge_fifo);
 	c->edge_fifo = NULL;
 	pthread_mutex_destroy(&c->edge_lock);
 }
@@ -104,12 +105,12 @@ static bool fifo_grow(struct pc_cache *c)
 {
 	assert_held(&c->edge_lock);
 	uint32_t cap = c->edge_cap ? 2 * c->edge_cap : EDGE_FIFO_MIN;
-	struct pc_edge_ref *v = malloc((size_t)cap * sizeof(*v));
+	struct pc_edge_ref *v = cache_zalloc(c, (size_t)cap * sizeof(*v));
 	if (!v)
 		return false;
 	for (uint32_t i = 0; i < c->edge_count; i++)
 		v[i] = *fifo_at(c, i);
-	free(c->edge_fifo);
+	cache_free(c, c->edge_fifo);
 	c->edge_fifo = v;
 	c->edge_cap = cap;
 	c->edge_head = 0;

@@ -1,0 +1,23 @@
+/*
+ * cache_mem.h - memory for the structures a cache is made of, apart from
+ * folio memory (cache_mem.c): mappings, the file table, block states
+ * beyond one word, the edge FIFO.  One place for them, so that when a
+ * cache lives in a segment that several processes map (docs/shared.md,
+ * section 9, step 2), they come from the segment's heap and every
+ * process finds them at the same address; until then, from malloc.
+ * Scratch memory a call uses and frees itself (vectors of mappings,
+ * bounce buffers) is the process's own and stays with malloc.
+ */
+#ifndef PC_CACHE_MEM_H
+#define PC_CACHE_MEM_H
+
+#include "lib/util.h"
+
+struct pc_cache;
+
+/* `bytes` zeroed bytes for a structure of c, or NULL. */
+HIDDEN void *cache_zalloc(struct pc_cache *c, size_t bytes);
+/* Give back what cache_zalloc gave (NULL: nothing). */
+HIDDEN void cache_free(struct pc_cache *c, void *p);
+
+#endif
