@@ -33,17 +33,16 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Sleep while *word == val, at most ms milliseconds (FUTEX_WAIT takes a
- * relative CLOCK_MONOTONIC timeout).  Not FUTEX_PRIVATE_FLAG: the word is
- * shared with other processes.  Wake-ups, timeouts, signals and a changed
- * word all return: the caller looks again. */
-static void futex_wait_ms(_Atomic uint32_t *word, uint32_t val, uint64_t ms)
+/* FUTEX_WAIT takes a relative CLOCK_MONOTONIC timeout.  Not
+ * FUTEX_PRIVATE_FLAG: the word is shared with other processes, and the
+ * kernel keys it by the page it is in, not by its address. */
+void shfutex_wait_ms(_Atomic uint32_t *word, uint32_t val, uint64_t ms)
 {
 	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static void futex_wake(_Atomic uint32_t *word, int n)
+void shfutex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
@@ -160,7 +159,7 @@ static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, boo
 			}
 			check_at = now + SHLOCK_CHECK_MS;
 		}
-		futex_wait_ms(word, w, check_at - now);
+		shfutex_wait_ms(word, w, check_at - now);
 		slept = true;
 	}
 }
@@ -271,7 +270,7 @@ void shmutex_unlock(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 	TSAN(__tsan_mutex_pre_unlock(m, 0));
 	tid_give(&m->tid);
 	if (word_release(&m->word, cx) & SHLOCK_WAITERS)
-		futex_wake(&m->word, 1);
+		shfutex_wake(&m->word, 1);
 	TSAN(__tsan_mutex_post_unlock(m, 0));
 }
 
@@ -330,7 +329,7 @@ static void count_down(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 	(void)old;
 	if (atomic_load_explicit(&rw->word, memory_order_seq_cst) & SHLOCK_OWNER_MASK) {
 		atomic_fetch_add_explicit(&rw->drain, 1, memory_order_seq_cst);
-		futex_wake(&rw->drain, INT_MAX);
+		shfutex_wake(&rw->drain, INT_MAX);
 	}
 }
 
@@ -353,7 +352,7 @@ static void wait_readers(struct pc_shrwlock *rw)
 		uint32_t d = atomic_load_explicit(&rw->drain, memory_order_seq_cst);
 		if (no_readers(rw))
 			return;
-		futex_wait_ms(&rw->drain, d, SHLOCK_CHECK_MS);
+		shfutex_wait_ms(&rw->drain, d, SHLOCK_CHECK_MS);
 	}
 }
 
@@ -386,7 +385,7 @@ static void rw_wrunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
 	tid_give(&rw->tid);
 	if (word_release(&rw->word, cx) & SHLOCK_WAITERS)
-		futex_wake(&rw->word, INT_MAX);
+		shfutex_wake(&rw->word, INT_MAX);
 }
 
 int shrwlock_wrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
@@ -509,7 +508,7 @@ void shrwlock_clear_reader(struct pc_shrwlock *rw, unsigned slot)
 						      memory_order_relaxed))
 		;
 	atomic_fetch_add_explicit(&rw->drain, 1, memory_order_seq_cst);
-	futex_wake(&rw->drain, INT_MAX);
+	shfutex_wake(&rw->drain, INT_MAX);
 }
 
 unsigned shrwlock_readers(struct pc_shrwlock *rw, unsigned slot)

@@ -190,6 +190,13 @@ static inline int shlock_word_owner(uint32_t w)
 /* The calling thread's id (gettid), as the lock words' neighbours hold it. */
 HIDDEN uint32_t shlock_thread_id(void);
 
+/* A futex in shared memory, for words other than the locks' (a shared
+ * segment's state, mem/segment.c): sleep while *word == val, at most ms
+ * milliseconds (wake-ups, timeouts, signals and a changed word all return:
+ * the caller looks again); wake up to n sleepers. */
+HIDDEN void shfutex_wait_ms(_Atomic uint32_t *word, uint32_t val, uint64_t ms);
+HIDDEN void shfutex_wake(_Atomic uint32_t *word, int n);
+
 /* ----------------------------------------------------------- mutex */
 
 HIDDEN void shmutex_init(struct pc_shmutex *m);
