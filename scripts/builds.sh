@@ -7,7 +7,8 @@
 #
 #   build       Release (-O2 -g), all tests
 #   build-asan  Debug (-O1 -g) with ASan + UBSan, all tests
-#   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*)
+#   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*) and
+#               test_segment
 #   build-fuzz  $PC_FUZZ_CC (default clang), -O1 -g, libFuzzer + ASan + UBSan
 
 PC_FUZZ_CC=${PC_FUZZ_CC:-clang}

@@ -23,7 +23,8 @@
 # over two groups of tests: `fork`, the cases of the test files that fork
 # (tests/test_*.c that call fork, tu_fork or tu_fork_alone) but are not
 # concurrency tests, and
-# `concurrency`, the label (test_mt_*, the only tests build-tsan registers).
+# `concurrency`, the label (test_mt_*; build-tsan registers these and
+# test_segment, which is in the fork group).
 # ctest stops repeating a test at its first failure.  Report: per build and
 # group, the passes in a row (those of its weakest test: N when every test
 # passed N times) and the time taken, then every failed test with the passes

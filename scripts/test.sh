@@ -4,7 +4,8 @@
 #
 #   build       Release (-O2 -g), all tests
 #   build-asan  Debug (-O1 -g) with ASan + UBSan, all tests
-#   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*)
+#   build-tsan  -O2 -g with TSan, the tests labeled `concurrency` (test_mt_*) and
+#               test_segment
 #   build-fuzz  clang, -O1 -g, libFuzzer + ASan + UBSan: tests/fuzz/fuzz_api
 #               run for PC_FUZZ_SECONDS on a copy of tests/fuzz/corpus, one
 #               test in the summary.  Without clang it FAILS (it is not
@@ -128,7 +129,8 @@ for b in $BUILDS; do
 		run_build "$b" error || status=1
 		;;
 	build-tsan)
-		# Only concurrency tests are registered here; none yet is not an error.
+		# Only concurrency tests (and test_segment) are registered here; none
+		# yet is not an error.
 		run_build build-tsan ignore || status=1
 		;;
 	build-fuzz)

@@ -48,6 +48,7 @@
 #include "io/fs_sync.h"
 #include "wb/pace.h"
 #include "mem/reclaim.h"
+#include "mem/segment.h"
 #include "wb/throttle.h"
 #include "wb/writeback.h"
 
