@@ -383,14 +383,16 @@ ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 	 * otherwise overlaps with the previous copy (read_hit.h).  The
 	 * tests are those of check_io and effective_flags that a hit must
 	 * pass (an open handle of this process readable, flags a hit may
-	 * serve, no O_DIRECT, no NOREUSE range); anything else, and any
+	 * serve, no O_DIRECT, no NOREUSE range), the process's first: in a
+	 * child of fork() the file's mapping is not mapped (the cache's
+	 * segment is not inherited); anything else, and any
 	 * read the hit declines, goes the full way, which reports errors.
 	 * off + len cannot pass the largest offset: read_hit reads below
 	 * i_size.
 	 */
 	if (h && h->magic == PC_FILE_MAGIC && !(flags & ~(PC_DSYNC | PC_NOWAIT)) && off >= 0 && buf &&
-	    len - 1 < HIT_MAX_LEN && h->accmode != O_WRONLY && !(h->oflags & O_DIRECT) &&
-	    !__atomic_load_n(&h->m->noreuse, __ATOMIC_ACQUIRE) && !cache_inherited(h->c)) {
+	    len - 1 < HIT_MAX_LEN && h->accmode != O_WRONLY && !(h->oflags & O_DIRECT) && !cache_inherited(h->c) &&
+	    !__atomic_load_n(&h->m->noreuse, __ATOMIC_ACQUIRE)) {
 		ssize_t r = read_hit(h->m, buf, len, (uint64_t)off);
 		if (r > 0)
 			return r;

@@ -14,7 +14,7 @@
 #include "api/fdtable.h"
 #include "api/closed.h"
 #include "api/file.h"
-#include <sys/mman.h>
+#include "mem/segment.h"
 #include "api/files.h"
 #include "wb/flusher.h"
 #include "mem/folio.h"
@@ -146,40 +146,85 @@ static int config_validate(struct pc_config *cfg)
 	return 0;
 }
 
-/* The cache and, CACHE_PROC_BYTES below it, the process's part
- * (cache_proc): zeroed, page-aligned memory of the process's own. */
-static size_t cache_memory_bytes(void)
+/*
+ * The cache lives in a segment (mem/segment.h): struct pc_cache is the
+ * segment's fixed area, the process's part (struct pc_proc) its private
+ * window right below it (cache_proc), and everything else of the cache
+ * comes from the segment's heap: the folio table, the arena and the
+ * structures of cache_mem.c.  The heap is sized for the largest the
+ * arena and table can be, rounded up to powers of two as the heap's
+ * buddy blocks are, plus as much again as the arena for the rest; its
+ * memory is committed only as it is touched (MAP_NORESERVE).
+ */
+static size_t pow2_up(size_t n)
 {
-	return CACHE_PROC_BYTES + (sizeof(struct pc_cache) + PC_PAGE_SIZE - 1) / PC_PAGE_SIZE * PC_PAGE_SIZE;
+	size_t p = PC_PAGE_SIZE;
+	while (p < n)
+		p <<= 1;
+	return p;
 }
 
-static struct pc_cache *cache_memory_new(void)
+static size_t cache_heap_bytes(const struct pc_config *cfg)
 {
-	void *p = mmap(NULL, cache_memory_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	return (struct pc_cache *)((uint8_t *)p + CACHE_PROC_BYTES);
+	size_t arena = pow2_up((size_t)cfg->memory_limit);
+	size_t table = pow2_up((size_t)(cfg->memory_limit >> PC_PAGE_SHIFT) * sizeof(struct pc_folio));
+	size_t rest = arena > 64 * (size_t)MIB ? arena : 64 * (size_t)MIB;
+	return arena + table + rest;
 }
 
+static int cache_memory_new(const struct pc_config *cfg, struct pc_cache **out)
+{
+	struct seg_params p = {
+		.heap_bytes = cache_heap_bytes(cfg),
+		.private_bytes = CACHE_PROC_BYTES,
+		.fixed_bytes = sizeof(struct pc_cache),
+	};
+	struct pc_segment *seg;
+	int err = segment_new_private(&p, &seg);
+	if (err)
+		return err;
+	struct pc_cache *c = segment_fixed(seg);
+	PC_ASSERT((void *)cache_proc(c) == segment_private(seg));
+	cache_proc(c)->seg = seg;
+	*out = c;
+	return 0;
+}
+
+/* The last process's end of the cache (a private cache's only one). */
 static void cache_memory_free(struct pc_cache *c)
 {
-	munmap(cache_proc(c), cache_memory_bytes());
+	struct pc_segment *seg = cache_proc(c)->seg;
+	if (segment_detach(seg) == 1)
+		segment_destroy(seg, false);
+}
+
+/* A child of fork()'s copy: the segment is not mapped here, but for the
+ * process part (the window), which says whose the cache is. */
+static void cache_memory_forget_inherited(struct pc_cache *c)
+{
+	segment_detach(cache_proc(c)->seg); /* frees the copy's record */
+	segment_window_forget(cache_proc(c), CACHE_PROC_BYTES);
 }
 
 struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 {
-	struct pc_cache *c = cache_memory_new();
-	if (!c) {
-		errno = ENOMEM;
+	struct pc_config cfg;
+	if (user_cfg)
+		cfg = *user_cfg;
+	else
+		pc_config_init(&cfg);
+	int err = config_validate(&cfg);
+	if (err) {
+		errno = -err;
 		return NULL;
 	}
-	if (user_cfg)
-		c->cfg = *user_cfg;
-	else
-		pc_config_init(&c->cfg);
-	int err = config_validate(&c->cfg);
-	if (err)
-		goto fail;
+	struct pc_cache *c;
+	err = cache_memory_new(&cfg, &c);
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	c->cfg = cfg;
 	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
 	err = arena_init(c);
 	if (err)
@@ -240,7 +285,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	}
 	if (cache_inherited(c)) {
 		cache_free_inherited(c);
-		cache_memory_free(c);
+		cache_memory_forget_inherited(c);
 		return 0;
 	}
 	if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)

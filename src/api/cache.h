@@ -25,6 +25,7 @@ struct pc_domain;       /* flusher.h */
 struct pc_edge_ref;     /* edges.h */
 struct pc_file;         /* handle.h */
 struct pc_mapping;      /* mapping.h */
+struct pc_segment;      /* mem/segment.h */
 struct throttle_waiter; /* throttle.c */
 
 /*
@@ -39,6 +40,9 @@ struct throttle_waiter; /* throttle.c */
  * part" as they point to the cache.
  */
 struct pc_proc {
+	/* The segment the cache lives in (cache.c): this process's
+	 * attachment, its heap (cache_mem.c), its locker. */
+	struct pc_segment *seg;
 	/* process.c: the process that owns it (cache_inherited) */
 	unsigned owner_generation;
 	bool use_uring;

@@ -85,82 +85,27 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
 	}
 }
 
-/* A structure is consistent in the child only if no parent thread was
- * changing it at fork: its lock was free then (trylock on the copy). */
 /*
- * Descriptors are not closed: the child may have closed them already and
- * opened others under the same numbers (a daemon does), and they go at
- * exit or exec anyway (O_CLOEXEC).  The open file descriptions, and the
- * OFD locks on them, stay the parent's.
- */
-static void free_mapping_copy(struct pc_cache *c, struct pc_mapping *m)
-{
-	if (pthread_rwlock_trywrlock(&m->tree_lock) == 0) {
-		/* Straight to free(): the cache's node pool has a lock of its own,
-		 * which a parent thread may have held at fork. */
-		m->tree.pool = NULL;
-		rt_destroy(&m->tree);
-	}
-	if (pthread_mutex_trylock(&m->written.lock) == 0)
-		written_destroy(&m->written);
-	cache_free(c, m);
-}
-
-static void free_domain_copy(struct pc_domain *d)
-{
-	ioq_forget(d->ioq);
-	free(d->threads);
-	free(d);
-}
-
-/* Handles, files and domains: all changed under files_lock. */
-static void free_files_copy(struct pc_cache *c)
-{
-	free_handle_list(cache_proc(c)->open_head, false);
-	free_handle_list(cache_proc(c)->closed_head, true);
-	for (unsigned i = 0; i < c->file_hash_size; i++) {
-		struct pc_mapping *m = c->file_hash[i];
-		while (m) {
-			struct pc_mapping *next = m->hash_next;
-			free_mapping_copy(c, m);
-			m = next;
-		}
-	}
-	cache_free(c, c->file_hash);
-	while (c->domains) {
-		struct pc_domain *d = c->domains;
-		c->domains = d->next;
-		free_domain_copy(d);
-	}
-}
-
-/*
- * Whatever a parent thread was in the middle of at fork is left as it is
- * (a little memory of the child's, never a double free): a lock held then
- * is never released in the child, and a folio whose last reference was
- * being dropped may have its block state half freed (folio_put frees it
- * after the count reaches zero), so only referenced folios' is freed.
- * Fault-injection rules (a testing hook) are left to the process's end.
+ * A child's copy of a cache is its process part only (the segment is
+ * MADV_DONTFORK, mem/segment.h): the handles, which are the child's own
+ * memory, are freed; what the cache's structures hold (mappings, folios,
+ * domains, index nodes) is not mapped here and was never the child's to
+ * free.  Index nodes, written ranges and domains that still come from
+ * malloc (docs/shared.md, section 13) stay as a little unreachable
+ * memory of the child's, never a double free.  Descriptors are not
+ * closed: the child may have closed them already and opened others under
+ * the same numbers (a daemon does), and they go at exit or exec anyway
+ * (O_CLOEXEC).  The open file descriptions, and the OFD locks on them,
+ * stay the parent's.  A handle list is consistent in the child only if no
+ * parent thread was changing it at fork; it is changed under files_lock,
+ * which is in the segment and cannot be asked, so the lists are walked
+ * as they are: a handle being linked or unlinked at fork is at worst
+ * left unfreed.
  */
 void cache_free_inherited(struct pc_cache *c)
 {
-	if (pthread_mutex_trylock(&c->files_lock) == 0)
-		free_files_copy(c);
-	if (pthread_mutex_trylock(&c->node_pool.lock) == 0) {
-		pthread_mutex_unlock(&c->node_pool.lock);
-		rt_pool_destroy(&c->node_pool);
-	}
-	/* Pages above arena_used_pages were never handed out: their
-	 * descriptors are zeros nobody has touched, not worth faulting in. */
-	uint32_t used = arena_used_pages(c);
-	for (uint32_t pfn = 0; pfn < used; pfn++) {
-		struct pc_folio *f = &c->folios[pfn];
-		if (atomic_load_explicit(&f->refcount, memory_order_relaxed) > 0 && !folio_test(f, PF_BUDDY))
-			bs_free(c, f);
-	}
-	arena_free_table(c);
-	if (pthread_mutex_trylock(&c->edge_lock) == 0)
-		cache_free(c, c->edge_fifo);
+	free_handle_list(cache_proc(c)->open_head, false);
+	free_handle_list(cache_proc(c)->closed_head, true);
 }
 
 /* ------------------------------------------------------ flush at exit */

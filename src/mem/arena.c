@@ -63,6 +63,7 @@
 #include "api/cache.h"
 #include "lib/check.h"
 #include "mem/folio.h"
+#include "mem/segment.h"
 #include "pagecache.h"
 #include "lib/sysmem.h"
 #include "lib/util.h"
@@ -330,30 +331,30 @@ size_t arena_prefault_pending(struct pc_cache *c)
 
 /* ------------------------------------------------------ setup, teardown */
 
-/* The descriptor table: an anonymous mapping rather than calloc, so that
- * it is page-aligned and each 64-byte descriptor is exactly one cache line
- * (a cache hit reads one line of it, not two), and its zeros stay unmapped
- * until touched.  All-zero is a valid unused descriptor (no flags, no
- * references, no mapping). */
-static struct pc_folio *arena_folio_table_new(uint32_t npages)
+/* The descriptor table: page-aligned (from the cache's segment, 2 MiB
+ * aligned), so that each 64-byte descriptor is exactly one cache line (a
+ * cache hit reads one line of it, not two), and its zeros stay unmapped
+ * until touched (the segment's fresh memory, never handed out before).
+ * All-zero is a valid unused descriptor (no flags, no references, no
+ * mapping). */
+static struct pc_folio *arena_folio_table_new(struct pc_cache *c)
 {
 	_Static_assert(sizeof(struct pc_folio) == 64, "a descriptor is one cache line");
-	size_t bytes = (size_t)npages * sizeof(struct pc_folio);
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	void *p;
+	if (seg_alloc(cache_proc(c)->seg, table_bytes(c), SEG_ALIGN_MAX, &p) != 0)
 		return NULL;
 	/* Huge pages, like the arena: a hit reads the descriptor of a folio
 	 * picked at random, and the descriptors of large folios lie a page or
 	 * more apart (a 64-page folio's head is 4 KiB from the next one's), so
 	 * with 4 KiB pages nearly every hit also missed the TLB. */
-	madvise(p, bytes, MADV_HUGEPAGE);
+	madvise(p, table_bytes(c), MADV_HUGEPAGE);
 	return p;
 }
 
 void arena_free_table(struct pc_cache *c)
 {
 	if (c->folios)
-		munmap(c->folios, (size_t)c->npages * sizeof(struct pc_folio));
+		seg_free(cache_proc(c)->seg, c->folios);
 	c->folios = NULL;
 }
 
@@ -365,12 +366,11 @@ int arena_init(struct pc_cache *c)
 	if (err)
 		return err;
 	/* A descriptor is written when its page is first handed out. */
-	c->folios = arena_folio_table_new(c->npages);
-	/* MAP_NORESERVE: memory is committed as it is faulted in. */
-	void *p = !c->folios ? MAP_FAILED
-			     : mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED) {
+	c->folios = arena_folio_table_new(c);
+	/* The segment's memory is committed as it is faulted in
+	 * (MAP_NORESERVE); 2 MiB aligned for huge pages. */
+	void *p = NULL;
+	if (!c->folios || seg_alloc(cache_proc(c)->seg, c->arena_bytes, SEG_ALIGN_MAX, &p) != 0) {
 		arena_free_table(c);
 		budget_release(c);
 		return -ENOMEM;
@@ -381,8 +381,8 @@ int arena_init(struct pc_cache *c)
 	if (c->cfg.flags & PC_CFG_LAZY_MEMORY)
 		madvise(p, c->arena_bytes, MADV_HUGEPAGE);
 	/* A child of fork() may not use the cache (process.c): it gets no
-	 * copy of the folios, and a fork copies no page tables of them. */
-	madvise(p, c->arena_bytes, MADV_DONTFORK);
+	 * copy of the folios, and a fork copies no page tables of them (the
+	 * segment is MADV_DONTFORK). */
 	c->arena = p;
 	for (unsigned o = 0; o <= PC_MAX_ORDER; o++)
 		c->free_head[o] = PC_NONE;
@@ -393,7 +393,7 @@ void arena_destroy(struct pc_cache *c)
 {
 	arena_populate_stop(c);
 	if (c->arena) {
-		munmap(c->arena, c->arena_bytes);
+		seg_free(cache_proc(c)->seg, c->arena);
 		budget_release(c);
 	}
 	arena_free_table(c);

@@ -1,12 +1,11 @@
 /*
  * cache_mem.h - memory for the structures a cache is made of, apart from
  * folio memory (cache_mem.c): mappings, the file table, block states
- * beyond one word, the edge FIFO.  One place for them, so that when a
- * cache lives in a segment that several processes map (docs/shared.md,
- * section 9, step 2), they come from the segment's heap and every
- * process finds them at the same address; until then, from malloc.
- * Scratch memory a call uses and frees itself (vectors of mappings,
- * bounce buffers) is the process's own and stays with malloc.
+ * beyond one word, the edge FIFO.  They come from the heap of the
+ * segment the cache lives in (mem/segment.h), so that when several
+ * processes map it (docs/shared.md) every one finds them at the same
+ * address.  Scratch memory a call uses and frees itself (vectors of
+ * mappings, bounce buffers) is the process's own and stays with malloc.
  */
 #ifndef PC_CACHE_MEM_H
 #define PC_CACHE_MEM_H

@@ -332,8 +332,25 @@ static int map_private_window(struct pc_segment *s)
 	void *m = mmap(at, h->private_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (m == MAP_FAILED)
 		return -errno;
-	madvise(m, h->private_bytes, MADV_DONTFORK); /* a mapping of its own now */
+	/* Not inherited, unlike a private segment's: a child may attach to
+	 * the name, and its window must go where its parent's was. */
+	madvise(m, h->private_bytes, MADV_DONTFORK);
 	return 0;
+}
+
+/* A child of fork() gets a copy of a private segment's window, and of
+ * nothing else of the segment: the window says whose it is (the cache's
+ * fork check reads it, api/cache.h), and segment_window_forget drops the
+ * copy. */
+static void window_inherited(struct seg_header *h)
+{
+	if (h->private_bytes)
+		madvise((char *)h + h->private_off, h->private_bytes, MADV_DOFORK);
+}
+
+void segment_window_forget(void *window, size_t bytes)
+{
+	munmap(window, bytes);
 }
 
 /* The creator's last step: READY, for every attacher waiting. */
@@ -378,7 +395,7 @@ int segment_new_private(const struct seg_params *p, struct pc_segment **out)
 		munmap(m, (size_t)(base - m));
 	if (m + map > base + l.size)
 		munmap(base + l.size, (size_t)(m + map - (base + l.size)));
-	/* A child of fork() gets no copy (segment.h, "Fork"). */
+	/* A child of fork() gets no copy but of the window (segment.h, "Fork"). */
 	madvise(base, l.size, MADV_DONTFORK);
 	struct pc_segment *s = seg_struct_new();
 	if (!s) {
@@ -389,6 +406,7 @@ int segment_new_private(const struct seg_params *p, struct pc_segment **out)
 	s->size = l.size;
 	s->created = true;
 	header_init(s->hdr, p, &l);
+	window_inherited(s->hdr);
 	err = claim_slot(s);
 	if (err) {
 		munmap(base, l.size);

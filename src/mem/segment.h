@@ -57,7 +57,11 @@
  * range; elsewhere the same fractions of the address space), and tries
  * SEG_ADDR_TRIES hashes when the kernel finds one taken (EEXIST).
  *
- * Fork.  The mapping is MADV_DONTFORK: a child of fork() has none.  A
+ * Fork.  The mapping is MADV_DONTFORK: a child of fork() has none, but
+ * for a copy of a private segment's window (the process part of whatever
+ * the caller keeps there says whose it is; segment_window_forget drops
+ * it).  A named segment's window is not inherited: the child may attach
+ * to the name, at the same address.  A
  * pthread_atfork handler closes the child's copies of the segments'
  * descriptors (which would hold the parent's flock as long as the child
  * lived) and its pidfds, and marks its copies inherited: every call on an
@@ -224,6 +228,10 @@ static inline const void *segment_config(const struct pc_segment *s, size_t *len
 	*len = s->hdr->config_len;
 	return (const char *)s->hdr + s->hdr->config_off;
 }
+
+/* A child of fork(): drop its copy of an inherited segment's window
+ * (segment_private's address and the window's bytes, read before). */
+HIDDEN void segment_window_forget(void *window, size_t bytes);
 
 /* This build's range of named segments' addresses, [*lo, *hi). */
 HIDDEN void segment_addr_range(uint64_t *lo, uint64_t *hi);
