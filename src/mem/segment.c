@@ -11,6 +11,9 @@
 #include "lib/slots.h"
 #include "lib/util.h"
 
+#if PC_ASAN
+#include <sanitizer/lsan_interface.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -376,6 +379,31 @@ static int claim_slot(struct pc_segment *s)
 	return 0;
 }
 
+/*
+ * LeakSanitizer scans the process's heap, stacks and globals for
+ * pointers, not its other mappings: the memory a segment's structures
+ * point to in the process's heap (handles in the window, and whatever
+ * the caller keeps on malloc) would look leaked.  ASan builds register
+ * the segment as a root region while it is mapped here.
+ */
+static void leak_roots_add(const struct pc_segment *s)
+{
+#if PC_ASAN
+	__lsan_register_root_region(s->hdr, s->size);
+#else
+	(void)s;
+#endif
+}
+
+static void leak_roots_remove(const struct pc_segment *s)
+{
+#if PC_ASAN
+	__lsan_unregister_root_region(s->hdr, s->size);
+#else
+	(void)s;
+#endif
+}
+
 /* ------------------------------------------------ private segments */
 
 int segment_new_private(const struct seg_params *p, struct pc_segment **out)
@@ -414,6 +442,7 @@ int segment_new_private(const struct seg_params *p, struct pc_segment **out)
 		return err;
 	}
 	header_ready(s->hdr);
+	leak_roots_add(s);
 	*out = s;
 	return 0;
 }
@@ -683,6 +712,7 @@ int segment_open(const char *name, const struct seg_params *p, struct pc_segment
 				err = attach(s, p, deadline);
 		}
 		if (!err) {
+			leak_roots_add(s);
 			*out = s;
 			return 0;
 		}
@@ -722,6 +752,7 @@ int segment_detach(struct pc_segment *s)
 		claim_slot(s); /* alone: fails only if the dead hold every slot */
 		return 1;
 	}
+	leak_roots_remove(s);
 	munmap(s->hdr, s->size);
 	seg_struct_free(s);
 	return 0;
@@ -734,6 +765,7 @@ void segment_destroy(struct pc_segment *s, bool keep_name)
 		slots_release(&s->hdr->slots, (unsigned)s->slot);
 	if (s->fd >= 0 && !keep_name && names_this(s) == 1)
 		shm_unlink(s->shm_name);
+	leak_roots_remove(s);
 	munmap(s->hdr, s->size);
 	seg_struct_free(s); /* closes fd: attachers waiting in flock go on */
 }
