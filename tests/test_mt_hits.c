@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "api/internal.h"
+#include "radix_pool_util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -80,6 +81,9 @@ static void index_writer_round(struct index_shared *s, uint64_t *seed, long *nex
 {
 	uint64_t n = 1ull << (tu_rand(seed) % 10); /* 1..512 pages, aligned: up to 8 interior slots */
 	uint64_t first = (tu_rand(seed) % (INDEX_PAGES / n)) * n;
+	/* Nodes for the change (the tree allocates none): only the writer
+	 * takes from the pool or gives to it. */
+	tp_fill(s->tree.pool, 2 * RT_INSERT_MAX_NODES);
 	pthread_rwlock_wrlock(&s->lock);
 	if (tu_rand(seed) % 2) {
 		struct item *it = &s->items[(*next)++];
@@ -111,6 +115,7 @@ TEST_CASE(lockless_walk_finds_only_covering_items)
 		struct item *it = &s.items[next++];
 		it->first = i;
 		it->n = 1;
+		tp_fill(&pool, RT_INSERT_MAX_NODES);
 		REQUIRE(rt_insert(&s.tree, i, 1, it) == 0);
 	}
 	pthread_t r[2];
@@ -138,7 +143,7 @@ TEST_CASE(lockless_walk_finds_only_covering_items)
 	printf("index: %ld lookups, %ld found, %ld bad\n", atomic_load(&s.looked), atomic_load(&s.found),
 	       atomic_load(&s.bad));
 	rt_destroy(&s.tree);
-	rt_pool_destroy(&pool);
+	tp_destroy(&pool);
 	pthread_rwlock_destroy(&s.lock);
 	free(s.items);
 }

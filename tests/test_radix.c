@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "api/internal.h"
+#include "radix_pool_util.h"
 
 #include <time.h>
 
@@ -21,6 +22,32 @@ extern _Atomic long rt_test_alloc_budget;
 static long nodes_now(void)
 {
 	return atomic_load(&rt_test_nodes);
+}
+
+/* The trees' pool, which the cases keep filled (radix.c takes nodes
+ * only from it) before every change: no insert takes more than
+ * RT_INSERT_MAX_NODES, no removal splits more slots than that. */
+static struct rt_pool *test_pool(void)
+{
+	static struct rt_pool pool;
+	static bool ready;
+	if (!ready) {
+		rt_pool_init(&pool);
+		ready = true;
+	}
+	return &pool;
+}
+
+static int t_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item)
+{
+	tp_fill(r->pool, 2 * RT_INSERT_MAX_NODES);
+	return rt_insert(r, index, nr, item);
+}
+
+static void t_remove(struct rt_root *r, uint64_t index, uint64_t nr)
+{
+	tp_fill(r->pool, 2 * RT_INSERT_MAX_NODES);
+	rt_remove(r, index, nr);
 }
 
 /* ------------------------------------------------------------ invariants */
@@ -97,14 +124,14 @@ TEST_CASE(insert_lookup_grow_and_shrink)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 	CHECK(rt_lookup(&r, 0) == NULL);
 	CHECK(rt_lookup(&r, 12345) == NULL);
 	uint64_t idx = 0;
 	CHECK(rt_find_next(&r, &idx, -1) == NULL);
 	CHECK(rt_range_empty(&r, 0, 1000));
 
-	CHECK(rt_insert(&r, 5, 1, IT(1)) == 0);
+	CHECK(t_insert(&r, 5, 1, IT(1)) == 0);
 	CHECK(rt_lookup(&r, 5) == IT(1));
 	CHECK(rt_lookup(&r, 4) == NULL);
 	CHECK(rt_lookup(&r, 6) == NULL);
@@ -114,21 +141,21 @@ TEST_CASE(insert_lookup_grow_and_shrink)
 	check_tree(&r, base);
 
 	/* Bad arguments. */
-	CHECK(rt_insert(&r, 7, 0, IT(2)) == -EINVAL);
-	CHECK(rt_insert(&r, 7, 1, NULL) == -EINVAL);
-	CHECK(rt_insert(&r, UINT64_MAX, 2, IT(2)) == -EINVAL);
+	CHECK(t_insert(&r, 7, 0, IT(2)) == -EINVAL);
+	CHECK(t_insert(&r, 7, 1, NULL) == -EINVAL);
+	CHECK(t_insert(&r, UINT64_MAX, 2, IT(2)) == -EINVAL);
 
 	/* -EEXIST, nothing changed. */
 	long n0 = nodes_now();
-	CHECK(rt_insert(&r, 5, 1, IT(2)) == -EEXIST);
-	CHECK(rt_insert(&r, 0, 8, IT(2)) == -EEXIST);
-	CHECK(rt_insert(&r, 5, 10000, IT(2)) == -EEXIST);
+	CHECK(t_insert(&r, 5, 1, IT(2)) == -EEXIST);
+	CHECK(t_insert(&r, 0, 8, IT(2)) == -EEXIST);
+	CHECK(t_insert(&r, 5, 10000, IT(2)) == -EEXIST);
 	CHECK(rt_lookup(&r, 0) == NULL && rt_lookup(&r, 5) == IT(1) && rt_lookup(&r, 6) == NULL);
 	CHECK(nodes_now() == n0);
 	CHECK(r.nr_heads == 1);
 
 	/* Grow: an index needing three levels. */
-	CHECK(rt_insert(&r, 64 * 64 + 3, 1, IT(3)) == 0);
+	CHECK(t_insert(&r, 64 * 64 + 3, 1, IT(3)) == 0);
 	CHECK(r.node->shift == 12);
 	CHECK(rt_lookup(&r, 5) == IT(1));
 	CHECK(rt_lookup(&r, 64 * 64 + 3) == IT(3));
@@ -137,27 +164,27 @@ TEST_CASE(insert_lookup_grow_and_shrink)
 	check_tree(&r, base);
 
 	/* Shrink back when the high one goes. */
-	rt_remove(&r, 64 * 64 + 3, 1);
+	t_remove(&r, 64 * 64 + 3, 1);
 	CHECK(r.node && r.node->shift == 0);
 	CHECK(rt_lookup(&r, 5) == IT(1));
 	CHECK(r.nr_heads == 1);
 	check_tree(&r, base);
 
 	/* Shrink when the low one goes: root keeps its height (slot 0 empty). */
-	CHECK(rt_insert(&r, 64 * 64 + 3, 1, IT(3)) == 0);
-	rt_remove(&r, 5, 1);
+	CHECK(t_insert(&r, 64 * 64 + 3, 1, IT(3)) == 0);
+	t_remove(&r, 5, 1);
 	CHECK(rt_lookup(&r, 5) == NULL);
 	CHECK(rt_lookup(&r, 64 * 64 + 3) == IT(3));
 	check_tree(&r, base);
 
 	/* Removing absent slots is harmless. */
-	rt_remove(&r, 0, 1000);
-	rt_remove(&r, 1ULL << 50, 1000);
+	t_remove(&r, 0, 1000);
+	t_remove(&r, 1ULL << 50, 1000);
 	CHECK(rt_lookup(&r, 64 * 64 + 3) == IT(3));
 	CHECK(r.nr_heads == 1);
 	check_tree(&r, base);
 
-	rt_remove(&r, 64 * 64 + 3, 1);
+	t_remove(&r, 64 * 64 + 3, 1);
 	CHECK(r.node == NULL);
 	CHECK(r.nr_heads == 0);
 	CHECK(nodes_now() == base);
@@ -168,12 +195,12 @@ TEST_CASE(multi_slot_items_of_every_size)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 
 	/* Every size 1..512 at an unaligned start that crosses leaves. */
 	for (uint64_t nr = 1; nr <= 512; nr++) {
 		uint64_t start = 1000 + nr * 7;
-		REQUIRE(rt_insert(&r, start, nr, IT(nr)) == 0);
+		REQUIRE(t_insert(&r, start, nr, IT(nr)) == 0);
 		int ok = 1;
 		for (uint64_t i = start; i < start + nr; i++)
 			ok &= rt_lookup(&r, i) == IT(nr);
@@ -183,7 +210,7 @@ TEST_CASE(multi_slot_items_of_every_size)
 		CHECK(!rt_range_empty(&r, start - 5, 6));
 		CHECK(rt_range_empty(&r, start - 5, 5));
 		CHECK(rt_range_empty(&r, start + nr, 100));
-		CHECK(rt_insert(&r, start + nr - 1, 3, IT(0)) == -EEXIST);
+		CHECK(t_insert(&r, start + nr - 1, 3, IT(0)) == -EEXIST);
 		CHECK(rt_lookup(&r, start + nr) == NULL);
 		/* find_next from inside returns the tail slots too */
 		uint64_t idx = start + nr / 2;
@@ -191,7 +218,7 @@ TEST_CASE(multi_slot_items_of_every_size)
 		CHECK(r.nr_heads == 1);
 		if (nr % 61 == 0)
 			check_tree(&r, base);
-		rt_remove(&r, start, nr);
+		t_remove(&r, start, nr);
 		CHECK(r.node == NULL);
 		CHECK(r.nr_heads == 0);
 	}
@@ -200,11 +227,11 @@ TEST_CASE(multi_slot_items_of_every_size)
 	/* Folio-like: aligned 512-slot items side by side, then removed in one
 	 * call: nr_heads counts runs. */
 	for (unsigned i = 0; i < 8; i++)
-		REQUIRE(rt_insert(&r, 4096 + i * 512, 512, IT(100 + i)) == 0);
-	REQUIRE(rt_insert(&r, 4096 + 8 * 512, 1, IT(200)) == 0);
+		REQUIRE(t_insert(&r, 4096 + i * 512, 512, IT(100 + i)) == 0);
+	REQUIRE(t_insert(&r, 4096 + 8 * 512, 1, IT(200)) == 0);
 	CHECK(r.nr_heads == 9);
 	check_tree(&r, base);
-	rt_remove(&r, 4096, 3 * 512);
+	t_remove(&r, 4096, 3 * 512);
 	CHECK(r.nr_heads == 6);
 	CHECK(rt_lookup(&r, 4096 + 3 * 512) == IT(103));
 	CHECK(rt_lookup(&r, 4096 + 3 * 512 - 1) == NULL);
@@ -220,12 +247,12 @@ TEST_CASE(interior_slots_hold_whole_items)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
-	CHECK(rt_insert(&r, 0, 1, (void *)((uintptr_t)IT(1) | 1)) == -EINVAL); /* the tree's mark */
+	rt_init(&r, test_pool());
+	CHECK(t_insert(&r, 0, 1, (void *)((uintptr_t)IT(1) | 1)) == -EINVAL); /* the tree's mark */
 
 	/* Folios of 64 pages at 64..575: one node (shift 6), no leaves. */
 	for (uint64_t k = 1; k <= 8; k++)
-		REQUIRE(rt_insert(&r, 64 * k, 64, IT(k)) == 0);
+		REQUIRE(t_insert(&r, 64 * k, 64, IT(k)) == 0);
 	CHECK(r.node && r.node->shift == 6);
 	CHECK(nodes_now() - base == 1);
 	CHECK(rt_slot_is_item(r.node->slots[1]) && rt_slot_item(r.node->slots[1]) == IT(1));
@@ -234,7 +261,7 @@ TEST_CASE(interior_slots_hold_whole_items)
 		ok &= rt_lookup(&r, i) == (i >= 64 && i < 576 ? IT(i / 64) : NULL);
 	CHECK(ok);
 	CHECK(r.nr_heads == 8);
-	CHECK(rt_insert(&r, 100, 1, IT(9)) == -EEXIST);
+	CHECK(t_insert(&r, 100, 1, IT(9)) == -EEXIST);
 	CHECK(!rt_range_empty(&r, 60, 5) && rt_range_empty(&r, 0, 64));
 	check_tree(&r, base);
 
@@ -266,7 +293,7 @@ TEST_CASE(interior_slots_hold_whole_items)
 
 	/* Part of an item removed: its slot moves down into a leaf, the rest
 	 * of it stays, its tag with its first index. */
-	rt_remove(&r, 320 + 10, 5);
+	t_remove(&r, 320 + 10, 5);
 	CHECK(nodes_now() - base == 2);
 	CHECK(rt_lookup(&r, 329) == IT(5) && rt_lookup(&r, 330) == NULL && rt_lookup(&r, 334) == NULL &&
 	      rt_lookup(&r, 335) == IT(5) && rt_lookup(&r, 383) == IT(5));
@@ -274,7 +301,7 @@ TEST_CASE(interior_slots_hold_whole_items)
 	idx = 0;
 	CHECK(rt_find_next(&r, &idx, RT_TAG_DIRTY) == IT(5) && idx == 320);
 	check_tree(&r, base);
-	rt_remove(&r, 320, 64);
+	t_remove(&r, 320, 64);
 	CHECK(nodes_now() - base == 1 && rt_lookup(&r, 340) == NULL);
 	idx = 0;
 	CHECK(rt_find_next(&r, &idx, RT_TAG_DIRTY) == NULL);
@@ -282,14 +309,14 @@ TEST_CASE(interior_slots_hold_whole_items)
 
 	/* The split cannot allocate: the whole slot is emptied. */
 	atomic_store(&rt_test_alloc_budget, 0);
-	rt_remove(&r, 256 + 1, 1);
+	t_remove(&r, 256 + 1, 1);
 	atomic_store(&rt_test_alloc_budget, -1);
 	CHECK(rt_lookup(&r, 256) == NULL && rt_lookup(&r, 300) == NULL && rt_lookup(&r, 255) == IT(3));
 	check_tree(&r, base);
 
 	/* Whole items removed in one call: nr_heads counts them. */
 	uint64_t heads = r.nr_heads;
-	rt_remove(&r, 64, 192);
+	t_remove(&r, 64, 192);
 	CHECK(r.nr_heads == heads - 3);
 	check_tree(&r, base);
 	rt_destroy(&r);
@@ -297,26 +324,26 @@ TEST_CASE(interior_slots_hold_whole_items)
 
 	/* A file's first folio of 64 pages, at 0: the new root holds it in
 	 * a slot (a leaf root would stay a leaf as the tree grew). */
-	REQUIRE(rt_insert(&r, 0, 64, IT(30)) == 0);
+	REQUIRE(t_insert(&r, 0, 64, IT(30)) == 0);
 	CHECK(r.node->shift == 6 && rt_slot_is_item(r.node->slots[0]));
 	CHECK(nodes_now() - base == 1);
 	CHECK(rt_lookup(&r, 0) == IT(30) && rt_lookup(&r, 63) == IT(30) && rt_lookup(&r, 64) == NULL);
 	check_tree(&r, base);
-	rt_remove(&r, 0, 64);
+	t_remove(&r, 0, 64);
 	CHECK(r.node == NULL && nodes_now() == base);
 
 	/* A 512-index item: 8 slots of one node; an unaligned run: leaf
 	 * slots at both ends, interior slots between. */
-	REQUIRE(rt_insert(&r, 4096 + 512, 512, IT(20)) == 0);
-	REQUIRE(rt_insert(&r, 8192 + 60, 200, IT(21)) == 0);
+	REQUIRE(t_insert(&r, 4096 + 512, 512, IT(20)) == 0);
+	REQUIRE(t_insert(&r, 8192 + 60, 200, IT(21)) == 0);
 	ok = 1;
 	for (uint64_t i = 4096; i < 8192 + 400; i++)
 		ok &= rt_lookup(&r, i) == (i >= 4608 && i < 5120 ? IT(20) : i >= 8252 && i < 8452 ? IT(21) : NULL);
 	CHECK(ok);
 	CHECK(r.nr_heads == 2);
 	check_tree(&r, base);
-	rt_remove(&r, 4096 + 512, 512);
-	rt_remove(&r, 8192 + 60, 200);
+	t_remove(&r, 4096 + 512, 512);
+	t_remove(&r, 8192 + 60, 200);
 	CHECK(r.node == NULL && r.nr_heads == 0);
 	CHECK(nodes_now() == base);
 	rt_destroy(&r);
@@ -326,9 +353,9 @@ TEST_CASE(large_indices_set_the_height)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 	uint64_t big = 1ULL << 40;
-	CHECK(rt_insert(&r, big - 3, 512, IT(1)) == 0); /* crosses 2^40 */
+	CHECK(t_insert(&r, big - 3, 512, IT(1)) == 0); /* crosses 2^40 */
 	CHECK(rt_lookup(&r, big - 3) == IT(1));
 	CHECK(rt_lookup(&r, big) == IT(1));
 	CHECK(rt_lookup(&r, big + 508) == IT(1));
@@ -339,9 +366,9 @@ TEST_CASE(large_indices_set_the_height)
 	CHECK(r.node->shift == 36);
 	check_tree(&r, base);
 
-	CHECK(rt_insert(&r, 0, 1, IT(2)) == 0);
-	CHECK(rt_insert(&r, (1ULL << 52) - 1, 1, IT(3)) == 0);
-	CHECK(rt_insert(&r, UINT64_MAX - 9, 10, IT(4)) == 0); /* top of index space */
+	CHECK(t_insert(&r, 0, 1, IT(2)) == 0);
+	CHECK(t_insert(&r, (1ULL << 52) - 1, 1, IT(3)) == 0);
+	CHECK(t_insert(&r, UINT64_MAX - 9, 10, IT(4)) == 0); /* top of index space */
 	CHECK(r.node->shift == 60);
 	CHECK(rt_lookup(&r, UINT64_MAX) == IT(4));
 	CHECK(rt_lookup(&r, (1ULL << 52) - 1) == IT(3));
@@ -363,20 +390,20 @@ TEST_CASE(large_indices_set_the_height)
 	CHECK(rt_find_next(&r, &idx, RT_TAG_EDGE) == IT(4) && idx == UINT64_MAX - 9);
 	check_tree(&r, base);
 
-	rt_remove(&r, UINT64_MAX - 9, 10);
+	t_remove(&r, UINT64_MAX - 9, 10);
 	CHECK(r.node->shift == 48);
-	rt_remove(&r, (1ULL << 52) - 1, 1);
+	t_remove(&r, (1ULL << 52) - 1, 1);
 	CHECK(r.node->shift == 36);
-	rt_remove(&r, big - 3, 512);
+	t_remove(&r, big - 3, 512);
 	CHECK(r.node->shift == 0);
 	CHECK(rt_lookup(&r, 0) == IT(2));
 	check_tree(&r, base);
-	rt_remove(&r, 0, 1);
+	t_remove(&r, 0, 1);
 	CHECK(r.node == NULL);
 	CHECK(nodes_now() == base);
 
 	/* Creating a tree directly at a large index starts at the right height. */
-	CHECK(rt_insert(&r, 1ULL << 52, 1, IT(5)) == 0);
+	CHECK(t_insert(&r, 1ULL << 52, 1, IT(5)) == 0);
 	CHECK(r.node->shift == 48);
 	CHECK(nodes_now() - base == 9);
 	rt_destroy(&r);
@@ -387,10 +414,10 @@ TEST_CASE(tags_summarise_and_find_next)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 	/* 4096 items of 4 slots each: 16384 slots, 256 leaves, 2 levels above. */
 	for (unsigned i = 0; i < 4096; i++)
-		REQUIRE(rt_insert(&r, (uint64_t)i * 4, 4, IT(i)) == 0);
+		REQUIRE(t_insert(&r, (uint64_t)i * 4, 4, IT(i)) == 0);
 	CHECK(r.nr_heads == 4096);
 
 	/* Tag on an empty slot is ignored. */
@@ -436,11 +463,11 @@ TEST_CASE(tags_summarise_and_find_next)
 	CHECK(rt_find_next(&r, &idx, RT_TAG_EDGE) == NULL);
 
 	/* Removing clears the slot's tags. */
-	rt_remove(&r, 4095 * 4, 4);
+	t_remove(&r, 4095 * 4, 4);
 	CHECK(r.nr_heads == 4095);
 	idx = 702 * 4;
 	CHECK(rt_find_next(&r, &idx, RT_TAG_DIRTY) == NULL);
-	CHECK(rt_insert(&r, 4095 * 4, 4, IT(4095)) == 0);
+	CHECK(t_insert(&r, 4095 * 4, 4, IT(4095)) == 0);
 	CHECK(!rt_tag_get(&r, 4095 * 4, RT_TAG_DIRTY));
 	check_tree(&r, base);
 
@@ -463,26 +490,26 @@ TEST_CASE(enomem_leaves_tree_unchanged)
 {
 	long base = nodes_now();
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 
 	/* Empty tree: a deep path fails part way (8 nodes: shifts 48 down to
 	 * 6, whose node holds the aligned 512-index item in 8 slots). */
 	for (long b = 0; b < 8; b++) {
 		atomic_store(&rt_test_alloc_budget, b);
-		CHECK(rt_insert(&r, 1ULL << 50, 512, IT(1)) == -ENOMEM);
+		CHECK(t_insert(&r, 1ULL << 50, 512, IT(1)) == -ENOMEM);
 		atomic_store(&rt_test_alloc_budget, -1);
 		CHECK(r.node == NULL && r.nr_heads == 0);
 		CHECK(nodes_now() == base);
 	}
 
 	/* Non-empty tree: growing and filling fail part way, at every step. */
-	REQUIRE(rt_insert(&r, 10, 3, IT(2)) == 0);
+	REQUIRE(t_insert(&r, 10, 3, IT(2)) == 0);
 	rt_tag_set(&r, 10, RT_TAG_DIRTY);
 	long n0 = nodes_now();
 	int failures = 0;
 	for (long b = 0;; b++) {
 		atomic_store(&rt_test_alloc_budget, b);
-		int e = rt_insert(&r, (1ULL << 30) - 200, 512, IT(3));
+		int e = t_insert(&r, (1ULL << 30) - 200, 512, IT(3));
 		atomic_store(&rt_test_alloc_budget, -1);
 		if (e == 0)
 			break;
@@ -503,6 +530,47 @@ TEST_CASE(enomem_leaves_tree_unchanged)
 	check_tree(&r, base);
 	rt_destroy(&r);
 	CHECK(nodes_now() == base);
+}
+
+/* The tree takes its nodes from the pool and nothing else: an empty pool
+ * fails an insert (-ENOMEM, the tree unchanged); RT_INSERT_MAX_NODES
+ * spares are enough for the insert that needs the most, and as many as it
+ * needs; every node goes back to the pool. */
+TEST_CASE(nodes_come_only_from_the_pool)
+{
+	struct rt_pool pool;
+	rt_pool_init(&pool);
+	struct rt_root r;
+	rt_init(&r, &pool);
+	long base = nodes_now();
+
+	CHECK(rt_insert(&r, 5, 1, IT(1)) == -ENOMEM);
+	CHECK(r.node == NULL && r.nr_heads == 0 && nodes_now() == base);
+	tp_fill(&pool, 1);
+	CHECK(rt_insert(&r, 0, 1, IT(1)) == 0);
+	CHECK(rt_pool_spares(&pool) == 0 && nodes_now() - base == 1);
+	CHECK(rt_insert(&r, 64, 1, IT(2)) == -ENOMEM); /* a new root and leaf */
+	CHECK(rt_lookup(&r, 0) == IT(1) && r.node->shift == 0 && r.nr_heads == 1);
+
+	/* The most an insert takes: a leaf root grown to 11 levels (10
+	 * nodes), and a path of 10 new nodes below the root at each end. */
+	uint64_t first = (1ULL << 60) + 1, nr = (1ULL << 60) + 5;
+	tp_fill(&pool, RT_INSERT_MAX_NODES - 1);
+	CHECK(rt_insert(&r, first, nr, IT(3)) == -ENOMEM);
+	CHECK(rt_pool_spares(&pool) == RT_INSERT_MAX_NODES - 1);
+	CHECK(r.node->shift == 0 && rt_lookup(&r, 0) == IT(1) && rt_lookup(&r, first) == NULL);
+	check_tree(&r, base);
+	tp_fill(&pool, RT_INSERT_MAX_NODES);
+	CHECK(rt_insert(&r, first, nr, IT(3)) == 0);
+	CHECK(rt_pool_spares(&pool) == 0);
+	CHECK(nodes_now() - base == 1 + RT_INSERT_MAX_NODES);
+	CHECK(rt_lookup(&r, first) == IT(3) && rt_lookup(&r, first + nr - 1) == IT(3) &&
+	      rt_lookup(&r, first + nr) == NULL && rt_lookup(&r, 0) == IT(1));
+	check_tree(&r, base);
+
+	rt_destroy(&r);
+	CHECK(nodes_now() == base);
+	CHECK(tp_destroy(&pool) == 1 + RT_INSERT_MAX_NODES);
 }
 
 /* ------------------------------------------------------------ randomized */
@@ -554,7 +622,7 @@ TEST_CASE(matches_array_model)
 	struct model *m = calloc(1, sizeof(*m));
 	REQUIRE(m);
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 	int bad = 0;
 	const int steps = 200000;
 
@@ -584,7 +652,7 @@ TEST_CASE(matches_array_model)
 			REQUIRE(it);
 			it->index = m_index(w, i);
 			it->nr = nr;
-			int e = rt_insert(&r, it->index, nr, it);
+			int e = t_insert(&r, it->index, nr, it);
 			if (empty) {
 				fail |= e != 0;
 				for (uint64_t k = i; k < i + nr; k++)
@@ -599,7 +667,7 @@ TEST_CASE(matches_array_model)
 			struct mitem *it = m->slot[w][i];
 			if (it) {
 				uint64_t first = it->index - win_base[w];
-				rt_remove(&r, it->index, it->nr);
+				t_remove(&r, it->index, it->nr);
 				for (uint64_t k = first; k < first + it->nr; k++) {
 					m->slot[w][k] = NULL;
 					m->tags[w][k] = 0;
@@ -610,7 +678,7 @@ TEST_CASE(matches_array_model)
 				uint64_t k = i;
 				while (k < WIN && k < i + 100 && !m->slot[w][k])
 					k++;
-				rt_remove(&r, m_index(w, i), k - i);
+				t_remove(&r, m_index(w, i), k - i);
 			}
 		} else if (op < 60) {
 			/* remove a whole region of items in one call */
@@ -621,7 +689,7 @@ TEST_CASE(matches_array_model)
 			it = m->slot[w][end - 1];
 			if (it)
 				end = it->index - win_base[w] + it->nr;
-			rt_remove(&r, m_index(w, i), end - i);
+			t_remove(&r, m_index(w, i), end - i);
 			for (uint64_t k = i; k < end; k++) {
 				struct mitem *p = m->slot[w][k];
 				if (p && p->index == m_index(w, k)) {
@@ -695,7 +763,7 @@ TEST_CASE(matches_array_model)
 		for (uint64_t k = 0; k < WIN; k++) {
 			struct mitem *p = m->slot[w][k];
 			if (p && p->index == m_index(w, k)) {
-				rt_remove(&r, p->index, p->nr);
+				t_remove(&r, p->index, p->nr);
 				k += p->nr - 1;
 				free(p);
 			}
@@ -713,10 +781,10 @@ TEST_CASE(matches_array_model)
 TEST_CASE(random_lookups_hit_every_page)
 {
 	struct rt_root r;
-	rt_init(&r, NULL);
+	rt_init(&r, test_pool());
 	const uint64_t n = 1 << 18; /* 1 GiB of 4 KiB pages */
 	for (uint64_t i = 0; i < n; i += 16)
-		REQUIRE(rt_insert(&r, i, 16, IT(i % 4096)) == 0);
+		REQUIRE(t_insert(&r, i, 16, IT(i % 4096)) == 0);
 	struct timespec t0, t1;
 	uint64_t s = 12345, hits = 0;
 	const int iters = 2000000;

@@ -5,7 +5,9 @@
  * The range set, against a bitmap model (ranges_*): merging of touching and
  * overlapping ranges, the base below which nothing is known, truncation,
  * reset, and giving up (everything "ask the file system") past the range
- * limit; then random operations compared with the model.
+ * limit; the array as the caller's memory (a full one asks for room,
+ * handed none it gives up); then random operations compared with the
+ * model.
  *
  * Through the API, with the count of lseek(SEEK_DATA) calls:
  *   - partial writes into blocks past the size at open that we never wrote
@@ -63,6 +65,23 @@ static void model_truncate(struct model *md, uint64_t size)
 		md->written[i] = 0;
 }
 
+/* The caller's part (mem/mapping.c, mapping_written_add: written.c
+ * allocates nothing), from malloc. */
+static void add(struct pc_written *w, uint64_t s, uint64_t e)
+{
+	size_t cap;
+	while ((cap = written_add(w, s, e)) != 0) {
+		struct pc_range *r = calloc(cap, sizeof(*r));
+		REQUIRE(r);
+		free(written_grow(w, r, cap));
+	}
+}
+
+static void destroy(struct pc_written *w)
+{
+	free(written_destroy(w));
+}
+
 /* The set's ranges must be sorted, disjoint and not touching. */
 static bool ranges_canonical(const struct pc_written *w)
 {
@@ -83,20 +102,20 @@ TEST_CASE(ranges_merge_truncate_and_base)
 	CHECK(!written_known_hole(&w, 0, 10));
 	CHECK(!written_known_hole(&w, 90, 110));
 	CHECK(written_known_hole(&w, 100, 200));
-	written_add(&w, 50, 120); /* clipped to the base */
+	add(&w, 50, 120); /* clipped to the base */
 	CHECK(w.n == 1 && w.r[0].start == 100 && w.r[0].end == 120);
 	CHECK(!written_known_hole(&w, 110, 111));
 	CHECK(written_known_hole(&w, 120, 130));
 	/* Touching ranges merge; a gap keeps them apart. */
-	written_add(&w, 120, 130);
+	add(&w, 120, 130);
 	CHECK(w.n == 1 && w.r[0].end == 130);
-	written_add(&w, 200, 210);
-	written_add(&w, 150, 160);
+	add(&w, 200, 210);
+	add(&w, 150, 160);
 	CHECK(w.n == 3 && ranges_canonical(&w));
 	CHECK(written_known_hole(&w, 130, 150));
 	CHECK(!written_known_hole(&w, 140, 151));
 	/* One range bridging all three. */
-	written_add(&w, 125, 205);
+	add(&w, 125, 205);
 	CHECK(w.n == 1 && w.r[0].start == 100 && w.r[0].end == 210);
 	/* Truncate into the middle of a range, then below the base. */
 	written_truncate(&w, 150);
@@ -106,10 +125,10 @@ TEST_CASE(ranges_merge_truncate_and_base)
 	CHECK(w.n == 0 && w.base_end == 40);
 	CHECK(written_known_hole(&w, 40, 4096));
 	/* Reset: nothing known below the new base. */
-	written_add(&w, 1000, 2000);
+	add(&w, 1000, 2000);
 	written_reset(&w, UINT64_MAX);
 	CHECK(w.n == 0 && !written_known_hole(&w, 5000, 6000));
-	written_destroy(&w);
+	destroy(&w);
 }
 
 /* Past the range limit the set gives up: everything up to the last range
@@ -120,14 +139,49 @@ TEST_CASE(ranges_give_up_past_limit)
 	written_init(&w, 0);
 	uint64_t i;
 	for (i = 0; i < 65536; i++)
-		written_add(&w, i * 16, i * 16 + 8);
+		add(&w, i * 16, i * 16 + 8);
 	CHECK(w.n == 65536);
 	CHECK(written_known_hole(&w, 8, 16));
-	written_add(&w, i * 16, i * 16 + 8); /* one too many */
+	add(&w, i * 16, i * 16 + 8); /* one too many */
 	CHECK(w.n == 0 && w.base_end == i * 16 + 8);
 	CHECK(!written_known_hole(&w, 8, 16));
 	CHECK(written_known_hole(&w, i * 16 + 8, i * 16 + 100));
-	written_destroy(&w);
+	destroy(&w);
+}
+
+/* The array is the caller's: a range that needs a slot when there is none
+ * is not recorded but asks for room (4 ranges, then twice the capacity);
+ * handed none, everything below the range's end is "ask the file
+ * system". */
+TEST_CASE(ranges_ask_the_caller_for_room)
+{
+	struct pc_written w;
+	written_init(&w, 0);
+	CHECK(written_add(&w, 10, 20) == 4 && w.n == 0 && written_known_hole(&w, 10, 20));
+	struct pc_range *r = calloc(4, sizeof(*r));
+	REQUIRE(r);
+	CHECK(written_grow(&w, r, 4) == NULL && w.r == r && w.cap == 4);
+	CHECK(written_add(&w, 10, 20) == 0 && w.n == 1);
+	uint64_t i;
+	for (i = 1; i < 4; i++)
+		CHECK(written_add(&w, i * 100, i * 100 + 10) == 0);
+	CHECK(w.n == 4);
+	CHECK(written_add(&w, 310, 320) == 0 && w.n == 4); /* touches the last: merged */
+	CHECK(written_add(&w, 7000, 7010) == 8 && w.n == 4 && written_known_hole(&w, 7000, 7010));
+	/* Another caller's array, as large, came first: this one goes back. */
+	struct pc_range *r2 = calloc(8, sizeof(*r2)), *r3 = calloc(8, sizeof(*r3));
+	REQUIRE(r2 && r3);
+	CHECK(written_grow(&w, r2, 8) == r && w.r == r2);
+	free(r);
+	CHECK(written_grow(&w, r3, 8) == r3 && w.r == r2);
+	free(r3);
+	CHECK(w.n == 4 && w.r[3].start == 300 && w.r[3].end == 320 && ranges_canonical(&w));
+	CHECK(written_known_hole(&w, 20, 100) && !written_known_hole(&w, 15, 16));
+	/* No memory: below the end, nothing is known; past it, still. */
+	written_give_up(&w, 7010);
+	CHECK(w.n == 0 && w.base_end == 7010);
+	CHECK(!written_known_hole(&w, 20, 100) && written_known_hole(&w, 7010, 8000));
+	destroy(&w);
 }
 
 TEST_CASE(ranges_match_bitmap_model)
@@ -149,7 +203,7 @@ TEST_CASE(ranges_match_bitmap_model)
 				model_truncate(&md, s);
 				break;
 			case 1: case 2: case 3: case 4:
-				written_add(&w, s, e);
+				add(&w, s, e);
 				model_add(&md, s < md.base ? md.base : s, e);
 				break;
 			default:
@@ -162,7 +216,7 @@ TEST_CASE(ranges_match_bitmap_model)
 			if (!ranges_canonical(&w) && bad++ < 5)
 				fprintf(stderr, "round %d op %d: ranges not canonical\n", round, op);
 		}
-		written_destroy(&w);
+		destroy(&w);
 	}
 	CHECK(bad == 0);
 }

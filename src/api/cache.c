@@ -313,6 +313,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	pthread_mutex_destroy(&c->files_lock);
 	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
+	cache_nodes_free(c);
 	cache_memory_free(c);
 	if (err) {
 		errno = -err;

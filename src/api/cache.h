@@ -21,6 +21,7 @@
 #include "pagecache.h"
 
 struct fault_set;       /* io/fault_set.h */
+struct node_chunk;      /* mem/cache_mem.c */
 struct pc_domain;       /* flusher.h */
 struct pc_edge_ref;     /* edges.h */
 struct pc_file;         /* handle.h */
@@ -184,6 +185,8 @@ struct pc_cache {
 	atomic_bool pace_freerun_seen; /* a write ran free since the last sample */
 	_Atomic uint64_t pace_pos_sum, pace_pos_n; /* positions of the paced writes since */
 	_Atomic int64_t peak_dirty;
+	/* cache_mem.c: the heap blocks node_pool's nodes come from */
+	struct node_chunk *_Atomic node_chunks;
 };
 
 /* Is c a copy inherited through fork() (this process does not own it)?

@@ -215,7 +215,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 		*err = choose_block_size(c, m, st);
 	}
 	if (*err) {
-		written_destroy(&m->written);
+		cache_free(c, written_destroy(&m->written));
 		cache_free(c, m);
 		return NULL;
 	}

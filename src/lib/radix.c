@@ -1,7 +1,7 @@
 /*
  * radix.c - a 64-way radix tree mapping a page index to an item pointer.
  *
- * About 640 lines, one data structure: insertion, removal, tags and the
+ * About 670 lines, one data structure: insertion, removal, tags and the
  * lockless lookup depend on one another's rules about nodes (below), so
  * they stay in one file that states those rules once.
  *
@@ -54,13 +54,13 @@
  * Lockless lookups
  *   Cache hits walk the tree without the lock, so that readers write no
  *   shared cache line (mapping.c, read.c).  Three rules make that safe:
- *   - Type-stable nodes.  A tree with a pool never returns a node to
- *     malloc: nodes it no longer needs go to the pool's spare list, which
- *     every tree of the cache allocates from, and are freed only when the
- *     cache is destroyed.  A reader that follows a stale pointer reads a
- *     node (perhaps now in another tree, perhaps spare), never freed memory.
+ *   - Type-stable nodes.  A tree never frees a node: nodes it no longer
+ *     needs go to the pool's spare list, which every tree of the cache
+ *     takes its nodes from, and their memory is freed only when the cache
+ *     is destroyed.  A reader that follows a stale pointer reads a node
+ *     (perhaps now in another tree, perhaps spare), never freed memory.
  *     The spares are bounded by the most nodes the cache's trees ever had
- *     at once.
+ *     at once, and what the caller gives beyond that (see "Nodes").
  *   - A change count.  Every change of the tree's shape (a slot filled or
  *     emptied, a node added or removed, the height changed) happens between
  *     two increments of r->seq, so it is odd meanwhile.  The reader reads
@@ -74,18 +74,32 @@
  *     an old or a new value, never a torn one.
  *   The walk itself, rt_lookup_lockless, is inline in radix.h (a cache
  *   hit inlines it into pc_pread, see read_hit.h).
+ *
+ * Nodes
+ *   This file allocates no memory.  A shared cache's trees live in a
+ *   segment that several processes map at one address (docs/shared.md),
+ *   so their nodes must too, and the segment's heap is the memory layer's
+ *   (mem/segment.h), which lib may not call; nor may a pool hold a
+ *   function to call (the library's code is at another address in each
+ *   process).  So the caller gives the pool its nodes (rt_pool_give), and
+ *   rt_insert fails with -ENOMEM, the tree unchanged, when the spares run
+ *   out: the caller gives more and tries again (mem/mapping.c makes sure
+ *   of RT_INSERT_MAX_NODES spares before an insert, from the cache's heap,
+ *   cache_mem.c).  A removal that must split an item's slot takes a spare
+ *   too, and with none empties the whole slot (radix.h, rt_remove).
  */
 #include "lib/radix.h"
 
+#include "lib/check.h"
 #include "lib/util.h"
 
 #include <errno.h>
-#include <stdlib.h>
 
 /*
  * Test hooks (tests/test_radix.c declares them extern): the number of nodes
- * allocated now, and an allocation budget (< 0: unlimited; 0: every
- * allocation fails; n > 0: n more succeed) to exercise -ENOMEM.
+ * in trees now, and an allocation budget (< 0: unlimited; 0: every
+ * allocation fails; n > 0: n more succeed) to exercise -ENOMEM with spares
+ * in the pool.
  */
 HIDDEN _Atomic long rt_test_nodes;
 HIDDEN _Atomic long rt_test_alloc_budget = -1;
@@ -105,10 +119,24 @@ static struct rt_node *spare_take(struct rt_pool *p)
 {
 	pthread_mutex_lock(&p->lock);
 	struct rt_node *n = p->spare;
-	if (n)
+	if (n) {
 		p->spare = n->parent;
+		atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) - 1,
+				      memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+/* n (its slots empty) becomes a spare. */
+static void spare_put(struct rt_pool *p, struct rt_node *n)
+{
+	pthread_mutex_lock(&p->lock);
+	n->parent = p->spare;
+	p->spare = n;
+	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	pthread_mutex_unlock(&p->lock);
 }
 
 static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_node *parent, unsigned offset)
@@ -119,19 +147,15 @@ static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_n
 			return NULL;
 		atomic_fetch_sub_explicit(&rt_test_alloc_budget, 1, memory_order_relaxed);
 	}
-	/* A spare's slots are all empty (node_free), and a lockless reader may
-	 * still be looking at it: only the fields it does not read are reset
-	 * with plain stores. */
-	struct rt_node *n = r->pool ? spare_take(r->pool) : NULL;
-	if (n) {
-		n->count = 0;
-		for (int t = 0; t < RT_NTAGS; t++)
-			n->tags[t] = 0;
-	} else {
-		n = calloc(1, sizeof(*n));
-		if (!n)
-			return NULL;
-	}
+	/* A spare's slots are all empty (node_free, or zeroed when given),
+	 * and a lockless reader may still be looking at it: only the fields
+	 * it does not read are reset with plain stores. */
+	struct rt_node *n = spare_take(r->pool);
+	if (!n)
+		return NULL;
+	n->count = 0;
+	for (int t = 0; t < RT_NTAGS; t++)
+		n->tags[t] = 0;
 	__atomic_store_n(&n->shift, (uint8_t)shift, __ATOMIC_RELAXED);
 	n->offset = (uint8_t)offset;
 	n->parent = parent;
@@ -139,37 +163,47 @@ static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_n
 	return n;
 }
 
-/* n has left the tree: to the pool's spares (slots emptied), or freed. */
+/* n has left the tree: to the pool's spares, its slots emptied. */
 static void node_free(struct rt_root *r, struct rt_node *n)
 {
 	atomic_fetch_sub_explicit(&rt_test_nodes, 1, memory_order_relaxed);
-	if (!r->pool) {
-		free(n);
-		return;
-	}
 	for (unsigned i = 0; i < RT_SLOTS; i++)
 		if (n->slots[i])
 			SET_SLOT(n, i, NULL);
-	pthread_mutex_lock(&r->pool->lock);
-	n->parent = r->pool->spare;
-	r->pool->spare = n;
-	pthread_mutex_unlock(&r->pool->lock);
+	spare_put(r->pool, n);
 }
 
 void rt_pool_init(struct rt_pool *p)
 {
 	pthread_mutex_init(&p->lock, NULL);
 	p->spare = NULL;
+	atomic_init(&p->nr_spare, 0);
 }
 
 void rt_pool_destroy(struct rt_pool *p)
 {
-	while (p->spare) {
-		struct rt_node *n = p->spare;
-		p->spare = n->parent;
-		free(n);
-	}
+	p->spare = NULL;
+	atomic_store_explicit(&p->nr_spare, 0, memory_order_relaxed);
 	pthread_mutex_destroy(&p->lock);
+}
+
+void rt_pool_give(struct rt_pool *p, struct rt_node *nodes, size_t n)
+{
+	if (n == 0)
+		return;
+	for (size_t i = 0; i + 1 < n; i++)
+		nodes[i].parent = &nodes[i + 1];
+	pthread_mutex_lock(&p->lock);
+	nodes[n - 1].parent = p->spare;
+	p->spare = nodes;
+	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+struct rt_node *rt_pool_take(struct rt_pool *p)
+{
+	return spare_take(p);
 }
 
 /* A change of the tree's shape is bracketed by these (count odd between). */
@@ -195,6 +229,7 @@ static void shape_change_end(struct rt_root *r)
 
 void rt_init(struct rt_root *r, struct rt_pool *pool)
 {
+	PC_ASSERT(pool);
 	r->node = NULL;
 	r->shift = 0;
 	r->nr_heads = 0;

@@ -27,12 +27,23 @@ struct rt_node {
 };
 
 /* Spare nodes shared by the trees of one cache (see radix.c, "Lockless
- * lookups"): nodes are never returned to malloc while any tree of the cache
- * may be walked without its lock. */
+ * lookups" and "Nodes"): every node a tree uses comes from its pool, and
+ * goes back there when the tree is done with it.  radix.c allocates and
+ * frees no memory: the caller gives the pool its nodes (rt_pool_give; the
+ * cache's come from its segment's heap, mem/cache_mem.c), and takes them
+ * back only when no tree of the pool may be walked any more. */
 struct rt_pool {
 	pthread_mutex_t lock;
-	struct rt_node *spare; /* linked through ->parent */
+	struct rt_node *spare;    /* linked through ->parent */
+	_Atomic size_t nr_spare;  /* changed under lock */
 };
+
+/* The most nodes one rt_insert takes from the pool: 10 to grow a tree
+ * whose root is a leaf to the 11 levels of 64-bit indices, and a new path
+ * of 10 nodes below the root at each end of the range.  With fewer spares
+ * it may fail (-ENOMEM, the tree unchanged): the caller gives the pool
+ * more and tries again. */
+#define RT_INSERT_MAX_NODES 30
 
 /* What a lockless walk reads first (node, seq, shift) is in the first 16
  * bytes, which one cache line always holds. */
@@ -45,13 +56,32 @@ struct rt_root {
 	 * dependent load less on the way to the folio's bytes (read_hit.h). */
 	uint8_t shift;
 	uint64_t nr_heads;    /* folios in the tree */
-	struct rt_pool *pool; /* NULL: nodes are malloc'd and freed */
+	struct rt_pool *pool; /* where its nodes come from and go back to */
 };
 
+/* A tree whose nodes come from `pool` (not NULL), empty. */
 HIDDEN void rt_init(struct rt_root *r, struct rt_pool *pool);
+/* Empty the tree: its nodes go back to the pool. */
 HIDDEN void rt_destroy(struct rt_root *r);
 HIDDEN void rt_pool_init(struct rt_pool *p);
+/* Forget the spares: their memory is the caller's, taken back with
+ * rt_pool_take or freed whole as it was given.  After every tree of the
+ * pool is destroyed. */
 HIDDEN void rt_pool_destroy(struct rt_pool *p);
+/* Give the pool `n` spare nodes: the array `nodes`, zeroed.  The memory
+ * stays the caller's: the pool hands it out and takes it back, and never
+ * frees it. */
+HIDDEN void rt_pool_give(struct rt_pool *p, struct rt_node *nodes, size_t n);
+/* A spare node taken out of the pool, for the caller to free (NULL: none
+ * left).  Only once no tree of the pool may be walked (a lockless walk
+ * may read a node that left its tree a moment ago): at the pool's end. */
+HIDDEN struct rt_node *rt_pool_take(struct rt_pool *p);
+/* Spares now (racy without the pool's lock: a hint for whether to give
+ * more before an insert). */
+static inline size_t rt_pool_spares(struct rt_pool *p)
+{
+	return atomic_load_explicit(&p->nr_spare, memory_order_relaxed);
+}
 HIDDEN void *rt_lookup(struct rt_root *r, uint64_t index);
 /* The tree's change count to pass to rt_lookup_lockless and
  * rt_unchanged_since; odd while a change is in progress. */
@@ -132,12 +162,15 @@ static inline void *rt_lookup_lockless(struct rt_root *r, uint64_t index, uint32
 	}
 }
 /* Put `item` in slots [index, index+nr); -EEXIST if any is used, -EINVAL
- * for an item with bit 0 set (the tree's mark, RT_ITEM_MARK). */
+ * for an item with bit 0 set (the tree's mark, RT_ITEM_MARK), -ENOMEM the
+ * pool ran out of spare nodes (at most RT_INSERT_MAX_NODES are needed):
+ * the tree is as it was. */
 HIDDEN int rt_insert(struct rt_root *r, uint64_t index, uint64_t nr, void *item);
 /* Empty slots [index, index+nr).  An item the range covers only in part
  * keeps its other slots (a slot it fills in an interior node is split into
- * a child node first; should that allocation fail, the whole of that slot
- * is emptied: the range is for whole items, as the cache's are). */
+ * a child node first; should the pool have no spare for it, the whole of
+ * that slot is emptied: the range is for whole items, as the cache's are,
+ * which never split). */
 HIDDEN void rt_remove(struct rt_root *r, uint64_t index, uint64_t nr);
 HIDDEN bool rt_range_empty(struct rt_root *r, uint64_t index, uint64_t nr);
 /* Tags belong to an item's first index: set, clear and test them there

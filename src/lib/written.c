@@ -20,17 +20,16 @@
  * interleaved writers leave gaps only as wide as their drift).  Before the
  * base, and when too many ranges would be needed, we ask the file system:
  * being unsure only costs that call, never correctness.
+ *
+ * The array is the caller's memory (written.h): when a range needs a slot
+ * and none is left, written_add says how many it wants, and the caller
+ * hands a larger array in (written_grow) and adds again.
  */
 #include "lib/written.h"
 
 #include "lib/util.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* Past this many disjoint ranges, stop tracking (see written_add). */
-#define WRITTEN_MAX_RANGES 65536u
 
 void written_init(struct pc_written *w, uint64_t base_end)
 {
@@ -39,10 +38,13 @@ void written_init(struct pc_written *w, uint64_t base_end)
 	w->base_end = base_end;
 }
 
-void written_destroy(struct pc_written *w)
+struct pc_range *written_destroy(struct pc_written *w)
 {
-	free(w->r);
+	struct pc_range *r = w->r;
+	w->r = NULL;
+	w->n = w->cap = 0;
 	pthread_mutex_destroy(&w->lock);
+	return r;
 }
 
 /* Forget all ranges: [0, base_end) is unknown again (the file changed). */
@@ -77,32 +79,41 @@ static void give_up_tracking(struct pc_written *w)
 	w->n = 0;
 }
 
-static bool grow(struct pc_written *w)
+struct pc_range *written_grow(struct pc_written *w, struct pc_range *r, size_t cap)
 {
-	if (w->n < w->cap)
-		return true;
-	if (w->cap >= WRITTEN_MAX_RANGES)
-		return false;
-	size_t cap = w->cap ? w->cap * 2 : 64;
-	void *r = realloc(w->r, cap * sizeof(*w->r));
-	if (!r)
-		return false;
-	w->r = r;
-	w->cap = cap;
-	return true;
+	pthread_mutex_lock(&w->lock);
+	struct pc_range *old = r;
+	if (cap > w->cap) {
+		if (w->n)
+			memcpy(r, w->r, w->n * sizeof(*r));
+		old = w->r;
+		w->r = r;
+		w->cap = cap;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return old;
+}
+
+void written_give_up(struct pc_written *w, uint64_t end)
+{
+	pthread_mutex_lock(&w->lock);
+	give_up_tracking(w);
+	w->base_end = u64_max(w->base_end, end);
+	pthread_mutex_unlock(&w->lock);
 }
 
 /*
  * Data is about to be sent to [start, end): called before the device write
  * is issued, so that no one who looks later takes it for a hole.
  */
-void written_add(struct pc_written *w, uint64_t start, uint64_t end)
+size_t written_add(struct pc_written *w, uint64_t start, uint64_t end)
 {
+	size_t want = 0;
 	pthread_mutex_lock(&w->lock);
 	start = u64_max(start, w->base_end);
 	if (start >= end) {
 		pthread_mutex_unlock(&w->lock);
-		return;
+		return 0;
 	}
 	/* Ranges that overlap or touch [start, end) merge with it. */
 	size_t i = first_ending_after(w, start == 0 ? 0 : start - 1);
@@ -115,15 +126,20 @@ void written_add(struct pc_written *w, uint64_t start, uint64_t end)
 		w->r[i] = (struct pc_range){ start, end };
 		memmove(&w->r[i + 1], &w->r[j], (w->n - j) * sizeof(*w->r));
 		w->n -= j - i - 1;
-	} else if (grow(w)) {
+	} else if (w->n < w->cap) {
 		memmove(&w->r[i + 1], &w->r[i], (w->n - i) * sizeof(*w->r));
 		w->r[i] = (struct pc_range){ start, end };
 		w->n++;
+	} else if (w->cap < WRITTEN_MAX_RANGES) {
+		/* The caller grows the array, from 4 ranges (64 bytes, the
+		 * heap's smallest block: most files need one range), doubling. */
+		want = w->cap ? w->cap * 2 : 4;
 	} else {
 		give_up_tracking(w);
 		w->base_end = u64_max(w->base_end, end);
 	}
 	pthread_mutex_unlock(&w->lock);
+	return want;
 }
 
 /* The backing file was cut to size: nothing of ours lies past it. */

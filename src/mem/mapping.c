@@ -150,6 +150,22 @@ static unsigned free_order_at(struct pc_mapping *m, uint64_t idx, unsigned order
 
 HIDDEN void (*mapping_test_after_alloc)(struct pc_folio *f);
 
+/* rt_insert, whose pool takes no memory of its own (radix.c, "Nodes"):
+ * given a chunk from the cache's heap first when it may run short, and
+ * tried again when other inserts took the spares meanwhile. */
+static int index_insert(struct pc_mapping *m, uint64_t start, uint64_t nr, struct pc_folio *f)
+{
+	struct pc_cache *c = m->c;
+	for (;;) {
+		bool refilled = rt_pool_spares(&c->node_pool) >= RT_INSERT_MAX_NODES || cache_nodes_refill(c) == 0;
+		tree_lock_excl(m);
+		int err = rt_insert(&m->tree, start, nr, f);
+		tree_unlock(m);
+		if (err != -ENOMEM || !refilled)
+			return err;
+	}
+}
+
 /* Insert a new folio for page idx; -EEXIST if the range got used. */
 static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, unsigned gf)
 {
@@ -166,9 +182,7 @@ static int insert_new(struct pc_mapping *m, struct pc_folio *f, uint64_t idx, un
 	 * once it sees the tree changed), which a store would erase. */
 	atomic_fetch_add_explicit(&f->refcount, 1, memory_order_relaxed);
 	folio_reset_flags(f, PF_INDEXED | ((gf & (GF_LOCK | GF_NEW_LOCKED)) ? PF_LOCKED : 0));
-	tree_lock_excl(m);
-	err = rt_insert(&m->tree, start, 1ull << f->order, f);
-	tree_unlock(m);
+	err = index_insert(m, start, 1ull << f->order, f);
 	if (err) {
 		/* Not indexed after all: the caller lets go of its reference,
 		 * and whoever lets go last frees it (folio_put). */
@@ -339,10 +353,26 @@ void mapping_put(struct pc_mapping *m)
 		close(m->fd);
 	if (m->old_fd >= 0)
 		close(m->old_fd);
-	written_destroy(&m->written);
+	cache_free(m->c, written_destroy(&m->written));
 	pthread_mutex_destroy(&m->size_lock);
 	pthread_rwlock_destroy(&m->inval_lock);
 	pthread_rwlock_destroy(&m->tree_lock);
 	pthread_mutex_destroy(&m->advice_lock);
 	cache_free(m->c, m);
+}
+
+/* written_add, with the ranges' array grown from the cache's heap
+ * (written.c allocates none): when that fails, what lies below `end` is
+ * the file system's to tell, as past WRITTEN_MAX_RANGES. */
+void mapping_written_add(struct pc_mapping *m, uint64_t start, uint64_t end)
+{
+	size_t cap;
+	while ((cap = written_add(&m->written, start, end)) != 0) {
+		struct pc_range *r = cache_zalloc(m->c, cap * sizeof(*r));
+		if (!r) {
+			written_give_up(&m->written, end);
+			return;
+		}
+		cache_free(m->c, written_grow(&m->written, r, cap));
+	}
 }

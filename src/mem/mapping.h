@@ -247,5 +247,8 @@ HIDDEN void mapping_tag_dirty(struct pc_mapping *m, struct pc_folio *f);
 HIDDEN void mapping_untag_dirty(struct pc_mapping *m, struct pc_folio *f);
 HIDDEN void mapping_set_edge(struct pc_mapping *m, struct pc_folio *f);
 HIDDEN void mapping_clear_edge(struct pc_mapping *m, struct pc_folio *f);
+/* Data is about to be sent to [start, end) of the backing file: recorded
+ * in m->written (lib/written.h), its array from the cache's heap. */
+HIDDEN void mapping_written_add(struct pc_mapping *m, uint64_t start, uint64_t end);
 
 #endif

@@ -80,7 +80,7 @@ static int device_write(struct pc_mapping *m, const struct iovec *iov, int iovcn
 			size_t len, int rw_flags)
 {
 	struct iovec local[64];
-	written_add(&m->written, off, off + len);
+	mapping_written_add(m, off, off + len);
 	if (iov_aligned(m, iov, iovcnt, skip, len)) {
 		int k = iov_slice(iov, iovcnt, skip, len, local, 64);
 		if (k > 0) {

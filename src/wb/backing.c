@@ -394,7 +394,7 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 		return -EIO;
 	atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
 	atomic_raise_i64(&m->data_end, (int64_t)(off + len));
-	written_add(&m->written, off, off + len);
+	mapping_written_add(m, off, off + len);
 	fs_sync_note_kernel_write(m);
 	atomic_fetch_add_explicit(&m->st_write_ios, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&m->st_write_bytes, len, memory_order_relaxed);

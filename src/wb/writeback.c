@@ -316,7 +316,7 @@ static void req_submit(struct wb_req *r)
 	if (r->w)
 		waiter_add(r->w);
 	wait_for_room(r->m->dom);
-	written_add(&r->m->written, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
+	mapping_written_add(r->m, (uint64_t)r->io.off, (uint64_t)r->io.off + r->io.len);
 	atomic_fetch_add(&r->m->dom->inflight, (int64_t)r->io.len);
 	pace_io_begin(r->m->c);
 	/* Sent with the walk's next requests, in one system call: one batch
