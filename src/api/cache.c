@@ -153,8 +153,13 @@ static int config_validate(struct pc_config *cfg)
  * comes from the segment's heap: the folio table, the arena and the
  * structures of cache_mem.c.  The heap is sized for the largest the
  * arena and table can be, rounded up to powers of two as the heap's
- * buddy blocks are, plus as much again as the arena for the rest; its
- * memory is committed only as it is touched (MAP_NORESERVE).
+ * buddy blocks are, plus as much as the arena again (128 MiB at least)
+ * for the rest: mappings (a 2 KiB block each), index nodes and written
+ * ranges, about 2.6 KiB a file held, so 50,000 files at once in the
+ * smallest heap, 100,000 in a 256 MiB cache's.  Only address space:
+ * memory is committed as it is touched (MAP_NORESERVE, or a shared
+ * memory object's holes); but RLIMIT_AS and RLIMIT_DATA count it, which
+ * is why it is not larger.
  */
 static size_t pow2_up(size_t n)
 {
@@ -168,7 +173,7 @@ static size_t cache_heap_bytes(const struct pc_config *cfg)
 {
 	size_t arena = pow2_up((size_t)cfg->memory_limit);
 	size_t table = pow2_up((size_t)(cfg->memory_limit >> PC_PAGE_SHIFT) * sizeof(struct pc_folio));
-	size_t rest = arena > 64 * (size_t)MIB ? arena : 64 * (size_t)MIB;
+	size_t rest = arena > 128 * (size_t)MIB ? arena : 128 * (size_t)MIB;
 	return arena + table + rest;
 }
 
