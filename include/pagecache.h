@@ -138,6 +138,7 @@ struct pc_stats {
 	uint64_t ra_window_bytes;   /* bytes those windows covered */
 	uint64_t ra_random_reads;   /* misses read with no window */
 	uint64_t prefault_pending_bytes; /* lead the fault-in thread lacks */
+	uint64_t meta_bytes;        /* the cache's own structures (not folios) */
 	uint32_t io_uring;          /* 1: device I/O through io_uring, 0: sync */
 	uint32_t block_size;        /* pc_file_stats: the file's block size */
 };

@@ -376,6 +376,7 @@ void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 	s->ra_window_bytes = ld(&c->st_ra_bytes);
 	s->ra_random_reads = ld(&c->st_ra_random);
 	s->prefault_pending_bytes = arena_prefault_pending(c);
+	s->meta_bytes = arena_meta_bytes(c);
 	s->io_uring = cache_proc(c)->use_uring;
 }
 

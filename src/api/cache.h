@@ -108,6 +108,8 @@ struct pc_cache {
 	/* Bytes from the arena's start that are handed out or faulted in:
 	 * the rest is what this cache has yet to take from the machine. */
 	_Atomic size_t taken_bytes;
+	/* The heap block the arena took (arena_meta_bytes). */
+	uint64_t arena_heap_bytes;
 	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
 	pthread_mutex_t lru_lock;
 	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */

@@ -370,6 +370,7 @@ int arena_init(struct pc_cache *c)
 	/* The segment's memory is committed as it is faulted in
 	 * (MAP_NORESERVE); 2 MiB aligned for huge pages. */
 	void *p = NULL;
+	uint64_t used = seg_used(cache_proc(c)->seg);
 	if (!c->folios || seg_alloc(cache_proc(c)->seg, c->arena_bytes, SEG_ALIGN_MAX, &p) != 0) {
 		arena_free_table(c);
 		budget_release(c);
@@ -384,9 +385,17 @@ int arena_init(struct pc_cache *c)
 	 * copy of the folios, and a fork copies no page tables of them (the
 	 * segment is MADV_DONTFORK). */
 	c->arena = p;
+	/* The heap's block for it (a power of two): what arena_meta_bytes
+	 * leaves out of the heap's use. */
+	c->arena_heap_bytes = seg_used(cache_proc(c)->seg) - used;
 	for (unsigned o = 0; o <= PC_MAX_ORDER; o++)
 		c->free_head[o] = PC_NONE;
 	return 0;
+}
+
+uint64_t arena_meta_bytes(struct pc_cache *c)
+{
+	return seg_used(cache_proc(c)->seg) - c->arena_heap_bytes;
 }
 
 void arena_destroy(struct pc_cache *c)

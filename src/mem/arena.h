@@ -32,6 +32,10 @@ HIDDEN size_t arena_prefault_pending(struct pc_cache *c);
 HIDDEN uint32_t arena_used_pages(struct pc_cache *c);
 /* In a child of fork(): the parent's caches are not this process's. */
 HIDDEN void arena_forget_parent_caches(void);
+/* Bytes of the cache's heap in use for anything but folio memory: the
+ * descriptor table, mappings, index nodes, block states (pc_stats'
+ * meta_bytes). */
+HIDDEN uint64_t arena_meta_bytes(struct pc_cache *c);
 HIDDEN void arena_destroy(struct pc_cache *c);
 /* Unmap the folio descriptor table (arena_destroy does; also a fork
  * child's copy, process.c). */
