@@ -281,6 +281,61 @@ TEST_CASE(folio_metadata_within_2_percent)
 	unlink(path);
 }
 
+/* pc_stats.meta_bytes counts the cache's own structures in its heap: the
+ * descriptor table from the start, each file's mapping, the index nodes
+ * a file's folios need. */
+TEST_CASE(meta_bytes_counts_table_files_and_index)
+{
+	struct pc_config cfg = tu_config(MEM_LIMIT);
+	cfg.max_folio_size = 64 * KiB;
+	cfg.block_size = 4096;
+	struct pc_cache *c = tu_cache_new(&cfg);
+	struct pc_stats s0, s1, s2;
+	pc_cache_stats(c, &s0);
+	uint64_t table = (uint64_t)c->npages * sizeof(struct pc_folio);
+	printf("meta_bytes: new cache %llu (descriptor table %llu)\n", (unsigned long long)s0.meta_bytes,
+	       (unsigned long long)table);
+	CHECK(s0.meta_bytes >= table);
+	CHECK(s0.meta_bytes < table + c->arena_bytes / 16);
+
+	enum { FILES = 64 };
+	struct pc_file *h[FILES];
+	for (unsigned i = 0; i < FILES; i++) {
+		char name[32], path[4300];
+		snprintf(name, sizeof(name), "meta%u", i);
+		test_path(path, sizeof(path), dir, name);
+		h[i] = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		REQUIRE(h[i]);
+	}
+	pc_cache_stats(c, &s1);
+	printf("meta_bytes: %u files open %llu\n", (unsigned)FILES, (unsigned long long)s1.meta_bytes);
+	CHECK(s1.meta_bytes >= s0.meta_bytes + FILES * sizeof(struct pc_mapping));
+
+	const unsigned pages = 768;
+	long nodes0 = atomic_load(&rt_test_nodes);
+	uint8_t page[4096];
+	memset(page, 0x5a, sizeof(page));
+	for (unsigned i = 0; i < pages; i++) {
+		unsigned p = (i * 337u) % pages; /* a permutation: 4 KiB folios */
+		CHECK(pc_pwrite(h[0], page, sizeof(page), (off_t)p * 4096, 0) == 4096);
+	}
+	long nodes = atomic_load(&rt_test_nodes) - nodes0;
+	pc_cache_stats(c, &s2);
+	printf("meta_bytes: after %u folios (%ld index nodes) %llu\n", pages, nodes,
+	       (unsigned long long)s2.meta_bytes);
+	CHECK(nodes > 0);
+	CHECK(s2.meta_bytes >= s1.meta_bytes + (uint64_t)nodes * sizeof(struct rt_node));
+	for (unsigned i = 0; i < FILES; i++)
+		CHECK(pc_close(h[i]) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	for (unsigned i = 0; i < FILES; i++) {
+		char name[32], path[4300];
+		snprintf(name, sizeof(name), "meta%u", i);
+		test_path(path, sizeof(path), dir, name);
+		unlink(path);
+	}
+}
+
 /* ------------------------------------------------------------- the arena */
 
 /* A cache of `bytes` (folios up to max_folio), or NULL with errno:

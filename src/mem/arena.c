@@ -331,9 +331,9 @@ size_t arena_prefault_pending(struct pc_cache *c)
 
 /* ------------------------------------------------------ setup, teardown */
 
-/* The descriptor table: page-aligned (from the cache's segment, 2 MiB
- * aligned), so that each 64-byte descriptor is exactly one cache line (a
- * cache hit reads one line of it, not two), and its zeros stay unmapped
+/* The descriptor table: page-aligned (from the cache's segment), so that
+ * each 64-byte descriptor is exactly one cache line (a cache hit reads
+ * one line of it, not two), and its zeros stay unmapped
  * until touched (the segment's fresh memory, never handed out before).
  * All-zero is a valid unused descriptor (no flags, no references, no
  * mapping). */
@@ -341,7 +341,10 @@ static struct pc_folio *arena_folio_table_new(struct pc_cache *c)
 {
 	_Static_assert(sizeof(struct pc_folio) == 64, "a descriptor is one cache line");
 	void *p;
-	if (seg_alloc(cache_proc(c)->seg, table_bytes(c), SEG_ALIGN_MAX, &p) != 0)
+	/* Aligned for huge pages only when it holds one: a heap block is as
+	 * large as its alignment. */
+	size_t align = table_bytes(c) >= SEG_ALIGN_MAX ? SEG_ALIGN_MAX : PC_PAGE_SIZE;
+	if (seg_alloc(cache_proc(c)->seg, table_bytes(c), align, &p) != 0)
 		return NULL;
 	/* Huge pages, like the arena: a hit reads the descriptor of a folio
 	 * picked at random, and the descriptors of large folios lie a page or
