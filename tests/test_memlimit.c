@@ -281,6 +281,14 @@ TEST_CASE(folio_metadata_within_2_percent)
 	unlink(path);
 }
 
+/* The scratch file "meta<i>". */
+static void meta_file_path(char *path, size_t len, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "meta%u", i);
+	test_path(path, len, dir, name);
+}
+
 /* pc_stats.meta_bytes counts the cache's own structures in its heap: the
  * descriptor table from the start, each file's mapping, the index nodes
  * a file's folios need. */
@@ -301,9 +309,8 @@ TEST_CASE(meta_bytes_counts_table_files_and_index)
 	enum { FILES = 64 };
 	struct pc_file *h[FILES];
 	for (unsigned i = 0; i < FILES; i++) {
-		char name[32], path[4300];
-		snprintf(name, sizeof(name), "meta%u", i);
-		test_path(path, sizeof(path), dir, name);
+		char path[4300];
+		meta_file_path(path, sizeof(path), i);
 		h[i] = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		REQUIRE(h[i]);
 	}
@@ -329,9 +336,8 @@ TEST_CASE(meta_bytes_counts_table_files_and_index)
 		CHECK(pc_close(h[i]) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 	for (unsigned i = 0; i < FILES; i++) {
-		char name[32], path[4300];
-		snprintf(name, sizeof(name), "meta%u", i);
-		test_path(path, sizeof(path), dir, name);
+		char path[4300];
+		meta_file_path(path, sizeof(path), i);
 		unlink(path);
 	}
 }

@@ -161,18 +161,10 @@ static int config_validate(struct pc_config *cfg)
  * memory object's holes); but RLIMIT_AS and RLIMIT_DATA count it, which
  * is why it is not larger.
  */
-static size_t pow2_up(size_t n)
-{
-	size_t p = PC_PAGE_SIZE;
-	while (p < n)
-		p <<= 1;
-	return p;
-}
-
 static size_t cache_heap_bytes(const struct pc_config *cfg)
 {
-	size_t arena = pow2_up((size_t)cfg->memory_limit);
-	size_t table = pow2_up((size_t)(cfg->memory_limit >> PC_PAGE_SHIFT) * sizeof(struct pc_folio));
+	size_t arena = roundup_pow2((size_t)cfg->memory_limit);
+	size_t table = roundup_pow2((size_t)(cfg->memory_limit >> PC_PAGE_SHIFT) * sizeof(struct pc_folio));
 	size_t rest = arena > 128 * (size_t)MIB ? arena : 128 * (size_t)MIB;
 	return arena + table + rest;
 }

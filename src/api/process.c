@@ -28,22 +28,13 @@
  * only ever touched the arena and atomics, so its state needs no care.
  */
 #include "api/process.h"
-#include "mem/cache_mem.h"
 #include "lib/forkgen.h"
 
 #include "mem/arena.h"
-#include "io/backend.h"
-#include "mem/block_state.h"
 #include "api/cache.h"
 #include "lib/counter.h"
-#include "api/file.h"
 #include "api/files.h"
-#include "wb/flusher.h"
-#include "mem/folio.h"
 #include "api/handle.h"
-#include "mem/mapping.h"
-#include "lib/radix.h"
-#include "lib/written.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -90,9 +81,9 @@ static void free_handle_list(struct pc_file *h, bool closed_list)
  * MADV_DONTFORK, mem/segment.h): the handles, which are the child's own
  * memory, are freed; what the cache's structures hold (mappings, folios,
  * domains, index nodes) is not mapped here and was never the child's to
- * free.  Index nodes, written ranges and domains that still come from
- * malloc (docs/shared.md, section 13) stay as a little unreachable
- * memory of the child's, never a double free.  Descriptors are not
+ * free.  Domains, which still come from malloc (docs/shared.md, section
+ * 13), stay as a little unreachable memory of the child's, never a
+ * double free.  Descriptors are not
  * closed: the child may have closed them already and opened others under
  * the same numbers (a daemon does), and they go at exit or exec anyway
  * (O_CLOEXEC).  The open file descriptions, and the OFD locks on them,
