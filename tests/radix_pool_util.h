@@ -8,6 +8,7 @@
 #ifndef PC_RADIX_POOL_UTIL_H
 #define PC_RADIX_POOL_UTIL_H
 
+#include "lockcx_util.h"
 #include "testutil.h"
 
 #include "api/internal.h"

@@ -80,10 +80,10 @@ static void broken_order_tree_then_inval(struct env *e)
 /* A leaf lock (the LRU's) held while taking a file's tree_lock. */
 static void broken_order_leaf_then_tree(struct env *e)
 {
-	leaf_lock(&e->c->lru_lock);
+	cache_lock(e->c, &e->c->lru_lock, LOCK_LEAF);
 	tree_lock_shared(e->m);
 	tree_unlock(e->m);
-	leaf_unlock(&e->c->lru_lock);
+	cache_unlock(e->c, &e->c->lru_lock);
 }
 
 /* Waiting for write-back (a folio flag) while holding tree_lock. */
@@ -137,8 +137,8 @@ static void assert_false(struct env *e)
  * with their locks: nothing trips. */
 static void right_order(struct env *e)
 {
-	files_lock(&e->c->files_lock);
-	files_unlock(&e->c->files_lock);
+	files_lock(e->c);
+	files_unlock(e->c);
 	inval_lock_excl(e->m);
 	REQUIRE(write_zeroes(e->m, 100, 10) == 0);
 	struct pc_folio *f = mapping_lookup(e->m, 0);
@@ -146,10 +146,10 @@ static void right_order(struct env *e)
 	folio_lock(f);
 	assert_folio_locked(f);
 	tree_lock_shared(e->m);
-	leaf_lock(&e->c->lru_lock);
-	leaf_lock(&e->c->arena_lock); /* leaves nest among themselves */
-	leaf_unlock(&e->c->arena_lock);
-	leaf_unlock(&e->c->lru_lock);
+	cache_lock(e->c, &e->c->lru_lock, LOCK_LEAF);
+	cache_lock(e->c, &e->c->arena_lock, LOCK_LEAF); /* leaves nest among themselves */
+	cache_unlock(e->c, &e->c->arena_lock);
+	cache_unlock(e->c, &e->c->lru_lock);
 	tree_unlock(e->m);
 	folio_unlock(f);
 	reclaim_release_folio(e->c, f);

@@ -102,7 +102,7 @@ TEST_CASE(lockless_walk_finds_only_covering_items)
 {
 	static struct index_shared s;
 	struct rt_pool pool;
-	rt_pool_init(&pool);
+	rt_pool_init(&pool, test_lockcx());
 	rt_init(&s.tree, &pool);
 	pthread_rwlock_init(&s.lock, NULL);
 	long rounds = TU_SANITIZED ? 20000 : 200000;

@@ -32,7 +32,7 @@ static struct rt_pool *test_pool(void)
 	static struct rt_pool pool;
 	static bool ready;
 	if (!ready) {
-		rt_pool_init(&pool);
+		rt_pool_init(&pool, test_lockcx());
 		ready = true;
 	}
 	return &pool;
@@ -539,7 +539,7 @@ TEST_CASE(enomem_leaves_tree_unchanged)
 TEST_CASE(nodes_come_only_from_the_pool)
 {
 	struct rt_pool pool;
-	rt_pool_init(&pool);
+	rt_pool_init(&pool, test_lockcx());
 	struct rt_root r;
 	rt_init(&r, &pool);
 	long base = nodes_now();

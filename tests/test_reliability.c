@@ -79,11 +79,7 @@ static int destroy_cache(struct pc_cache *c)
 
 static struct pc_file *open_file(struct pc_cache *c, const char *name)
 {
-	char path[4200];
-	test_path(path, sizeof(path), dir, name);
-	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	REQUIRE(f);
-	return f;
+	return tu_open_new(c, dir, name);
 }
 
 /* The backing file holds the pattern over [0, len). */

@@ -27,6 +27,7 @@
 #include "testutil.h"
 
 #include "api/internal.h"
+#include "lockcx_util.h"
 
 extern _Atomic long backend_test_hole_queries;
 
@@ -97,7 +98,7 @@ static bool ranges_canonical(const struct pc_written *w)
 TEST_CASE(ranges_merge_truncate_and_base)
 {
 	struct pc_written w;
-	written_init(&w, 100);
+	written_init(&w, 100, test_lockcx());
 	/* Below the base: unknown, whatever we add. */
 	CHECK(!written_known_hole(&w, 0, 10));
 	CHECK(!written_known_hole(&w, 90, 110));
@@ -136,7 +137,7 @@ TEST_CASE(ranges_merge_truncate_and_base)
 TEST_CASE(ranges_give_up_past_limit)
 {
 	struct pc_written w;
-	written_init(&w, 0);
+	written_init(&w, 0, test_lockcx());
 	uint64_t i;
 	for (i = 0; i < 65536; i++)
 		add(&w, i * 16, i * 16 + 8);
@@ -156,7 +157,7 @@ TEST_CASE(ranges_give_up_past_limit)
 TEST_CASE(ranges_ask_the_caller_for_room)
 {
 	struct pc_written w;
-	written_init(&w, 0);
+	written_init(&w, 0, test_lockcx());
 	CHECK(written_add(&w, 10, 20) == 4 && w.n == 0 && written_known_hole(&w, 10, 20));
 	struct pc_range *r = calloc(4, sizeof(*r));
 	REQUIRE(r);
@@ -193,7 +194,7 @@ TEST_CASE(ranges_match_bitmap_model)
 	for (int round = 0; round < 20; round++) {
 		memset(&md, 0, sizeof(md));
 		md.base = tu_rand(&seed) % 512;
-		written_init(&w, md.base);
+		written_init(&w, md.base, test_lockcx());
 		for (int op = 0; op < 2000; op++) {
 			uint64_t s = tu_rand(&seed) % DOMAIN, len = 1 + tu_rand(&seed) % 64;
 			uint64_t e = s + len;

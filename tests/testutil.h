@@ -308,6 +308,16 @@ static inline struct pc_cache *tu_cache_of(size_t memory_limit)
 	return tu_cache_new(&cfg);
 }
 
+/* dir/name opened read-write in c, created or truncated to empty. */
+static inline struct pc_file *tu_open_new(struct pc_cache *c, const char *dir, const char *name)
+{
+	char path[4200];
+	test_path(path, sizeof(path), dir, name);
+	struct pc_file *f = pc_open(c, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	REQUIRE(f);
+	return f;
+}
+
 /* The cache's counters, by value (for expressions like tu_stats(c).x). */
 static inline struct pc_stats tu_stats(struct pc_cache *c)
 {

@@ -129,12 +129,12 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 	for (int i = 0; i < PC_RA_HINTS; i++)
 		h->ra_ends[i] = -1;
 	struct pc_proc *p = cache_proc(c);
-	files_lock(&c->files_lock);
+	files_lock(c);
 	h->open_next = p->open_head;
 	if (p->open_head)
 		p->open_head->open_prev = h;
 	p->open_head = h;
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	if ((flags & O_TRUNC) && h->accmode != O_RDONLY) {
 		err = truncate_mapping(m, 0);
 		if (err) {
@@ -230,9 +230,9 @@ int pc_close(struct pc_file *h)
 		err = seen;
 	/* Lone edges of uncached writes go with the file's last close. */
 	drop_edges(m);
-	files_lock(&c->files_lock);
+	files_lock(c);
 	handle_retire(c, h);
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	file_release(m);
 	return err ? (int)fail(err) : 0;
 }
@@ -316,12 +316,12 @@ static int effective_flags(struct pc_file *h, uint64_t off, size_t len, int flag
 		flags |= PC_DIRECT;
 	struct pc_mapping *m = h->m;
 	if (!(flags & PC_DONTCACHE) && __atomic_load_n(&m->noreuse, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&m->advice_lock);
+		cache_lock(m->c, &m->advice_lock, LOCK_LEAF);
 		uint64_t s = (uint64_t)m->noreuse_off;
 		uint64_t e = m->noreuse_len ? s + (uint64_t)m->noreuse_len : UINT64_MAX;
 		if (m->noreuse && off < e && off + len > s)
 			flags |= PC_DONTCACHE;
-		pthread_mutex_unlock(&m->advice_lock);
+		cache_unlock(m->c, &m->advice_lock);
 	}
 	return flags;
 }
@@ -483,16 +483,16 @@ int pc_fadvise(struct pc_file *h, off_t off, off_t len, int advice)
 		return 0;
 	}
 	case POSIX_FADV_NOREUSE:
-		pthread_mutex_lock(&m->advice_lock);
+		cache_lock(m->c, &m->advice_lock, LOCK_LEAF);
 		m->noreuse_off = off;
 		m->noreuse_len = len;
 		__atomic_store_n(&m->noreuse, true, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&m->advice_lock);
+		cache_unlock(m->c, &m->advice_lock);
 		return 0;
 	case POSIX_FADV_NORMAL:
-		pthread_mutex_lock(&m->advice_lock);
+		cache_lock(m->c, &m->advice_lock, LOCK_LEAF);
 		__atomic_store_n(&m->noreuse, false, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&m->advice_lock);
+		cache_unlock(m->c, &m->advice_lock);
 		atomic_store_explicit(&h->ra_advice, PC_RA_NORMAL, memory_order_relaxed);
 		return 0;
 	case POSIX_FADV_SEQUENTIAL:

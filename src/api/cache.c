@@ -183,6 +183,7 @@ static int cache_memory_new(const struct pc_config *cfg, struct pc_cache **out)
 	struct pc_cache *c = segment_fixed(seg);
 	PC_ASSERT((void *)cache_proc(c) == segment_private(seg));
 	cache_proc(c)->seg = seg;
+	cache_proc(c)->lockcx = *segment_lock_ctx(seg);
 	*out = c;
 	return 0;
 }
@@ -240,17 +241,17 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		err = -ENOMEM;
 		goto fail;
 	}
-	pthread_mutex_init(&c->arena_lock, NULL);
-	pthread_mutex_init(&c->lru_lock, NULL);
+	shmutex_init(&c->arena_lock);
+	shmutex_init(&c->lru_lock);
 	progress_init(&c->mem_progress);
 	progress_init(&c->frontier_progress);
 	progress_init(&c->wb_progress);
-	pthread_mutex_init(&c->throttle_lock, NULL);
-	pthread_mutex_init(&c->pace_lock, NULL);
+	shmutex_init(&c->throttle_lock);
+	shmutex_init(&c->pace_lock);
 	atomic_store(&c->throttle_head_vtime, UINT64_MAX);
-	pthread_mutex_init(&c->files_lock, NULL);
+	shmutex_init(&c->files_lock);
 	edges_init(c);
-	rt_pool_init(&c->node_pool);
+	rt_pool_init(&c->node_pool, cache_lockcx(c));
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
 #ifdef PC_NO_URING
 	cache_proc(c)->use_uring = false;
@@ -300,14 +301,9 @@ int pc_cache_destroy(struct pc_cache *c)
 	domains_destroy(c);
 	cache_free(c, c->file_hash);
 	arena_destroy(c);
-	pthread_mutex_destroy(&c->arena_lock);
-	pthread_mutex_destroy(&c->lru_lock);
 	progress_destroy(&c->mem_progress);
 	progress_destroy(&c->frontier_progress);
 	progress_destroy(&c->wb_progress);
-	pthread_mutex_destroy(&c->throttle_lock);
-	pthread_mutex_destroy(&c->pace_lock);
-	pthread_mutex_destroy(&c->files_lock);
 	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
 	cache_nodes_free(c);

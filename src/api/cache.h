@@ -16,6 +16,7 @@
 #include "mem/folio.h"
 #include "lib/progress.h"
 #include "lib/radix.h"
+#include "lib/shlock.h"
 #include "lib/util.h"
 
 #include "pagecache.h"
@@ -44,6 +45,11 @@ struct pc_proc {
 	/* The segment the cache lives in (cache.c): this process's
 	 * attachment, its heap (cache_mem.c), its locker. */
 	struct pc_segment *seg;
+	/* The segment's locker (lib/shlock.h): this process's slot in the
+	 * cache.  Structures in the cache that lock for themselves (the
+	 * radix pool, written ranges) point here: the same address, each
+	 * process's own slot. */
+	struct pc_shlock_ctx lockcx;
 	/* process.c: the process that owns it (cache_inherited) */
 	unsigned owner_generation;
 	bool use_uring;
@@ -89,7 +95,7 @@ struct pc_cache {
 	size_t arena_bytes;
 	uint32_t npages;
 	struct pc_folio *folios;
-	pthread_mutex_t arena_lock;
+	struct pc_shmutex arena_lock;
 	uint32_t free_head[PC_MAX_ORDER + 1];
 	unsigned max_order;
 	/* Pages from here on were never handed out: in no free list, their
@@ -111,7 +117,7 @@ struct pc_cache {
 	/* The heap block the arena took (arena_meta_bytes). */
 	uint64_t arena_heap_bytes;
 	/* reclaim: S3-FIFO-like small + main queues, see reclaim.c */
-	pthread_mutex_t lru_lock;
+	struct pc_shmutex lru_lock;
 	struct rt_pool node_pool; /* spare index nodes of every file (radix.c) */
 	uint32_t small_head, small_tail, main_head, main_tail;
 	uint64_t small_pages, main_pages;
@@ -121,7 +127,7 @@ struct pc_cache {
 	/* Device writes ended (dirty room): what the throttle waits for. */
 	struct pc_progress wb_progress;
 	/* dirty throttle (throttle.c) */
-	pthread_mutex_t throttle_lock;
+	struct pc_shmutex throttle_lock;
 	struct throttle_waiter *throttle_head; /* fewest bytes dirtied first */
 	uint64_t throttle_vclock;  /* virtual time of the last let through */
 	_Atomic uint64_t throttle_head_vtime; /* of the first waiter; none: max */
@@ -132,7 +138,7 @@ struct pc_cache {
 	 * pc_cache_destroy reports (negative errno, 0: none). */
 	_Atomic int orphan_error;
 	/* files */
-	pthread_mutex_t files_lock;
+	struct pc_shmutex files_lock;
 	struct pc_mapping **file_hash;
 	unsigned file_hash_size;
 	unsigned nr_mappings;
@@ -153,7 +159,7 @@ struct pc_cache {
 	/* edges.c: the kept edges' bytes, and their FIFO, oldest first */
 	_Atomic int64_t edge_bytes;
 	_Atomic bool edge_trimming;
-	pthread_mutex_t edge_lock;
+	struct pc_shmutex edge_lock;
 	struct pc_edge_ref *edge_fifo;
 	uint32_t edge_cap, edge_head, edge_count;
 	_Atomic uint64_t st_deferred, st_rmw_reads, st_miss;
@@ -177,7 +183,7 @@ struct pc_cache {
 	 * (busy_ns: up to busy_since, when the current busy spell began) */
 	_Atomic int64_t wb_ios;
 	_Atomic uint64_t wb_busy_ns, wb_busy_since;
-	pthread_mutex_t pace_lock;
+	struct pc_shmutex pace_lock;
 	uint64_t pace_stamp_ns, pace_done, pace_dirtied, pace_busy;
 	/* Bandwidth samples taken (pace_sample_due): changed under pace_lock,
 	 * read without it by every paced write (pace_learning_position). */
@@ -202,6 +208,48 @@ static inline struct pc_proc *cache_proc(const struct pc_cache *c)
 {
 	return (struct pc_proc *)((uintptr_t)c - CACHE_PROC_BYTES);
 }
+
+/*
+ * The cache's locks (lib/shlock.h: in the segment, owned by process
+ * slots) at their levels of the lock order (lib/check.h), recorded in
+ * the checking builds.  Until the recovery of a dead process's locks is
+ * written (docs/shared.md, section 9, step 5), a lock call that finds its
+ * owner dead fails a check: only shared caches' other processes can die
+ * holding one, and there are none yet.
+ */
+static inline const struct pc_shlock_ctx *cache_lockcx(const struct pc_cache *c)
+{
+	return &cache_proc(c)->lockcx;
+}
+
+static inline void cache_lock_at(const struct pc_cache *c, struct pc_shmutex *mu, enum pc_lock_level level,
+				 const char *file, int line)
+{
+	int r = noted_shmutex_lock_at(mu, cache_lockcx(c), level, false, file, line);
+	PC_ASSERT(r == 0);
+	(void)r;
+}
+
+static inline bool cache_trylock_at(const struct pc_cache *c, struct pc_shmutex *mu, enum pc_lock_level level,
+				    const char *file, int line)
+{
+	int r = noted_shmutex_trylock_at(mu, cache_lockcx(c), level, file, line);
+	PC_ASSERT(r != -EOWNERDEAD);
+	return r == 0;
+}
+
+static inline void cache_unlock_at(const struct pc_cache *c, struct pc_shmutex *mu, const char *file, int line)
+{
+	noted_shmutex_unlock_at(mu, cache_lockcx(c), file, line);
+}
+
+#define cache_lock(c, mu, level) cache_lock_at((c), (mu), (level), __FILE__, __LINE__)
+#define cache_trylock(c, mu, level) cache_trylock_at((c), (mu), (level), __FILE__, __LINE__)
+#define cache_unlock(c, mu) cache_unlock_at((c), (mu), __FILE__, __LINE__)
+/* cache->files_lock: an open revalidates (and may discard) a file's folios
+ * under it, so it comes before the folio lock. */
+#define files_lock(c) cache_lock((c), &(c)->files_lock, LOCK_FILES)
+#define files_unlock(c) cache_unlock((c), &(c)->files_lock)
 
 static inline bool cache_inherited(const struct pc_cache *c)
 {

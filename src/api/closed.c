@@ -190,13 +190,13 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 
 void closed_release_fds(struct pc_cache *c)
 {
-	files_lock(&c->files_lock);
+	files_lock(c);
 	while (c->closed_files_head) {
 		struct pc_mapping *m = c->closed_files_head;
 		files_list_del(c, m);
 		release_fd(c, m);
 	}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 }
 
 void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
@@ -227,10 +227,10 @@ bool closed_must_wait(struct pc_cache *c)
  * descriptor then, else -1. */
 static int still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
-	files_lock(&c->files_lock);
+	files_lock(c);
 	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m);
 	int fd = yes ? m->fd : -1;
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return fd;
 }
 
@@ -257,12 +257,12 @@ void closed_settle(struct pc_mapping *m)
 	bool known = fstat(fd, &st) == 0;
 	if (known && (st.st_dev != m->dev || st.st_ino != m->ino))
 		return; /* the number is another file's now: not ours to judge */
-	files_lock(&c->files_lock);
+	files_lock(c);
 	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m) && m->fd == fd) {
 		dirty_list_del(c, m);
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
-			files_unlock(&c->files_lock);
+			files_unlock(c);
 			file_discard_all(m);
 			dirty_forget_file(m);
 			mapping_put(m); /* the hash table's */
@@ -274,7 +274,7 @@ void closed_settle(struct pc_mapping *m)
 			file_discard_all(m); /* cannot be compared later: keep nothing */
 		keep_settled(c, m);
 	}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 }
 
 /* Closed files whose data is written now, with references.  A batch
@@ -285,7 +285,7 @@ void closed_settle(struct pc_mapping *m)
 static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, unsigned max)
 {
 	unsigned n = 0, unwritten = 0;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	uint64_t now = now_ms();
 	for (struct pc_mapping *m = c->closed_dirty_head; m && n < max && unwritten < SETTLE_LOOK;
 	     m = m->closed_next) {
@@ -296,7 +296,7 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 			v[n++] = m;
 		}
 	}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return n;
 }
 
@@ -322,7 +322,7 @@ static void closed_settle_written(struct pc_cache *c)
 static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_mapping **v, int *fds, unsigned max)
 {
 	unsigned n = 0;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	unsigned i;
 	for (i = *bucket; i < c->file_hash_size && n < max; i++) {
 		unsigned in_chain = 0;
@@ -339,7 +339,7 @@ static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_m
 		}
 	}
 	*bucket = i;
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return n;
 }
 
@@ -386,10 +386,10 @@ static void closed_sweep(struct pc_cache *c)
 	while ((n = collect_closed(c, &bucket, v, fds, 64)) > 0) {
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = unlinked(v[i], fds[i]); /* outside files_lock */
-		files_lock(&c->files_lock);
+		files_lock(c);
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = take_gone(c, v[i], fds[i], gone[i]);
-		files_unlock(&c->files_lock);
+		files_unlock(c);
 		for (unsigned i = 0; i < n; i++) {
 			if (gone[i]) {
 				file_discard_all(v[i]);

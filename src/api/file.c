@@ -192,6 +192,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 		return NULL;
 	}
 	m->c = c;
+	m->lockcx = cache_lockcx(c);
 	m->fd = fd;
 	m->old_fd = -1;
 	m->direct = direct;
@@ -201,7 +202,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	atomic_store(&m->i_size, st->st_size);
 	atomic_store(&m->disk_size, st->st_size);
 	atomic_store(&m->data_end, st->st_size);
-	written_init(&m->written, (uint64_t)st->st_size);
+	written_init(&m->written, (uint64_t)st->st_size, cache_lockcx(c));
 	atomic_store(&m->alloc_end, st->st_size);
 	m->alloc_base = (uint64_t)st->st_size;
 	*err = domain_get(c, st->st_dev, &m->dom);
@@ -223,10 +224,10 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	int64_t max = m->dom->probed && direct ? m->dom->max_bytes : probe_max_bytes(fd);
 	m->max_bytes = (int64_t)round_down((uint64_t)max, m->block_size);
 	atomic_store(&m->reserve_end, (int64_t)round_up((uint64_t)st->st_size, m->block_size));
-	pthread_mutex_init(&m->size_lock, NULL);
-	pthread_rwlock_init(&m->inval_lock, NULL);
-	pthread_rwlock_init(&m->tree_lock, NULL);
-	pthread_mutex_init(&m->advice_lock, NULL);
+	shmutex_init(&m->size_lock);
+	shrwlock_init(&m->inval_lock);
+	shrwlock_init(&m->tree_lock);
+	shmutex_init(&m->advice_lock);
 	rt_init(&m->tree, &c->node_pool);
 	atomic_store(&m->refs, 1); /* the hash table's */
 	return m;
@@ -409,13 +410,13 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, const struct stat *st, int *err)
 {
 	*err = 0;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	struct pc_mapping *m = files_hash_find(c, st->st_dev, st->st_ino);
 	if (m && can_reuse_fd(m, want_write, st))
 		*err = attach_handle(m, want_write);
 	else
 		m = NULL;
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return *err ? NULL : m;
 }
 
@@ -455,7 +456,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	}
 	int err = 0;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	struct pc_mapping *m = files_hash_find(c, st.st_dev, st.st_ino);
 	/* Created by this open (O_EXCL), yet the cache knows its inode
 	 * number, without a descriptor: that file was deleted and its number
@@ -507,7 +508,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			}
 		}
 	}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	if (fd >= 0)
 		close(fd);
 	if (err)
@@ -557,12 +558,12 @@ void file_release(struct pc_mapping *m)
 {
 	struct pc_cache *c = m->c;
 	bool settle = false;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	/* The last handle went: closed.c keeps the file (and drops it if it
 	 * was unlinked, when it settles it or sweeps). */
 	if (--m->nhandles == 0)
 		settle = closed_add(c, m);
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	/* Clean already: settled here, so that another process can open the
 	 * file once pc_close returns (settling releases the lock), when that
 	 * is cheap: the backing file has its size.  Cutting it to size waits

@@ -28,7 +28,7 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 		errno = EPERM;
 		return -1;
 	}
-	files_lock(&c->files_lock);
+	files_lock(c);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
 	if (m) {
 		out->size = (off_t)atomic_load(&m->i_size);
@@ -39,7 +39,7 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
 		out->open_handles = m->nhandles > 0 ? (uint32_t)m->nhandles : 0;
 		out->unsettled = m->nhandles == 0 && atomic_load(&m->closed_dirty);
 	}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	if (!m) {
 		errno = ENOENT;
 		return -1;
@@ -52,14 +52,14 @@ int pc_cache_file_info(struct pc_cache *c, dev_t dev, ino_t ino, struct pc_file_
  * again). */
 static struct pc_mapping *fileinfo_mapping_of(struct pc_cache *c, dev_t dev, ino_t ino, bool *busy)
 {
-	files_lock(&c->files_lock);
+	files_lock(c);
 	struct pc_mapping *m = files_hash_find(c, dev, ino);
 	*busy = m && m->nhandles == 0 && atomic_load(&m->closed_dirty);
 	if (m && !*busy)
 		atomic_fetch_add(&m->refs, 1);
 	else
 		m = NULL;
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return m;
 }
 
@@ -113,11 +113,11 @@ int pc_cache_file_set_times(struct pc_cache *c, int fd, const struct timespec ti
 	 * the next open. */
 	int err = set_times_of(fd, times);
 	if (!err && m && fstat(fd, &after) == 0 && only_times_changed(&before, &after, times)) {
-		files_lock(&c->files_lock);
+		files_lock(c);
 		bool closed = m->nhandles == 0 && !atomic_load(&m->closed_dirty);
 		if (closed && !atomic_load(&m->changed) && file_attrs_unchanged(m, &before))
 			file_save_attrs(m, &after);
-		files_unlock(&c->files_lock);
+		files_unlock(c);
 	}
 	if (m)
 		mapping_put(m);

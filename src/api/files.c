@@ -89,7 +89,7 @@ static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
 {
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next) {
 			if (n == cap) {
@@ -102,7 +102,7 @@ static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
 			atomic_fetch_add(&m->refs, 1);
 			v[n++] = m;
 		}
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	*out = v;
 	return n;
 }

@@ -137,10 +137,6 @@ static inline void noted_unlock_at(pthread_mutex_t *mu, const char *file, int li
 #define noted_unlock(mu) noted_unlock_at((mu), __FILE__, __LINE__)
 #define leaf_lock(mu) noted_lock((mu), LOCK_LEAF)
 #define leaf_unlock(mu) noted_unlock(mu)
-/* cache->files_lock: an open revalidates (and may discard) a file's folios
- * under it, so it comes before the folio lock. */
-#define files_lock(mu) noted_lock((mu), LOCK_FILES)
-#define files_unlock(mu) noted_unlock(mu)
 /* A "caller holds mu" rule, for the mutexes above. */
 #define assert_held(mu) PC_ASSERT_HELD(mu)
 /* The same for the locks in shared memory (lib/shlock.h): noted_shmutex_*,

@@ -117,26 +117,26 @@ static void set_root(struct rt_root *r, struct rt_node *n)
 
 static struct rt_node *spare_take(struct rt_pool *p)
 {
-	pthread_mutex_lock(&p->lock);
+	shmutex_lock_live(&p->lock, p->cx);
 	struct rt_node *n = p->spare;
 	if (n) {
 		p->spare = n->parent;
 		atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) - 1,
 				      memory_order_relaxed);
 	}
-	pthread_mutex_unlock(&p->lock);
+	shmutex_unlock(&p->lock, p->cx);
 	return n;
 }
 
 /* n (its slots empty) becomes a spare. */
 static void spare_put(struct rt_pool *p, struct rt_node *n)
 {
-	pthread_mutex_lock(&p->lock);
+	shmutex_lock_live(&p->lock, p->cx);
 	n->parent = p->spare;
 	p->spare = n;
 	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
-	pthread_mutex_unlock(&p->lock);
+	shmutex_unlock(&p->lock, p->cx);
 }
 
 static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_node *parent, unsigned offset)
@@ -173,9 +173,10 @@ static void node_free(struct rt_root *r, struct rt_node *n)
 	spare_put(r->pool, n);
 }
 
-void rt_pool_init(struct rt_pool *p)
+void rt_pool_init(struct rt_pool *p, const struct pc_shlock_ctx *cx)
 {
-	pthread_mutex_init(&p->lock, NULL);
+	shmutex_init(&p->lock);
+	p->cx = cx;
 	p->spare = NULL;
 	atomic_init(&p->nr_spare, 0);
 }
@@ -184,7 +185,6 @@ void rt_pool_destroy(struct rt_pool *p)
 {
 	p->spare = NULL;
 	atomic_store_explicit(&p->nr_spare, 0, memory_order_relaxed);
-	pthread_mutex_destroy(&p->lock);
 }
 
 void rt_pool_give(struct rt_pool *p, struct rt_node *nodes, size_t n)
@@ -193,12 +193,12 @@ void rt_pool_give(struct rt_pool *p, struct rt_node *nodes, size_t n)
 		return;
 	for (size_t i = 0; i + 1 < n; i++)
 		nodes[i].parent = &nodes[i + 1];
-	pthread_mutex_lock(&p->lock);
+	shmutex_lock_live(&p->lock, p->cx);
 	nodes[n - 1].parent = p->spare;
 	p->spare = nodes;
 	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + n,
 			      memory_order_relaxed);
-	pthread_mutex_unlock(&p->lock);
+	shmutex_unlock(&p->lock, p->cx);
 }
 
 struct rt_node *rt_pool_take(struct rt_pool *p)

@@ -10,6 +10,7 @@
 #ifndef PC_RADIX_H
 #define PC_RADIX_H
 
+#include "lib/shlock.h"
 #include "lib/util.h"
 
 #define RT_SHIFT 6
@@ -33,7 +34,10 @@ struct rt_node {
  * cache's come from its segment's heap, mem/cache_mem.c), and takes them
  * back only when no tree of the pool may be walked any more. */
 struct rt_pool {
-	pthread_mutex_t lock;
+	struct pc_shmutex lock;
+	/* The locker (shlock.h): a cache's points into the process's part,
+	 * at one address in every process (api/cache.h, struct pc_proc). */
+	const struct pc_shlock_ctx *cx;
 	struct rt_node *spare;    /* linked through ->parent */
 	_Atomic size_t nr_spare;  /* changed under lock */
 };
@@ -63,7 +67,7 @@ struct rt_root {
 HIDDEN void rt_init(struct rt_root *r, struct rt_pool *pool);
 /* Empty the tree: its nodes go back to the pool. */
 HIDDEN void rt_destroy(struct rt_root *r);
-HIDDEN void rt_pool_init(struct rt_pool *p);
+HIDDEN void rt_pool_init(struct rt_pool *p, const struct pc_shlock_ctx *cx);
 /* Forget the spares: their memory is the caller's, taken back with
  * rt_pool_take or freed whole as it was given.  After every tree of the
  * pool is destroyed. */

@@ -226,6 +226,18 @@ static inline bool shmutex_held(struct pc_shmutex *m, const struct pc_shlock_ctx
 	       atomic_load_explicit(&m->tid, memory_order_relaxed) == shlock_thread_id();
 }
 
+/* shmutex_lock for a lock whose repair after its owner's death is not
+ * written yet (docs/shared.md, section 9, step 5: the cache's recovery).
+ * Only a shared cache's other processes can die holding a lock; a
+ * private cache's one slot is the caller's own live process, so there
+ * -EOWNERDEAD cannot happen, and the checking builds say so. */
+static inline void shmutex_lock_live(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
+{
+	int r = shmutex_lock(m, cx);
+	PC_ASSERT(r == 0);
+	(void)r;
+}
+
 /* ----------------------------------------------------------- counted shared lock */
 
 HIDDEN void shrwlock_init(struct pc_shrwlock *rw);

@@ -31,10 +31,11 @@
 
 #include <string.h>
 
-void written_init(struct pc_written *w, uint64_t base_end)
+void written_init(struct pc_written *w, uint64_t base_end, const struct pc_shlock_ctx *cx)
 {
 	memset(w, 0, sizeof(*w));
-	pthread_mutex_init(&w->lock, NULL);
+	shmutex_init(&w->lock);
+	w->cx = cx;
 	w->base_end = base_end;
 }
 
@@ -43,17 +44,16 @@ struct pc_range *written_destroy(struct pc_written *w)
 	struct pc_range *r = w->r;
 	w->r = NULL;
 	w->n = w->cap = 0;
-	pthread_mutex_destroy(&w->lock);
 	return r;
 }
 
 /* Forget all ranges: [0, base_end) is unknown again (the file changed). */
 void written_reset(struct pc_written *w, uint64_t base_end)
 {
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	w->n = 0;
 	w->base_end = base_end;
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 }
 
 /* Index of the first range ending after pos (w->n if none). */
@@ -81,7 +81,7 @@ static void give_up_tracking(struct pc_written *w)
 
 struct pc_range *written_grow(struct pc_written *w, struct pc_range *r, size_t cap)
 {
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	struct pc_range *old = r;
 	if (cap > w->cap) {
 		if (w->n)
@@ -90,16 +90,16 @@ struct pc_range *written_grow(struct pc_written *w, struct pc_range *r, size_t c
 		w->r = r;
 		w->cap = cap;
 	}
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 	return old;
 }
 
 void written_give_up(struct pc_written *w, uint64_t end)
 {
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	give_up_tracking(w);
 	w->base_end = u64_max(w->base_end, end);
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 }
 
 /*
@@ -109,10 +109,10 @@ void written_give_up(struct pc_written *w, uint64_t end)
 size_t written_add(struct pc_written *w, uint64_t start, uint64_t end)
 {
 	size_t want = 0;
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	start = u64_max(start, w->base_end);
 	if (start >= end) {
-		pthread_mutex_unlock(&w->lock);
+		shmutex_unlock(&w->lock, w->cx);
 		return 0;
 	}
 	/* Ranges that overlap or touch [start, end) merge with it. */
@@ -138,31 +138,31 @@ size_t written_add(struct pc_written *w, uint64_t start, uint64_t end)
 		give_up_tracking(w);
 		w->base_end = u64_max(w->base_end, end);
 	}
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 	return want;
 }
 
 /* The backing file was cut to size: nothing of ours lies past it. */
 void written_truncate(struct pc_written *w, uint64_t size)
 {
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	w->base_end = u64_min(w->base_end, size);
 	size_t i = first_ending_after(w, size);
 	if (i < w->n && w->r[i].start < size)
 		w->r[i++].end = size;
 	w->n = i;
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 }
 
 /* Is [start, end) known to hold no data of ours and lie past the base? */
 bool written_known_hole(struct pc_written *w, uint64_t start, uint64_t end)
 {
-	pthread_mutex_lock(&w->lock);
+	shmutex_lock_live(&w->lock, w->cx);
 	bool hole = start >= w->base_end;
 	if (hole) {
 		size_t i = first_ending_after(w, start);
 		hole = i == w->n || w->r[i].start >= end;
 	}
-	pthread_mutex_unlock(&w->lock);
+	shmutex_unlock(&w->lock, w->cx);
 	return hole;
 }

@@ -8,13 +8,15 @@
 #ifndef PC_WRITTEN_H
 #define PC_WRITTEN_H
 
+#include "lib/shlock.h"
 #include "lib/util.h"
 
 struct pc_range {
 	uint64_t start, end;
 };
 struct pc_written {
-	pthread_mutex_t lock;
+	struct pc_shmutex lock;
+	const struct pc_shlock_ctx *cx; /* the locker, as rt_pool's (radix.h) */
 	uint64_t base_end;  /* before it: unknown, ask the file system */
 	struct pc_range *r; /* sorted, disjoint, not touching */
 	size_t n, cap;
@@ -34,7 +36,7 @@ struct pc_written {
  *		<free> written_grow(w, r, cap);
  *	}
  */
-HIDDEN void written_init(struct pc_written *w, uint64_t base_end);
+HIDDEN void written_init(struct pc_written *w, uint64_t base_end, const struct pc_shlock_ctx *cx);
 /* The array to free (NULL: none). */
 HIDDEN struct pc_range *written_destroy(struct pc_written *w);
 HIDDEN void written_reset(struct pc_written *w, uint64_t base_end);

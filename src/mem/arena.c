@@ -484,14 +484,14 @@ static unsigned lowest_free_order(const struct pc_cache *c, unsigned order)
 uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 {
 	bool carved = false;
-	leaf_lock(&c->arena_lock);
+	cache_lock(c, &c->arena_lock, LOCK_LEAF);
 	unsigned o = lowest_free_order(c, order);
 	while (o > c->max_order && carve_fresh_block(c)) {
 		carved = true;
 		o = lowest_free_order(c, order);
 	}
 	if (o > c->max_order) {
-		leaf_unlock(&c->arena_lock);
+		cache_unlock(c, &c->arena_lock);
 		return PC_NONE;
 	}
 	uint32_t pfn = c->free_head[o];
@@ -501,7 +501,7 @@ uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 		o--;
 		free_list_push(c, pfn + (1u << o), o);
 	}
-	leaf_unlock(&c->arena_lock);
+	cache_unlock(c, &c->arena_lock);
 	/* Fresh memory moves the background thread's goal; it may be waiting
 	 * for that (one load when it is not).  After the unlock: a wakeup
 	 * under arena_lock would hold up every other allocation. */
@@ -512,7 +512,7 @@ uint32_t arena_alloc(struct pc_cache *c, unsigned order)
 
 void arena_free(struct pc_cache *c, uint32_t pfn, unsigned order)
 {
-	leaf_lock(&c->arena_lock);
+	cache_lock(c, &c->arena_lock, LOCK_LEAF);
 	while (order < c->max_order) {
 		uint32_t buddy = pfn ^ (1u << order);
 		if (buddy + (1u << order) > c->npages)
@@ -526,5 +526,5 @@ void arena_free(struct pc_cache *c, uint32_t pfn, unsigned order)
 		order++;
 	}
 	free_list_push(c, pfn, order);
-	leaf_unlock(&c->arena_lock);
+	cache_unlock(c, &c->arena_lock);
 }

@@ -19,14 +19,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Shared futexes (no FUTEX_PRIVATE_FLAG): the descriptors are in the
+ * cache's segment, which the processes of a shared cache map at one
+ * address (docs/shared.md, section 3); the kernel keys a shared futex by
+ * the page, so a sleeper in one process is woken by another.  They cost
+ * a private cache nothing until somebody sleeps: only a sleeper and the
+ * unlock that finds PF_WAITERS make the call. */
 static void futex_wait_word(_Atomic uint32_t *word, uint32_t val)
 {
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, NULL, NULL, 0);
 }
 
 static void futex_wake_all(_Atomic uint32_t *word)
 {
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 /* Sleep once while every bit of `mask` we wait on is still set in *word. */

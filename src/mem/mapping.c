@@ -354,10 +354,6 @@ void mapping_put(struct pc_mapping *m)
 	if (m->old_fd >= 0)
 		close(m->old_fd);
 	cache_free(m->c, written_destroy(&m->written));
-	pthread_mutex_destroy(&m->size_lock);
-	pthread_rwlock_destroy(&m->inval_lock);
-	pthread_rwlock_destroy(&m->tree_lock);
-	pthread_mutex_destroy(&m->advice_lock);
 	cache_free(m->c, m);
 }
 

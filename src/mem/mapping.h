@@ -27,6 +27,7 @@
 #include "lib/counter.h"
 #include "lib/errseq.h"
 #include "lib/radix.h"
+#include "lib/shlock.h"
 #include "lib/util.h"
 #include "lib/written.h"
 
@@ -42,6 +43,9 @@ enum { FD_AS_OPENED, FD_DIRECT_LATER, FD_DIRECT_SWITCHING, FD_DIRECT_REFUSED };
 
 struct pc_mapping {
 	struct pc_cache *c;
+	/* The cache's locker, cache_lockcx(c) (api/cache.h): this process's
+	 * slot, at one address in every process. */
+	const struct pc_shlock_ctx *lockcx;
 	struct pc_domain *dom;
 	struct pc_mapping *hash_next;
 	dev_t dev;
@@ -105,9 +109,9 @@ struct pc_mapping {
 	_Atomic bool reserve_bg_failed;
 	_Atomic uint64_t dirtied_total;
 	int64_t max_bytes;          /* largest size the file system allows */
-	pthread_mutex_t size_lock;  /* serialises backing size changes */
-	pthread_rwlock_t inval_lock;
-	pthread_rwlock_t tree_lock;
+	struct pc_shmutex size_lock;  /* serialises backing size changes */
+	struct pc_shrwlock inval_lock;
+	struct pc_shrwlock tree_lock;
 	struct rt_root tree;
 	pc_errseq_t wb_err;
 	/* Writeback of this file keeps failing (negative errno, 0: not):
@@ -124,7 +128,7 @@ struct pc_mapping {
 	_Atomic uint64_t edges_completed, edge_completed_ms;
 	_Atomic uint64_t last_error_ms; /* back off retries after errors */
 	/* POSIX_FADV_NOREUSE range; len 0 with set: to EOF */
-	pthread_mutex_t advice_lock;
+	struct pc_shmutex advice_lock;
 	bool noreuse;
 	int64_t noreuse_off, noreuse_len;
 	/* counters (pc_stats subset) */
@@ -145,46 +149,67 @@ struct pc_mapping {
 };
 
 /*
- * The file's two rwlocks, taken only through these so that checking builds
- * record them and check the order above (lib/check.h); in Release they are
- * the bare pthread calls.  assert_*_locked states a "caller holds" rule.
+ * The file's two counted shared locks (lib/shlock.h), taken only through
+ * these so that checking builds record them and check the order above
+ * (lib/check.h).  They favour writers: a reader waits behind a waiting
+ * truncate, so no thread may take either for reading twice (the checking
+ * builds' record refuses it).  One unlock for both kinds: this thread
+ * holds the lock for writing exactly when the writer word names its slot
+ * and thread (shrwlock_wrheld).  A dead writer (-EOWNERDEAD) fails a
+ * check until the recovery exists, as the cache's mutexes do (cache.h).
  */
+static inline const struct pc_shlock_ctx *mapping_lockcx(const struct pc_mapping *m)
+{
+	return m->lockcx;
+}
+static inline void rw_lock_shared_at(struct pc_mapping *m, struct pc_shrwlock *rw, enum pc_lock_level level,
+				     const char *file, int line)
+{
+	int r = noted_shrwlock_rdlock_at(rw, mapping_lockcx(m), level, file, line);
+	PC_ASSERT(r == 0);
+	(void)r;
+}
+static inline void rw_lock_excl_at(struct pc_mapping *m, struct pc_shrwlock *rw, enum pc_lock_level level,
+				   const char *file, int line)
+{
+	int r = noted_shrwlock_wrlock_at(rw, mapping_lockcx(m), level, file, line);
+	PC_ASSERT(r == 0);
+	(void)r;
+}
+static inline void rw_unlock_at(struct pc_mapping *m, struct pc_shrwlock *rw, const char *file, int line)
+{
+	if (shrwlock_wrheld(rw, mapping_lockcx(m)))
+		noted_shrwlock_wrunlock_at(rw, mapping_lockcx(m), file, line);
+	else
+		noted_shrwlock_rdunlock_at(rw, mapping_lockcx(m), file, line);
+}
 static inline void inval_lock_shared_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_WAITS);
-	pthread_rwlock_rdlock(&m->inval_lock);
+	rw_lock_shared_at(m, &m->inval_lock, LOCK_INVAL, file, line);
 }
 static inline bool inval_trylock_shared_at(struct pc_mapping *m, const char *file, int line)
 {
-	if (pthread_rwlock_tryrdlock(&m->inval_lock))
-		return false;
-	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_TRY);
-	return true;
+	return noted_shrwlock_tryrdlock_at(&m->inval_lock, mapping_lockcx(m), LOCK_INVAL, file, line) == 0;
 }
 static inline void inval_lock_excl_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_take_from(&m->inval_lock, LOCK_INVAL, TAKE_WAITS | TAKE_EXCL);
-	pthread_rwlock_wrlock(&m->inval_lock);
+	rw_lock_excl_at(m, &m->inval_lock, LOCK_INVAL, file, line);
 }
 static inline void inval_unlock_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_give_from(&m->inval_lock);
-	pthread_rwlock_unlock(&m->inval_lock);
+	rw_unlock_at(m, &m->inval_lock, file, line);
 }
 static inline void tree_lock_shared_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_take_from(&m->tree_lock, LOCK_TREE, TAKE_WAITS);
-	pthread_rwlock_rdlock(&m->tree_lock);
+	rw_lock_shared_at(m, &m->tree_lock, LOCK_TREE, file, line);
 }
 static inline void tree_lock_excl_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_take_from(&m->tree_lock, LOCK_TREE, TAKE_WAITS | TAKE_EXCL);
-	pthread_rwlock_wrlock(&m->tree_lock);
+	rw_lock_excl_at(m, &m->tree_lock, LOCK_TREE, file, line);
 }
 static inline void tree_unlock_at(struct pc_mapping *m, const char *file, int line)
 {
-	lock_note_give_from(&m->tree_lock);
-	pthread_rwlock_unlock(&m->tree_lock);
+	rw_unlock_at(m, &m->tree_lock, file, line);
 }
 #define inval_lock_shared(m) inval_lock_shared_at((m), __FILE__, __LINE__)
 #define inval_trylock_shared(m) inval_trylock_shared_at((m), __FILE__, __LINE__)

@@ -76,17 +76,17 @@ static void queue_unlink(struct pc_cache *c, struct pc_folio *f)
 
 void lru_add(struct pc_cache *c, struct pc_folio *f)
 {
-	leaf_lock(&c->lru_lock);
+	cache_lock(c, &c->lru_lock, LOCK_LEAF);
 	queue_push_tail(c, f, false);
-	leaf_unlock(&c->lru_lock);
+	cache_unlock(c, &c->lru_lock);
 }
 
 void lru_del(struct pc_cache *c, struct pc_folio *f)
 {
-	leaf_lock(&c->lru_lock);
+	cache_lock(c, &c->lru_lock, LOCK_LEAF);
 	if (folio_test(f, PF_LRU))
 		queue_unlink(c, f);
-	leaf_unlock(&c->lru_lock);
+	cache_unlock(c, &c->lru_lock);
 }
 
 /*
@@ -148,7 +148,7 @@ static void kick_all_flushers(struct pc_cache *c)
 static struct pc_folio *isolate_next(struct pc_cache *c, bool *saw_dirty)
 {
 	struct pc_folio *f = NULL;
-	leaf_lock(&c->lru_lock);
+	cache_lock(c, &c->lru_lock, LOCK_LEAF);
 	uint64_t total = c->small_pages + c->main_pages;
 	bool from_main = c->small_head == PC_NONE || (c->small_pages * 10 < total && c->main_head != PC_NONE);
 	uint32_t pfn = *queue_head(c, from_main);
@@ -170,15 +170,15 @@ static struct pc_folio *isolate_next(struct pc_cache *c, bool *saw_dirty)
 			folio_get(f);
 		}
 	}
-	leaf_unlock(&c->lru_lock);
+	cache_unlock(c, &c->lru_lock);
 	return f;
 }
 
 static bool lru_empty(struct pc_cache *c)
 {
-	leaf_lock(&c->lru_lock);
+	cache_lock(c, &c->lru_lock, LOCK_LEAF);
 	bool e = c->small_head == PC_NONE && c->main_head == PC_NONE;
-	leaf_unlock(&c->lru_lock);
+	cache_unlock(c, &c->lru_lock);
 	return e;
 }
 
@@ -197,10 +197,10 @@ static uint64_t evict_isolated(struct pc_cache *c, struct pc_folio *f)
 	if (ok) {
 		atomic_fetch_add_explicit(&c->st_evictions, 1, memory_order_relaxed);
 	} else if (folio_test(f, PF_INDEXED)) {
-		leaf_lock(&c->lru_lock);
+		cache_lock(c, &c->lru_lock, LOCK_LEAF);
 		if (!folio_test(f, PF_LRU) && folio_test(f, PF_INDEXED))
 			queue_push_tail(c, f, true);
-		leaf_unlock(&c->lru_lock);
+		cache_unlock(c, &c->lru_lock);
 	}
 	reclaim_release_folio(c, f);
 	return ok ? pages : 0;

@@ -146,7 +146,7 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 		return 0;
 	uint64_t bs = m->block_size;
 	int err = 0;
-	noted_lock(&m->size_lock, LOCK_SIZE);
+	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	if (end > have && !atomic_load(&m->no_reserve)) {
 		uint64_t need = round_up(end, bs);
@@ -161,7 +161,7 @@ int backing_reserve(struct pc_mapping *m, uint64_t off, uint64_t end)
 		if (!err)
 			atomic_store(&m->reserve_bg_failed, false);
 	}
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 	return err;
 }
 
@@ -196,7 +196,7 @@ void backing_reserve_background(struct pc_mapping *m)
 	 * the caller may be a write-back walk holding folios under writeback
 	 * it has not submitted yet; busy, the request stays for the next
 	 * walk or round (the writer reserves itself if none comes). */
-	if (!noted_trylock(&m->size_lock, LOCK_SIZE))
+	if (!cache_trylock(m->c, &m->size_lock, LOCK_SIZE))
 		return;
 	uint64_t end = (uint64_t)atomic_exchange(&m->reserve_want, 0);
 	/* Due still (under the lock, no one reserved meanwhile): the target,
@@ -204,7 +204,7 @@ void backing_reserve_background(struct pc_mapping *m)
 	if (end && renewal_due(m, end) &&
 	    reserve_to(m, (uint64_t)atomic_load(&m->reserve_end), reserve_target(m, end)))
 		atomic_store(&m->reserve_bg_failed, true);
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 }
 
 /*
@@ -223,28 +223,28 @@ void backing_release_reserve(struct pc_mapping *m)
 		return;
 	/* A reservation ahead asked for and not yet made: not to be made any
 	 * more (no writer is left), see backing_reserve_background. */
-	noted_lock(&m->size_lock, LOCK_SIZE);
+	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	atomic_store(&m->reserve_want, 0);
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 	/* (Not compared with disk_size: allocation ahead may have raised
 	 * that past i_size until the size was made exact.) */
 	if (
 	    atomic_load(&m->reserve_end) <= (int64_t)round_up((uint64_t)atomic_load(&m->i_size), m->block_size))
 		return;
 	inval_lock_excl(m);
-	noted_lock(&m->size_lock, LOCK_SIZE);
+	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	uint64_t size = u64_max((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
 	uint64_t keep = round_up(size, m->block_size);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
 	bool freed = have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
 					      (off_t)(have - keep)) == 0;
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 	if (have > keep && backing_set_size(m, size) == 0)
 		freed = true;
 	if (freed) {
-		noted_lock(&m->size_lock, LOCK_SIZE);
+		cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 		atomic_store(&m->reserve_end, (int64_t)keep);
-		noted_unlock(&m->size_lock);
+		cache_unlock(m->c, &m->size_lock);
 	}
 	inval_unlock(m);
 }
@@ -283,7 +283,7 @@ void backing_extend(struct pc_mapping *m)
 	uint64_t target = round_down(u64_min(want, allowed), bs);
 	if (target <= done || (target < want && target - done < EXTEND_STEP))
 		return;
-	noted_lock(&m->size_lock, LOCK_SIZE);
+	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	done = (uint64_t)atomic_load(&m->alloc_end);
 	/* From a size inside a block the file system would zero that block's
 	 * tail through its page cache: leave that to the writes themselves. */
@@ -292,7 +292,7 @@ void backing_extend(struct pc_mapping *m)
 		atomic_raise_i64(&m->alloc_end, (int64_t)target);
 		atomic_raise_i64(&m->disk_size, (int64_t)target);
 	}
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 }
 
 
@@ -310,7 +310,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 		folio_wait_clear(tail, PF_WRITEBACK);
 	}
 	int err = 0;
-	noted_lock(&m->size_lock, LOCK_SIZE);
+	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
 	if (ftruncate(m->fd, (off_t)size) == 0) {
 		atomic_store(&m->disk_size, (int64_t)size);
@@ -338,7 +338,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 	}
-	noted_unlock(&m->size_lock);
+	cache_unlock(m->c, &m->size_lock);
 	if (tail) {
 		folio_unlock(tail);
 		reclaim_release_folio(m->c, tail);

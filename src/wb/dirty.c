@@ -162,11 +162,11 @@ void dirty_file_dirtied(struct pc_mapping *m, struct pc_folio *f)
 int64_t dirty_failing_bytes(struct pc_cache *c)
 {
 	int64_t sum = 0;
-	files_lock(&c->files_lock);
+	files_lock(c);
 	for (unsigned i = 0; i < c->file_hash_size; i++)
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
 			if (failing_error(m))
 				sum += i64_max(0, atomic_load(&m->nr_dirty));
-	files_unlock(&c->files_lock);
+	files_unlock(c);
 	return sum;
 }

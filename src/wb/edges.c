@@ -72,14 +72,13 @@ size_t edge_budget(const struct pc_cache *c)
 
 void edges_init(struct pc_cache *c)
 {
-	pthread_mutex_init(&c->edge_lock, NULL);
+	shmutex_init(&c->edge_lock);
 }
 
 void edges_destroy(struct pc_cache *c)
 {
 	cache_free(c, c->edge_fifo);
 	c->edge_fifo = NULL;
-	pthread_mutex_destroy(&c->edge_lock);
 }
 
 static struct pc_edge_ref *fifo_at(struct pc_cache *c, uint32_t i)
@@ -137,14 +136,14 @@ void edge_keep(struct pc_mapping *m, struct pc_folio *f)
 	assert_folio_locked(f);
 	mapping_set_edge(m, f);
 	struct pc_edge_ref e = { arena_pfn(c, f), edge_folio_generation(f) };
-	leaf_lock(&c->edge_lock);
+	cache_lock(c, &c->edge_lock, LOCK_LEAF);
 	/* Out of memory for the FIFO: the edge is kept untracked (it still
 	 * goes at fsync, close, completion or memory pressure). */
 	if (fifo_make_room(c)) {
 		*fifo_at(c, c->edge_count) = e;
 		c->edge_count++;
 	}
-	leaf_unlock(&c->edge_lock);
+	cache_unlock(c, &c->edge_lock);
 }
 
 /*
@@ -173,15 +172,15 @@ static bool edge_let_go(struct pc_mapping *m, struct pc_folio *f)
  * is empty.  *f gets the folio with a reference, or NULL (a stale entry). */
 static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_ref *out)
 {
-	leaf_lock(&c->edge_lock);
+	cache_lock(c, &c->edge_lock, LOCK_LEAF);
 	if (!c->edge_count) {
-		leaf_unlock(&c->edge_lock);
+		cache_unlock(c, &c->edge_lock);
 		return false;
 	}
 	*out = *fifo_at(c, 0);
 	c->edge_head = (c->edge_head + 1) % c->edge_cap;
 	c->edge_count--;
-	leaf_unlock(&c->edge_lock);
+	cache_unlock(c, &c->edge_lock);
 	struct pc_folio *g = &c->folios[out->pfn];
 	*f = NULL;
 	if (entry_live(c, out) && folio_try_get(g)) {
@@ -196,25 +195,25 @@ static bool pop_oldest(struct pc_cache *c, struct pc_folio **f, struct pc_edge_r
 /* Put an entry back at the head (its folio was busy). */
 static void push_oldest_back(struct pc_cache *c, const struct pc_edge_ref *e)
 {
-	leaf_lock(&c->edge_lock);
+	cache_lock(c, &c->edge_lock, LOCK_LEAF);
 	if (fifo_make_room(c)) {
 		c->edge_head = (c->edge_head + c->edge_cap - 1) % c->edge_cap;
 		c->edge_count++;
 		*fifo_at(c, 0) = *e;
 	}
-	leaf_unlock(&c->edge_lock);
+	cache_unlock(c, &c->edge_lock);
 }
 
 /* Put a live entry back at the tail: a dirty edge, which the budget does
  * not count (edge_keep's order is kept for the clean ones). */
 static void push_newest(struct pc_cache *c, const struct pc_edge_ref *e)
 {
-	leaf_lock(&c->edge_lock);
+	cache_lock(c, &c->edge_lock, LOCK_LEAF);
 	if (fifo_make_room(c)) {
 		*fifo_at(c, c->edge_count) = *e;
 		c->edge_count++;
 	}
-	leaf_unlock(&c->edge_lock);
+	cache_unlock(c, &c->edge_lock);
 }
 
 bool edges_over_budget(struct pc_cache *c)
@@ -232,9 +231,9 @@ bool edges_over_budget(struct pc_cache *c)
 
 static void trim_to_budget(struct pc_cache *c)
 {
-	leaf_lock(&c->edge_lock);
+	cache_lock(c, &c->edge_lock, LOCK_LEAF);
 	uint32_t scan = c->edge_count; /* each entry once: dirty ones go round */
-	leaf_unlock(&c->edge_lock);
+	cache_unlock(c, &c->edge_lock);
 	while (scan-- && edges_over_budget(c)) {
 		struct pc_folio *f;
 		struct pc_edge_ref e;

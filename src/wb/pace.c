@@ -266,7 +266,7 @@ static bool learnt_enough(const struct pc_cache *c, uint64_t done)
  */
 void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 {
-	if (!noted_trylock(&c->pace_lock, LOCK_LEAF))
+	if (!cache_trylock(c, &c->pace_lock, LOCK_LEAF))
 		return;
 	uint64_t done = atomic_load_explicit(&c->wb_done_bytes, memory_order_relaxed);
 	uint64_t busy = busy_time(c, now);
@@ -300,7 +300,7 @@ void pace_sample(struct pc_cache *c, uint64_t now, uint64_t pos)
 		if (learning)
 			atomic_store_explicit(&c->pace_samples, samples + 1, memory_order_relaxed);
 	}
-	leaf_unlock(&c->pace_lock);
+	cache_unlock(c, &c->pace_lock);
 }
 
 void pace_note_freerun(struct pc_cache *c)

@@ -50,7 +50,9 @@ struct throttle_waiter {
 	struct throttle_waiter *next;
 	uint64_t vtime;
 	uint64_t room; /* bytes it waits to have room for under the limit */
-	pthread_cond_t cv;
+	/* A futex word (shlock.h's shfutex_*, which work in shared memory):
+	 * bumped under throttle_lock to wake the waiter. */
+	_Atomic uint32_t wake;
 };
 
 static _Thread_local uint64_t thread_dirtied;
@@ -130,8 +132,10 @@ static bool far_ahead_of_waiters(struct pc_cache *c)
 static void wake_first(struct pc_cache *c)
 {
 	assert_held(&c->throttle_lock);
-	if (c->throttle_head)
-		pthread_cond_signal(&c->throttle_head->cv);
+	if (c->throttle_head) {
+		atomic_fetch_add_explicit(&c->throttle_head->wake, 1, memory_order_release);
+		shfutex_wake(&c->throttle_head->wake, 1);
+	}
 }
 
 static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
@@ -145,6 +149,16 @@ static void kick_flusher_past_thresholds(struct pc_mapping *m, bool uncached)
 	}
 	if (atomic_load(&c->dirty) > (int64_t)c->cfg.dirty_background_bytes && !atomic_load(&d->kicked))
 		flusher_kick(d);
+}
+
+unsigned throttle_queue_length(struct pc_cache *c)
+{
+	unsigned n = 0;
+	cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
+	for (struct throttle_waiter *w = c->throttle_head; w; w = w->next)
+		n++;
+	cache_unlock(c, &c->throttle_lock);
+	return n;
 }
 
 /* Take w out of the queue, wherever it is (under throttle_lock). */
@@ -175,7 +189,10 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		*waited = true;
 		if (c->throttle_head != w) {
 			/* Behind others: the one ahead wakes us when it goes. */
-			timed_wait_ms(&w->cv, &c->throttle_lock, 20);
+			uint32_t seen = atomic_load_explicit(&w->wake, memory_order_relaxed);
+			cache_unlock(c, &c->throttle_lock);
+			shfutex_wait_ms(&w->wake, seen, 20);
+			cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
 			continue;
 		}
 		/* First: wait for writeback to end somewhere (progress.c), not
@@ -183,9 +200,9 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 		uint32_t seen = progress_begin(&c->wb_progress);
 		if (over_limit_with(c, w->room)) {
 			flusher_kick(m->dom);
-			noted_unlock(&c->throttle_lock);
+			cache_unlock(c, &c->throttle_lock);
 			progress_wait(&c->wb_progress, seen, 20);
-			noted_lock(&c->throttle_lock, LOCK_THROTTLE);
+			cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
 		}
 		progress_end(&c->wb_progress);
 	}
@@ -218,9 +235,8 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 	}
 	if (nowait)
 		return throttle_over_limit(c) ? -EAGAIN : 0;
-	struct throttle_waiter w;
-	cond_init_monotonic(&w.cv);
-	noted_lock(&c->throttle_lock, LOCK_THROTTLE);
+	struct throttle_waiter w = { .wake = 0 };
+	cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
 	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
 	w.vtime = thread_dirtied;
@@ -235,8 +251,7 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 		c->throttle_vclock = w.vtime;
 	/* There may be room for the next one too: it checks for itself. */
 	wake_first(c);
-	noted_unlock(&c->throttle_lock);
-	pthread_cond_destroy(&w.cv);
+	cache_unlock(c, &c->throttle_lock);
 	thread_paced = thread_dirtied; /* moved up to the queue's clock: not dirtied */
 	if (waited)
 		atomic_fetch_add(&c->st_throttle_waits, 1);

@@ -30,5 +30,8 @@ HIDDEN void throttle_account(size_t bytes);
 HIDDEN bool throttle_over_limit(struct pc_cache *c);
 /* Is a writer waiting in the throttle for room? */
 HIDDEN bool throttle_has_waiters(struct pc_cache *c);
+/* Writers waiting in the queue now (takes throttle_lock; for checks and
+ * tests). */
+HIDDEN unsigned throttle_queue_length(struct pc_cache *c);
 
 #endif

@@ -37,10 +37,12 @@
 #include "lib/radix.h"
 #include "mem/reclaim.h"
 #include "lib/util.h"
+#include "lib/shlock.h"
 #include "lib/written.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,43 +54,42 @@
 
 void waiter_init(struct pc_wb_waiter *w)
 {
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	w->pending = 0;
-	w->error = 0;
+	atomic_init(&w->pending, 0);
+	atomic_init(&w->error, 0);
 }
 
 static void waiter_add(struct pc_wb_waiter *w)
 {
-	pthread_mutex_lock(&w->lock);
-	w->pending++;
-	pthread_mutex_unlock(&w->lock);
+	atomic_fetch_add_explicit(&w->pending, 1, memory_order_relaxed);
 }
 
+/* The error first, then the count (release): a waiter that sees the count
+ * reach 0 (acquire) sees every error.  The waiter may return, and its
+ * record go, as soon as the count is 0: the wake that follows may find
+ * the word gone or reused, which costs at most a spurious wake-up, as
+ * every futex user expects. */
 static void waiter_done(struct pc_wb_waiter *w, int err)
 {
-	pthread_mutex_lock(&w->lock);
-	if (err && !w->error)
-		w->error = err;
-	if (--w->pending == 0)
-		pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->lock);
+	int none = 0;
+	if (err)
+		atomic_compare_exchange_strong_explicit(&w->error, &none, err, memory_order_relaxed,
+							memory_order_relaxed);
+	if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_release) == 1)
+		shfutex_wake(&w->pending, INT_MAX);
 }
 
 int waiter_wait(struct pc_wb_waiter *w)
 {
-	pthread_mutex_lock(&w->lock);
-	while (w->pending)
-		pthread_cond_wait(&w->cv, &w->lock);
-	int err = w->error;
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	uint32_t n;
+	lock_check_may_wait(LOCK_TREE);
+	while ((n = atomic_load_explicit(&w->pending, memory_order_acquire)) != 0)
+		shfutex_wait_ms(&w->pending, n, 1000);
+	return atomic_load_explicit(&w->error, memory_order_relaxed);
 }
 
 void waiter_destroy(struct pc_wb_waiter *w)
 {
-	pthread_mutex_destroy(&w->lock);
-	pthread_cond_destroy(&w->cv);
+	PC_ASSERT(atomic_load_explicit(&w->pending, memory_order_relaxed) == 0);
 }
 
 /* ----------------------------------------------------- write requests */

@@ -17,12 +17,13 @@
 struct pc_folio;
 struct pc_mapping;
 
-/* Collects completions of writes one caller waits for (fsync, DSYNC). */
+/* Collects completions of writes one caller waits for (fsync, DSYNC).
+ * No mutex or condition variable: `pending` is a shared futex word
+ * (docs/shared.md, section 3), which the completion that takes it to 0
+ * wakes; `error` is set before that decrement. */
 struct pc_wb_waiter {
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	int pending;
-	int error; /* first negative errno */
+	_Atomic uint32_t pending;
+	_Atomic int error; /* first negative errno */
 };
 
 enum {
