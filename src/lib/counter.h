@@ -19,7 +19,14 @@
  */
 #define PC_COUNTER_SLOTS 8
 struct pc_counter {
-	char pad_before[56];
+	/* Set before the counter is used, read-only after: the slots are
+	 * added to atomically.  For a counter in memory that processes
+	 * share (a shared cache, docs/shared.md, section 3): slot numbers
+	 * are handed out per process, so threads of two processes may own
+	 * the same slot.  Its line is never written while counting, so the
+	 * check costs a load that stays in every CPU's cache. */
+	bool atomic_adds;
+	char pad_before[55];
 	struct {
 		_Atomic uint64_t v;
 		char pad[56];
@@ -47,9 +54,11 @@ static inline void counter_add(struct pc_counter *c, uint64_t n)
 	int s = counter_slot_plus1 - 1;
 	if (__builtin_expect(s == -1, 0))
 		s = counter_thread_slot();
-	if (s >= 0) {
+	if (s >= 0 && !__builtin_expect(c->atomic_adds, 0)) {
 		_Atomic uint64_t *v = &c->slot[s].v;
 		atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
+	} else if (s >= 0) {
+		atomic_fetch_add_explicit(&c->slot[s].v, n, memory_order_relaxed);
 	} else {
 		atomic_fetch_add_explicit(&c->shared, n, memory_order_relaxed);
 	}
