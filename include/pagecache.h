@@ -162,8 +162,8 @@ PC_API int pc_cache_destroy(struct pc_cache *c);
  * O_CLOEXEC, O_LARGEFILE, O_NOATIME; `mode` as for open(2).  O_WRONLY
  * needs read permission.  Returns the handle, or NULL/errno: EINVAL (bad
  * flags, not a regular file, O_DIRECT refused, block_size unsuited),
- * EISDIR, EBUSY (open through pagecache elsewhere), open(2)'s errors.
- * See pc_open(3). */
+ * EISDIR, EBUSY (open through pagecache elsewhere), ENOMEM and ENFILE (the
+ * cache holds as many files as it can), open(2)'s errors.  See pc_open(3). */
 PC_API struct pc_file *pc_open(struct pc_cache *c, const char *path, int flags,
 			       mode_t mode);
 

@@ -860,8 +860,8 @@ TEST_CASE(created_descriptor_direct_from_first_io)
 	struct pc_file *f = pc_open(c, path, O_WRONLY | O_CREAT | O_EXCL, 0644);
 	REQUIRE(f);
 	struct pc_mapping *m = f->m;
-	CHECK(!fd_is_direct(m->fd));
-	CHECK(atomic_load(&m->fd_mode) == FD_DIRECT_LATER);
+	CHECK(!fd_is_direct(mproc(m)->fd));
+	CHECK(atomic_load(&mproc(m)->fd_mode) == FD_DIRECT_LATER);
 	CHECK(pc_pwrite(f, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
 	struct pc_stats b0, b1;
 	pc_cache_stats(c, &b0);
@@ -882,7 +882,7 @@ TEST_CASE(created_descriptor_direct_from_first_io)
 	f = pc_open(c, path, O_RDWR | O_CREAT | O_EXCL, 0644);
 	REQUIRE(f);
 	m = f->m;
-	CHECK(!fd_is_direct(m->fd));
+	CHECK(!fd_is_direct(mproc(m)->fd));
 	pthread_barrier_t go;
 	pthread_barrier_init(&go, NULL, 2);
 	struct first_io a[2] = { { f, &go, 0 }, { f, &go, 1 } };
@@ -895,8 +895,8 @@ TEST_CASE(created_descriptor_direct_from_first_io)
 		CHECK(ok != NULL);
 	}
 	pthread_barrier_destroy(&go);
-	CHECK(fd_is_direct(m->fd));
-	CHECK(atomic_load(&m->fd_mode) == FD_AS_OPENED);
+	CHECK(fd_is_direct(mproc(m)->fd));
+	CHECK(atomic_load(&mproc(m)->fd_mode) == FD_AS_OPENED);
 	uint8_t *want = aligned_alloc(4096, 64 * KiB), *dev = aligned_alloc(4096, 64 * KiB);
 	fd = open(path, O_RDONLY | O_DIRECT);
 	REQUIRE(fd >= 0);
@@ -918,8 +918,8 @@ TEST_CASE(created_descriptor_direct_from_first_io)
 	close(fd);
 	f = pc_open(c, path, O_RDWR | O_CREAT, 0644);
 	REQUIRE(f);
-	CHECK(fd_is_direct(f->m->fd));
-	CHECK(atomic_load(&f->m->fd_mode) == FD_AS_OPENED);
+	CHECK(fd_is_direct(mproc(f->m)->fd));
+	CHECK(atomic_load(&mproc(f->m)->fd_mode) == FD_AS_OPENED);
 	CHECK(pc_close(f) == 0);
 	CHECK(pc_cache_destroy(c) == 0);
 }

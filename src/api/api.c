@@ -201,7 +201,7 @@ static int sync_handle(struct pc_file *h, bool datasync)
 	/* Read-only too: a closed file's end may have gone through the
 	 * kernel's page cache (pc_close), and fsync is allowed on any
 	 * descriptor. */
-	int serr = m->fd >= 0 ? sync_io_fsync(m->c, m->fd, datasync) : 0;
+	int serr = mproc(m)->fd >= 0 ? sync_io_fsync(m->c, mproc(m)->fd, datasync) : 0;
 	if (serr && !err)
 		err = serr;
 	/* Edges no neighbour completed by now go, as at close. */
@@ -259,7 +259,7 @@ int pc_flush(struct pc_file *h, int wait)
 	if (err)
 		return (int)fail(err);
 	struct pc_mapping *m = h->m;
-	if (m->writable) {
+	if (mproc(m)->writable) {
 		if (wait)
 			err = writeback_file(m);
 		else

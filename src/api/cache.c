@@ -4,6 +4,7 @@
  */
 #include "api/cache.h"
 #include "mem/cache_mem.h"
+#include "mem/file_slots.h"
 
 #include "mem/arena.h"
 #include "io/backend.h"
@@ -283,6 +284,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	}
 	if (cache_inherited(c)) {
 		cache_free_inherited(c);
+		file_procs_free(cache_proc(c));
 		cache_memory_forget_inherited(c);
 		return 0;
 	}
@@ -307,6 +309,7 @@ int pc_cache_destroy(struct pc_cache *c)
 	edges_destroy(c);
 	rt_pool_destroy(&c->node_pool); /* after every tree is gone */
 	cache_nodes_free(c);
+	file_procs_free(cache_proc(c));
 	cache_memory_free(c);
 	if (err) {
 		errno = -err;

@@ -17,6 +17,7 @@
 #include "lib/progress.h"
 #include "lib/radix.h"
 #include "lib/shlock.h"
+#include "mem/mapping.h"
 #include "lib/util.h"
 
 #include "pagecache.h"
@@ -56,6 +57,9 @@ struct pc_proc {
 	/* arena.c: the background fault-in's thread */
 	pthread_t populate_thread;
 	bool populate_running; /* started and not yet joined */
+	/* This process's descriptors of the cache's files, by file slot
+	 * (mem/file_slots.c; mproc in mapping.h). */
+	struct pc_file_procs files;
 	/* handles (api.c): the open ones, and the quarantine of closed ones */
 	struct pc_file *open_head;
 	struct pc_file *closed_head, *closed_tail;
@@ -195,6 +199,11 @@ struct pc_cache {
 	_Atomic int64_t peak_dirty;
 	/* cache_mem.c: the heap blocks node_pool's nodes come from */
 	struct node_chunk *_Atomic node_chunks;
+	/* mem/file_slots.c: which file slots are taken (mapping.h, mproc),
+	 * and the word the last claim found room in.  Last: 128 KiB, whose
+	 * pages are touched only as files are opened. */
+	_Atomic uint32_t file_slot_hint;
+	_Atomic uint64_t file_slot_bits[FILE_SLOTS / 64];
 };
 
 /* Is c a copy inherited through fork() (this process does not own it)?

@@ -129,11 +129,11 @@ static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;
 	}
-	close(m->fd);
-	m->fd = -1;
-	if (m->old_fd >= 0)
-		close(m->old_fd);
-	m->old_fd = -1;
+	close(mproc(m)->fd);
+	mproc(m)->fd = -1;
+	if (mproc(m)->old_fd >= 0)
+		close(mproc(m)->old_fd);
+	mproc(m)->old_fd = -1;
 }
 
 /* Too many settled files keep descriptors: the oldest give theirs up. */
@@ -149,7 +149,7 @@ static void enforce_fd_bound(struct pc_cache *c)
 /* Clean and left alone: keep the descriptor for a reopen, unlocked. */
 static void keep_settled(struct pc_cache *c, struct pc_mapping *m)
 {
-	ofd_lock(m->fd, F_UNLCK);
+	ofd_lock(mproc(m)->fd, F_UNLCK);
 	m->on_closed_list = true;
 	list_push(&c->closed_files_head, &c->closed_files_tail, m);
 	c->nr_closed_fds++;
@@ -229,7 +229,7 @@ static int still_to_settle(struct pc_cache *c, struct pc_mapping *m)
 {
 	files_lock(c);
 	bool yes = atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m);
-	int fd = yes ? m->fd : -1;
+	int fd = yes ? mproc(m)->fd : -1;
 	files_unlock(c);
 	return fd;
 }
@@ -258,7 +258,7 @@ void closed_settle(struct pc_mapping *m)
 	if (known && (st.st_dev != m->dev || st.st_ino != m->ino))
 		return; /* the number is another file's now: not ours to judge */
 	files_lock(c);
-	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m) && m->fd == fd) {
+	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m) && mproc(m)->fd == fd) {
 		dirty_list_del(c, m);
 		if (known && st.st_nlink == 0) {
 			files_hash_remove(c, m);
@@ -334,7 +334,7 @@ static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_m
 			if (m->nhandles != 0)
 				continue;
 			atomic_fetch_add(&m->refs, 1);
-			fds[n] = m->fd;
+			fds[n] = mproc(m)->fd;
 			v[n++] = m;
 		}
 	}
@@ -360,7 +360,7 @@ static bool unlinked(const struct pc_mapping *m, int fd)
 static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_unlinked)
 {
 	assert_held(&c->files_lock);
-	if (m->nhandles != 0 || m->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
+	if (m->nhandles != 0 || mproc(m)->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
 		return false;
 	if (fd >= 0 ? !fd_unlinked : !closed_file_forgettable(m))
 		return false;

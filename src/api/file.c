@@ -29,6 +29,7 @@
 #include "mem/folio.h"
 #include "io/fs_sync.h"
 #include "io/io_fd.h"
+#include "mem/file_slots.h"
 #include "mem/mapping.h"
 #include "pagecache.h"
 #include "lib/radix.h"
@@ -107,7 +108,7 @@ static int direct_unless_known(struct pc_cache *c, const struct pc_domain *d, in
 static int choose_block_size(struct pc_cache *c, struct pc_mapping *m, const struct stat *st)
 {
 	unsigned off_align = 0, mem_align = 0;
-	if (m->direct) {
+	if (mproc(m)->direct) {
 		off_align = m->dom->dio_off_align;
 		mem_align = m->dom->dio_mem_align;
 	}
@@ -193,10 +194,14 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	}
 	m->c = c;
 	m->lockcx = cache_lockcx(c);
-	m->fd = fd;
-	m->old_fd = -1;
-	m->direct = direct;
-	m->writable = writable;
+	*err = file_slot_get(m);
+	if (*err) {
+		cache_free(c, m);
+		return NULL;
+	}
+	mproc(m)->fd = fd;
+	mproc(m)->direct = direct;
+	mproc(m)->writable = writable;
 	m->dev = st->st_dev;
 	m->ino = st->st_ino;
 	atomic_store(&m->i_size, st->st_size);
@@ -211,12 +216,13 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 		*err = direct_unless_known(c, m->dom, fd, &direct, &lazy);
 	}
 	if (!*err) {
-		m->direct = direct;
-		atomic_store(&m->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
+		mproc(m)->direct = direct;
+		atomic_store(&mproc(m)->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
 		*err = choose_block_size(c, m, st);
 	}
 	if (*err) {
 		cache_free(c, written_destroy(&m->written));
+		file_slot_put(m); /* the caller closes fd */
 		cache_free(c, m);
 		return NULL;
 	}
@@ -327,22 +333,22 @@ void file_save_attrs(struct pc_mapping *m, const struct stat *st)
 /* Give a read-only mapping the writable descriptor fd and a write lock. */
 static int upgrade_to_writable(struct pc_mapping *m, int fd)
 {
-	ofd_lock(m->fd, F_UNLCK);
+	ofd_lock(mproc(m)->fd, F_UNLCK);
 	int err = ofd_lock(fd, F_WRLCK);
 	if (err) {
 		/* Put back the read lock its handles hold; a closed, settled
 		 * mapping held none. */
 		if (m->nhandles > 0)
-			ofd_lock(m->fd, F_RDLCK);
+			ofd_lock(mproc(m)->fd, F_RDLCK);
 		return err;
 	}
-	if (m->old_fd >= 0)
-		close(m->old_fd);
-	m->old_fd = m->fd; /* I/O may still be in flight on it */
-	m->fd = fd;
-	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
-	m->writable = true;
-	m->wrlocked = true;
+	if (mproc(m)->old_fd >= 0)
+		close(mproc(m)->old_fd);
+	mproc(m)->old_fd = mproc(m)->fd; /* I/O may still be in flight on it */
+	mproc(m)->fd = fd;
+	atomic_store(&mproc(m)->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	mproc(m)->writable = true;
+	mproc(m)->wrlocked = true;
 	return 0;
 }
 
@@ -363,7 +369,7 @@ static void note_open_attrs(struct pc_mapping *m, const struct stat *st)
  */
 static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct stat *st)
 {
-	return m->fd >= 0 && (m->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
+	return mproc(m)->fd >= 0 && (mproc(m)->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
 	       st->st_gid == m->open_gid;
 }
 
@@ -373,7 +379,7 @@ static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct sta
 static void revalidate_locked(struct pc_mapping *m)
 {
 	struct stat st;
-	if (fstat(m->fd, &st) == 0)
+	if (fstat(mproc(m)->fd, &st) == 0)
 		revalidate(m, &st);
 	else
 		file_discard_all(m); /* cannot tell: keep nothing */
@@ -387,17 +393,17 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 	int err = 0;
 	if (m->nhandles == 0 && !m->closed_dirty) {
 		/* Reopened after a clean close: the lock was released. */
-		m->wrlocked = want_write && m->writable;
-		err = ofd_lock(m->fd, m->wrlocked ? F_WRLCK : F_RDLCK);
+		mproc(m)->wrlocked = want_write && mproc(m)->writable;
+		err = ofd_lock(mproc(m)->fd, mproc(m)->wrlocked ? F_WRLCK : F_RDLCK);
 		if (err)
 			return err;
 		revalidate_locked(m);
-	} else if (want_write && !m->wrlocked) {
+	} else if (want_write && !mproc(m)->wrlocked) {
 		/* Converts this description's read lock in place. */
-		err = ofd_lock(m->fd, F_WRLCK);
+		err = ofd_lock(mproc(m)->fd, F_WRLCK);
 		if (err)
 			return err;
-		m->wrlocked = true;
+		mproc(m)->wrlocked = true;
 	}
 	closed_reopened(m->c, m);
 	m->nhandles++;
@@ -423,11 +429,11 @@ static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, con
 /* A mapping whose descriptor was released gets the new one. */
 static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 {
-	m->fd = fd;
-	m->direct = direct;
-	atomic_store(&m->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
-	m->writable = writable;
-	m->wrlocked = false;
+	mproc(m)->fd = fd;
+	mproc(m)->direct = direct;
+	atomic_store(&mproc(m)->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	mproc(m)->writable = writable;
+	mproc(m)->wrlocked = false;
 }
 
 
@@ -469,37 +475,37 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	if (m)
 		err = direct_unless_known(c, NULL, fd, &direct, &lazy);
 	if (m && !err) {
-		bool adopted = m->fd < 0;
+		bool adopted = mproc(m)->fd < 0;
 		if (adopted) {
 			adopt_fd(m, fd, direct, want_write);
 			fd = -1;
-		} else if (want_write && !m->writable) {
+		} else if (want_write && !mproc(m)->writable) {
 			err = upgrade_to_writable(m, fd);
 			if (!err)
 				fd = -1;
 		}
 		if (fd < 0)
-			m->noatime = flags & O_NOATIME; /* the descriptor is this open's */
+			mproc(m)->noatime = flags & O_NOATIME; /* the descriptor is this open's */
 		if (!err) {
 			note_open_attrs(m, &st);
 			err = attach_handle(m, want_write);
 		}
 		if (err && adopted) {
-			fd = m->fd; /* closed below: the mapping stays without one */
-			m->fd = -1;
+			fd = mproc(m)->fd; /* closed below: the mapping stays without one */
+			mproc(m)->fd = -1;
 		}
 	} else if (!m) {
 		m = file_mapping_new(c, fd, direct, lazy, want_write, &st, &err);
 		if (m) {
 			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
-			m->wrlocked = want_write;
+			mproc(m)->wrlocked = want_write;
 			if (err) {
-				m->fd = -1;
+				mproc(m)->fd = -1;
 				mapping_put(m);
 				m = NULL;
 			} else {
 				fd = -1;
-				m->noatime = flags & O_NOATIME;
+				mproc(m)->noatime = flags & O_NOATIME;
 				note_open_attrs(m, &st);
 				file_save_attrs(m, &st);
 				files_hash_insert(c, m);

@@ -146,8 +146,8 @@ void files_free_all(struct pc_cache *c)
 		while (c->file_hash[i]) {
 			struct pc_mapping *m = c->file_hash[i];
 			c->file_hash[i] = m->hash_next;
-			if (m->fd >= 0)
-				ofd_lock(m->fd, F_UNLCK);
+			if (mproc(m)->fd >= 0)
+				ofd_lock(mproc(m)->fd, F_UNLCK);
 			/* No I/O is in flight (the queues are gone): whatever
 			 * references handles still hold die with the cache. */
 			atomic_store(&m->refs, 1);

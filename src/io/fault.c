@@ -64,7 +64,7 @@ static bool rule_sees(const struct fault_rule *fr, unsigned op_mask, int fd, off
 {
 	if (fr->id < 0 || !(fr->r.ops & op_mask))
 		return false;
-	if (fr->m && (fd < 0 || (fd != load_fd(&fr->m->fd) && fd != load_fd(&fr->m->old_fd))))
+	if (fr->m && (fd < 0 || (fd != load_fd(&mproc(fr->m)->fd) && fd != load_fd(&mproc(fr->m)->old_fd))))
 		return false;
 	if (op_mask & PC_FAULT_SYNC)
 		return true; /* a flush covers the whole file */

@@ -92,12 +92,12 @@ void fs_sync_note_kernel_write(struct pc_mapping *m)
 
 int fs_sync_mapping(struct pc_mapping *m)
 {
-	if (!atomic_load(&m->kernel_written) || m->dom->fs_fd >= 0 || m->fd < 0)
+	if (!atomic_load(&m->kernel_written) || m->dom->fs_fd >= 0 || mproc(m)->fd < 0)
 		return 0; /* nothing through the kernel, or synced with its domain */
 	/* Cleared before the sync, as a dirty bit is before write-back: a
 	 * kernel write that lands meanwhile sets it again for the next. */
 	atomic_store(&m->kernel_written, false);
-	if (fdatasync(m->fd) == 0)
+	if (fdatasync(mproc(m)->fd) == 0)
 		return 0;
 	int err = -errno;
 	atomic_store(&m->kernel_written, true);

@@ -16,6 +16,7 @@
  * takes the read lock.
  */
 #include "mem/mapping.h"
+#include "mem/file_slots.h"
 #include "mem/cache_mem.h"
 
 #include "mem/arena.h"
@@ -349,11 +350,12 @@ void mapping_put(struct pc_mapping *m)
 		return;
 	cache_proc(m->c)->mapping_teardown(m);
 	rt_destroy(&m->tree);
-	if (m->fd >= 0)
-		close(m->fd);
-	if (m->old_fd >= 0)
-		close(m->old_fd);
+	if (mproc(m)->fd >= 0)
+		close(mproc(m)->fd);
+	if (mproc(m)->old_fd >= 0)
+		close(mproc(m)->old_fd);
 	cache_free(m->c, written_destroy(&m->written));
+	file_slot_put(m);
 	cache_free(m->c, m);
 }
 

@@ -38,8 +38,41 @@ struct pc_folio;
 /* errseq: a counter of errors and the last errno (errseq.h has its calls;
  * the type is here because every mapping holds one). */
 
-/* pc_mapping.fd_mode */
+/* pc_mapping_proc.fd_mode */
 enum { FD_AS_OPENED, FD_DIRECT_LATER, FD_DIRECT_SWITCHING, FD_DIRECT_REFUSED };
+
+/*
+ * What one process keeps of a file: its descriptors of the backing file
+ * and what they are.  Descriptors mean something in one process only, so
+ * they are not in the mapping (which a shared cache's processes share)
+ * but in the process's part of the cache (struct pc_proc's file table),
+ * at the file's slot (docs/shared.md, section 4): mproc(m).
+ */
+struct pc_mapping_proc {
+	int fd;            /* backing descriptor, O_DIRECT unless !direct */
+	int old_fd;        /* read-only descriptor replaced by a writable one */
+	/* A file this cache created gets its descriptor without O_DIRECT,
+	 * which it is given (F_SETFL) before the first I/O the cache issues
+	 * on it (io_fd): a small file created, written and closed is
+	 * then written whole through the kernel's page cache on that
+	 * descriptor (backing_write_tail), with no second open.  FD_AS_OPENED:
+	 * nothing pending (O_DIRECT, or a buffered backend). */
+	_Atomic int fd_mode;
+	bool writable;     /* fd is open for writing */
+	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
+	bool direct;       /* fd is O_DIRECT */
+	bool noatime;      /* fd is O_NOATIME */
+};
+
+/* The file table of a process: slots in chunks, made on first use and
+ * never moved, so that lookups take no lock.  FILE_SLOTS files may be
+ * held at once (cached, open or not); past that, opens fail with
+ * ENFILE. */
+#define FILE_CHUNK 1024u
+#define FILE_SLOTS (1u << 20)
+struct pc_file_procs {
+	struct pc_mapping_proc *_Atomic chunk[FILE_SLOTS / FILE_CHUNK];
+};
 
 struct pc_mapping {
 	struct pc_cache *c;
@@ -50,20 +83,12 @@ struct pc_mapping {
 	struct pc_mapping *hash_next;
 	dev_t dev;
 	ino_t ino;
-	int fd;            /* backing descriptor, O_DIRECT unless !direct */
-	int old_fd;        /* read-only descriptor replaced by a writable one */
+	/* Its slot in the cache (file_slots.c) and the process's file table
+	 * (in struct pc_proc: one address in every process, each process's
+	 * own descriptors): mproc(m). */
+	struct pc_file_procs *procs;
+	uint32_t slot;
 	_Atomic bool kernel_written; /* data went through the kernel's page cache */
-	bool writable;
-	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
-	bool direct;       /* backing descriptor is O_DIRECT */
-	/* A file this cache created gets its descriptor without O_DIRECT,
-	 * which it is given (F_SETFL) before the first I/O the cache issues
-	 * on it (io_fd): a small file created, written and closed is
-	 * then written whole through the kernel's page cache on that
-	 * descriptor (backing_write_tail), with no second open.  FD_AS_OPENED:
-	 * nothing pending (O_DIRECT, or a buffered backend). */
-	_Atomic int fd_mode;
-	bool noatime;      /* backing descriptor is O_NOATIME */
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */
 	unsigned mem_align;    /* direct-I/O memory alignment */
@@ -147,6 +172,16 @@ struct pc_mapping {
 	uid_t open_uid;
 	gid_t open_gid;
 };
+
+/* This process's descriptors of m.  The chunk exists: the process made
+ * it when it opened the file (file_slot_get). */
+static inline struct pc_mapping_proc *mproc(const struct pc_mapping *m)
+{
+	struct pc_mapping_proc *chunk =
+		atomic_load_explicit(&m->procs->chunk[m->slot / FILE_CHUNK], memory_order_acquire);
+	PC_ASSERT(chunk != NULL);
+	return &chunk[m->slot % FILE_CHUNK];
+}
 
 /*
  * The file's two counted shared locks (lib/shlock.h), taken only through

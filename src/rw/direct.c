@@ -122,7 +122,7 @@ static int direct_write_middle(struct pc_mapping *m, const struct iovec *iov, in
 		 * fails the range reads as zeros, as after a failed extending
 		 * O_DIRECT write. */
 		atomic_raise_i64(&m->i_size, (int64_t)(off + len));
-		err = device_write(m, iov, iovcnt, skip, off, len, (flags & PC_DSYNC) && m->direct ? RWF_DSYNC : 0);
+		err = device_write(m, iov, iovcnt, skip, off, len, (flags & PC_DSYNC) && mproc(m)->direct ? RWF_DSYNC : 0);
 	}
 	if (!err) {
 		atomic_raise_i64(&m->disk_size, (int64_t)(off + len));
@@ -189,8 +189,8 @@ ssize_t direct_write(struct pc_file *h, const struct iovec *iov, int iovcnt, uin
 		return r;
 	/* With PC_DSYNC the pieces synced themselves and the middle used
 	 * RWF_DSYNC; a buffered backend still needs the flush. */
-	if ((flags & PC_DSYNC) && !m->direct) {
-		int err = sync_io_fsync(m->c, m->fd, true);
+	if ((flags & PC_DSYNC) && !mproc(m)->direct) {
+		int err = sync_io_fsync(m->c, mproc(m)->fd, true);
 		if (err)
 			return err;
 	}

@@ -61,7 +61,7 @@ static uint64_t backing_seek(int fd, uint64_t pos, int whence, uint64_t none)
 
 static off_t seek_data(struct pc_mapping *m, uint64_t pos, uint64_t size)
 {
-	uint64_t dev = backing_seek(m->fd, pos, SEEK_DATA, UINT64_MAX);
+	uint64_t dev = backing_seek(mproc(m)->fd, pos, SEEK_DATA, UINT64_MAX);
 	uint64_t cached = first_cached_from(m, pos);
 	uint64_t at = dev < cached ? dev : cached;
 	return at >= size ? -ENXIO : (off_t)at;
@@ -71,7 +71,7 @@ static off_t seek_hole(struct pc_mapping *m, uint64_t pos, uint64_t size)
 {
 	while (pos < size) {
 		/* Past the backing file's end it is all hole there. */
-		uint64_t hole = backing_seek(m->fd, pos, SEEK_HOLE, pos);
+		uint64_t hole = backing_seek(mproc(m)->fd, pos, SEEK_HOLE, pos);
 		if (hole >= size)
 			break;
 		uint64_t end = cached_run_end(m, hole);

@@ -115,7 +115,7 @@ static int backing_zero(struct pc_mapping *m, uint64_t start, uint64_t end, int 
 		end = disk;
 	int bmode = (mode & FALLOC_FL_ZERO_RANGE) ? FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE
 						   : FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
-	if (fallocate(m->fd, bmode, (off_t)start, (off_t)(end - start)) == 0)
+	if (fallocate(mproc(m)->fd, bmode, (off_t)start, (off_t)(end - start)) == 0)
 		return 0;
 	if (errno != EOPNOTSUPP)
 		return -errno;
@@ -131,7 +131,7 @@ int punch_range(struct pc_mapping *m, uint64_t off, uint64_t len, int mode)
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		/* Plain allocation: the device's business; data is unchanged. */
 		inval_lock_excl(m);
-		if (fallocate(m->fd, mode, (off_t)off, (off_t)len) != 0) {
+		if (fallocate(mproc(m)->fd, mode, (off_t)off, (off_t)len) != 0) {
 			err = -errno;
 		} else if (!keep) {
 			atomic_raise_i64(&m->disk_size, (int64_t)end);

@@ -65,7 +65,7 @@ static bool block_has_no_data(struct pc_mapping *m, uint64_t bpos)
 		return true;
 	if (written_known_hole(&m->written, bpos, bpos + m->block_size))
 		return true;
-	return probe_is_hole(m->fd, (off_t)bpos, m->block_size);
+	return probe_is_hole(mproc(m)->fd, (off_t)bpos, m->block_size);
 }
 
 /*
@@ -407,8 +407,8 @@ int write_folio_shorten(const struct write_ctx *w, struct write_folio *wf, size_
 static int write_sync(struct pc_mapping *m, uint64_t off, uint64_t end)
 {
 	int err = writeback_and_wait(m, off, end, WB_DSYNC);
-	if (!err && !m->direct)
-		err = sync_io_fsync(m->c, m->fd, true);
+	if (!err && !mproc(m)->direct)
+		err = sync_io_fsync(m->c, mproc(m)->fd, true);
 	return err;
 }
 

@@ -59,7 +59,7 @@
 
 static int reserve_blocks(struct pc_mapping *m, uint64_t from, uint64_t to)
 {
-	if (fallocate(m->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from)) == 0)
+	if (fallocate(mproc(m)->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from)) == 0)
 		return 0;
 	return -errno;
 }
@@ -188,7 +188,7 @@ bool backing_reserve_soon(struct pc_mapping *m, uint64_t end)
 
 void backing_reserve_background(struct pc_mapping *m)
 {
-	if (!atomic_load_explicit(&m->reserve_want, memory_order_relaxed) || !m->writable)
+	if (!atomic_load_explicit(&m->reserve_want, memory_order_relaxed) || !mproc(m)->writable)
 		return;
 	/* Taken under size_lock, which backing_release_reserve clears it
 	 * under: a request of a file closed meanwhile reserves nothing past
@@ -219,7 +219,7 @@ void backing_reserve_background(struct pc_mapping *m)
  */
 void backing_release_reserve(struct pc_mapping *m)
 {
-	if (!m->writable)
+	if (!mproc(m)->writable)
 		return;
 	/* A reservation ahead asked for and not yet made: not to be made any
 	 * more (no writer is left), see backing_reserve_background. */
@@ -236,7 +236,7 @@ void backing_release_reserve(struct pc_mapping *m)
 	uint64_t size = u64_max((uint64_t)atomic_load(&m->i_size), (uint64_t)atomic_load(&m->disk_size));
 	uint64_t keep = round_up(size, m->block_size);
 	uint64_t have = (uint64_t)atomic_load(&m->reserve_end);
-	bool freed = have > keep && fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
+	bool freed = have > keep && fallocate(mproc(m)->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)keep,
 					      (off_t)(have - keep)) == 0;
 	cache_unlock(m->c, &m->size_lock);
 	if (have > keep && backing_set_size(m, size) == 0)
@@ -277,7 +277,7 @@ void backing_extend(struct pc_mapping *m)
 	uint64_t done = (uint64_t)atomic_load(&m->alloc_end);
 	/* Small files: one fallocate more than their data is worth (and
 	 * their last block goes as backing_write_tail wants it). */
-	if (!m->writable || !m->direct || want <= done || want < EXTEND_FROM)
+	if (!mproc(m)->writable || !mproc(m)->direct || want <= done || want < EXTEND_FROM)
 		return;
 	uint64_t allowed = m->alloc_base + EXTEND_RATIO * atomic_load(&m->dirtied_total);
 	uint64_t target = round_down(u64_min(want, allowed), bs);
@@ -288,7 +288,7 @@ void backing_extend(struct pc_mapping *m)
 	/* From a size inside a block the file system would zero that block's
 	 * tail through its page cache: leave that to the writes themselves. */
 	if (target > done && atomic_load(&m->disk_size) % (int64_t)bs == 0 &&
-	    fallocate(m->fd, 0, (off_t)done, (off_t)(target - done)) == 0) {
+	    fallocate(mproc(m)->fd, 0, (off_t)done, (off_t)(target - done)) == 0) {
 		atomic_raise_i64(&m->alloc_end, (int64_t)target);
 		atomic_raise_i64(&m->disk_size, (int64_t)target);
 	}
@@ -312,7 +312,7 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	int err = 0;
 	cache_lock(m->c, &m->size_lock, LOCK_SIZE);
 	uint64_t old = (uint64_t)atomic_load(&m->disk_size);
-	if (ftruncate(m->fd, (off_t)size) == 0) {
+	if (ftruncate(mproc(m)->fd, (off_t)size) == 0) {
 		atomic_store(&m->disk_size, (int64_t)size);
 		if ((uint64_t)atomic_load(&m->data_end) > size)
 			atomic_store(&m->data_end, (int64_t)size);
@@ -331,12 +331,12 @@ int backing_set_size(struct pc_mapping *m, uint64_t size)
 	}
 	/* Write and drop the kernel's cached copy of the zeroed block(s), so
 	 * later direct writes of them do not collide with it. */
-	if (!err && partial && m->direct) {
+	if (!err && partial && mproc(m)->direct) {
 		uint64_t lo = round_down(u64_min(size, old), bs);
 		uint64_t hi = round_up(u64_max(size, old), bs);
-		sync_file_range(m->fd, (off_t)lo, (off_t)(hi - lo),
+		sync_file_range(mproc(m)->fd, (off_t)lo, (off_t)(hi - lo),
 				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-		posix_fadvise(m->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+		posix_fadvise(mproc(m)->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
 	}
 	cache_unlock(m->c, &m->size_lock);
 	if (tail) {
@@ -375,17 +375,17 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 	 * direct: it fails (EINVAL) where it ends inside a block, and the
 	 * caller then writes the block directly; whole blocks land as a
 	 * direct write would.  The descriptor never goes back to buffered. */
-	int fd = m->fd;
-	bool alias = atomic_load(&m->fd_mode) != FD_DIRECT_LATER;
+	int fd = mproc(m)->fd;
+	bool alias = atomic_load(&mproc(m)->fd_mode) != FD_DIRECT_LATER;
 	if (alias) {
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", m->fd);
-		fd = open(path, O_WRONLY | O_CLOEXEC | (m->noatime ? O_NOATIME : 0));
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", mproc(m)->fd);
+		fd = open(path, O_WRONLY | O_CLOEXEC | (mproc(m)->noatime ? O_NOATIME : 0));
 		if (fd < 0)
 			return -errno;
 	}
 	struct iovec v = { (void *)buf, len };
-	ssize_t n = sync_io_pwritev_alias(m->c, m->fd, fd, &v, 1, (off_t)off, 0);
+	ssize_t n = sync_io_pwritev_alias(m->c, mproc(m)->fd, fd, &v, 1, (off_t)off, 0);
 	if (alias)
 		close(fd);
 	if (n < 0)
@@ -415,7 +415,7 @@ int backing_sync_size(struct pc_mapping *m)
 		return 0;
 	inval_lock_excl(m);
 	int64_t size = atomic_load(&m->i_size);
-	if (m->writable && atomic_load(&m->disk_size) != size)
+	if (mproc(m)->writable && atomic_load(&m->disk_size) != size)
 		err = backing_set_size(m, (uint64_t)size);
 	inval_unlock(m);
 	return err;

@@ -264,7 +264,7 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 
 static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int mode, uint64_t off)
 {
-	if (fault_check(m->c, PC_FAULT_ALLOC, m->fd, (off_t)off, 0))
+	if (fault_check(m->c, PC_FAULT_ALLOC, mproc(m)->fd, (off_t)off, 0))
 		return NULL;
 	struct wb_req *r = malloc(sizeof(*r));
 	if (!r)
@@ -275,7 +275,7 @@ static struct wb_req *req_new(struct pc_mapping *m, struct pc_wb_waiter *w, int 
 	r->nseg = 0;
 	r->io.op = IO_WRITE;
 	r->io.fd = io_fd(m);
-	r->io.rw_flags = (mode & WB_DSYNC) && m->direct ? RWF_DSYNC : 0;
+	r->io.rw_flags = (mode & WB_DSYNC) && mproc(m)->direct ? RWF_DSYNC : 0;
 	r->io.iov = r->iov;
 	r->io.done = wb_done;
 	atomic_fetch_add(&m->refs, 1);
@@ -378,7 +378,7 @@ static int req_add_run(struct wb_req **rp, struct pc_mapping *m, struct pc_folio
 static bool closed_kernel_run(struct pc_mapping *m, struct pc_folio *f, uint64_t size, unsigned *first,
 			      unsigned *count)
 {
-	if (!m->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty) || size == 0)
+	if (!mproc(m)->direct || !m->tail_via_kernel || !atomic_load(&m->closed_dirty) || size == 0)
 		return false;
 	uint64_t fpos = folio_pos(f), bs = m->block_size;
 	uint64_t last = round_down(size - 1, bs); /* the block holding the end */
@@ -705,7 +705,7 @@ int writeback_and_wait(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 
 int writeback_file(struct pc_mapping *m)
 {
-	if (!m->writable)
+	if (!mproc(m)->writable)
 		return 0;
 	int err = writeback_and_wait(m, 0, UINT64_MAX, WB_ALL);
 	int e2 = backing_sync_size(m);

@@ -1,0 +1,31 @@
+/*
+ * file_slots.h - a file's slot in the cache, and the process's
+ * descriptors of it at that slot (file_slots.c).
+ *
+ * A mapping is shared by every process of a shared cache; the backing
+ * file's descriptors are not (each process opens the file itself), so
+ * they live in the process's part of the cache (struct pc_proc's file
+ * table, struct pc_file_procs in mapping.h), found by the file's slot:
+ * mproc(m).  The slots are a bitmap in the cache; the table is in chunks
+ * the process makes on first use and frees at the cache's end.
+ */
+#ifndef PC_FILE_SLOTS_H
+#define PC_FILE_SLOTS_H
+
+#include "lib/util.h"
+
+struct pc_cache;
+struct pc_mapping;
+struct pc_proc;
+
+/* Give m (m->c set) a slot, and this process an entry for it with no
+ * descriptor (fd and old_fd -1, everything else false): 0, -ENFILE
+ * (FILE_SLOTS files held at once), or -ENOMEM. */
+HIDDEN int file_slot_get(struct pc_mapping *m);
+/* m is gone: its slot is free again. */
+HIDDEN void file_slot_put(struct pc_mapping *m);
+/* The cache's end (or a fork child's copy of it): free the process's
+ * table (its descriptors are closed or not the caller's). */
+HIDDEN void file_procs_free(struct pc_proc *p);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * test_file_slots.c - a file's slot in the cache and the process's
+ * descriptors at that slot (src/mem/file_slots.c, mproc in mapping.h).
+ *
+ *   - slots_are_distinct_and_hold_the_open_descriptor: 2500 files open
+ *     at once (three chunks of the process's table; fewer, but more than
+ *     a chunk, if RLIMIT_NOFILE's hard limit is lower) have distinct slots,
+ *     each taken in the cache's bitmap, and each slot's entry holds a
+ *     descriptor of that very file (same device and inode);
+ *   - slot_is_freed_with_its_file: a file closed and unlinked leaves the
+ *     cache (its closed mapping is swept): its slot's bit clears and its
+ *     entry says "no descriptor"; a new file can take the slot.
+ */
+#include "testutil.h"
+
+#include "api/internal.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+static const char *dir;
+
+static void file_slots_setup(void)
+{
+	dir = test_dir("file_slots");
+}
+
+static void file_slots_teardown(void)
+{
+	test_rmdir(dir);
+}
+
+TEST_FIXTURE(file_slots_setup, file_slots_teardown)
+
+static bool slot_taken(struct pc_cache *c, uint32_t slot)
+{
+	return (atomic_load(&c->file_slot_bits[slot / 64]) >> (slot % 64)) & 1;
+}
+
+enum { NFILES_MAX = 2500 };
+
+/* How many files to hold open at once: up to NFILES_MAX, within the
+ * descriptor limit (raised to the hard one), and more than a chunk. */
+static int files_to_open(void)
+{
+	struct rlimit rl;
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rlim_t n = rl.rlim_cur > 200 ? rl.rlim_cur - 100 : 0;
+	return n > NFILES_MAX ? NFILES_MAX : (int)n;
+}
+
+TEST_CASE(slots_are_distinct_and_hold_the_open_descriptor)
+{
+	struct pc_cache *c = tu_cache_of(64ull << 20);
+	static struct pc_file *h[NFILES_MAX];
+	static bool seen[FILE_SLOTS];
+	const int NFILES = files_to_open();
+	if (NFILES <= (int)FILE_CHUNK)
+		TEST_SKIP_UNSUPPORTED("RLIMIT_NOFILE leaves fewer descriptors than a chunk of the table");
+	memset(seen, 0, sizeof(seen));
+	for (int i = 0; i < NFILES; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%d", i);
+		h[i] = tu_open_new(c, dir, name);
+	}
+	int distinct = 0, taken = 0, same_file = 0;
+	for (int i = 0; i < NFILES; i++) {
+		struct pc_mapping *m = h[i]->m;
+		REQUIRE(m->slot < FILE_SLOTS);
+		distinct += !seen[m->slot];
+		seen[m->slot] = true;
+		taken += slot_taken(c, m->slot);
+		struct stat st;
+		if (fstat(mproc(m)->fd, &st) == 0 && st.st_dev == m->dev && st.st_ino == m->ino)
+			same_file++;
+	}
+	CHECK(distinct == NFILES);
+	CHECK(taken == NFILES);
+	CHECK(same_file == NFILES);
+	for (int i = 0; i < NFILES; i++)
+		REQUIRE(pc_close(h[i]) == 0);
+	REQUIRE(pc_cache_destroy(c) == 0);
+}
+
+TEST_CASE(slot_is_freed_with_its_file)
+{
+	struct pc_cache *c = tu_cache_of(16ull << 20);
+	struct pc_file *h = tu_open_new(c, dir, "gone");
+	struct pc_mapping *m = h->m;
+	uint32_t slot = m->slot;
+	struct pc_file_procs *procs = m->procs;
+	REQUIRE(pc_pwrite(h, "data", 4, 0, 0) == 4);
+	REQUIRE(slot_taken(c, slot));
+	REQUIRE(pc_close(h) == 0);
+	char path[4200];
+	test_path(path, sizeof(path), dir, "gone");
+	REQUIRE(unlink(path) == 0);
+	/* The flusher's rounds sweep closed files that were unlinked. */
+	CHECK(TU_POLL(!slot_taken(c, slot), 10000));
+	struct pc_mapping_proc *e = &procs->chunk[slot / FILE_CHUNK][slot % FILE_CHUNK];
+	CHECK(e->fd == -1 && e->old_fd == -1);
+	struct pc_file *h2 = tu_open_new(c, dir, "next");
+	CHECK(slot_taken(c, h2->m->slot));
+	CHECK(mproc(h2->m)->fd >= 0);
+	REQUIRE(pc_close(h2) == 0);
+	REQUIRE(pc_cache_destroy(c) == 0);
+}
