@@ -394,7 +394,7 @@ void pc_file_stats(struct pc_file *h, struct pc_stats *s)
 	s->ra_async_windows = ld(&m->st_ra_async);
 	s->ra_window_bytes = ld(&m->st_ra_bytes);
 	s->ra_random_reads = ld(&m->st_ra_random);
-	s->io_uring = ioq_is_uring(m->dom->ioq);
+	s->io_uring = ioq_is_uring(dproc(m->dom)->ioq);
 	s->block_size = m->block_size;
 	s->peak_dirty_bytes = ld_pos(&m->c->peak_dirty);
 }

@@ -18,6 +18,7 @@
 #include "lib/radix.h"
 #include "lib/shlock.h"
 #include "mem/mapping.h"
+#include "wb/flusher.h"
 #include "lib/util.h"
 
 #include "pagecache.h"
@@ -60,6 +61,9 @@ struct pc_proc {
 	/* This process's descriptors of the cache's files, by file slot
 	 * (mem/file_slots.c; mproc in mapping.h). */
 	struct pc_file_procs files;
+	/* This process's flusher threads, I/O queues and file system
+	 * descriptors, by domain index (wb/flusher.c; dproc). */
+	struct pc_domain_proc domains[PC_MAX_DOMAINS];
 	/* handles (api.c): the open ones, and the quarantine of closed ones */
 	struct pc_file *open_head;
 	struct pc_file *closed_head, *closed_tail;

@@ -92,7 +92,7 @@ void fs_sync_note_kernel_write(struct pc_mapping *m)
 
 int fs_sync_mapping(struct pc_mapping *m)
 {
-	if (!atomic_load(&m->kernel_written) || m->dom->fs_fd >= 0 || mproc(m)->fd < 0)
+	if (!atomic_load(&m->kernel_written) || dproc(m->dom)->fs_fd >= 0 || mproc(m)->fd < 0)
 		return 0; /* nothing through the kernel, or synced with its domain */
 	/* Cleared before the sync, as a dirty bit is before write-back: a
 	 * kernel write that lands meanwhile sets it again for the next. */
@@ -115,9 +115,10 @@ int fs_sync_domains(struct pc_cache *c)
 {
 	int first = 0;
 	for (struct pc_domain *d = c->domains; d; d = d->next) {
-		if (!atomic_load(&d->kernel_written) || d->fs_fd < 0)
+		int fs_fd = dproc(d)->fs_fd;
+		if (!atomic_load(&d->kernel_written) || fs_fd < 0)
 			continue;
-		int err = syncfs(d->fs_fd) == 0 ? 0 : -errno;
+		int err = syncfs(fs_fd) == 0 ? 0 : -errno;
 		if (!err)
 			atomic_store(&d->kernel_written, false);
 		if (err && !first)

@@ -111,7 +111,7 @@ static void rd_submit(struct pc_mapping *m, struct rd_req *r, unsigned rf)
 		if (read_io_test_sync_done)
 			read_io_test_sync_done();
 	} else {
-		ioq_submit(m->dom->ioq, &r->io);
+		ioq_submit(dproc(m->dom)->ioq, &r->io);
 	}
 }
 

@@ -76,7 +76,7 @@ void account_dirty(struct pc_mapping *m, struct pc_folio *f, int64_t bytes)
 static void dirty_list_add(struct pc_mapping *m)
 {
 	struct pc_domain *d = m->dom;
-	leaf_lock(&d->lock);
+	cache_lock(d->c, &d->lock, LOCK_LEAF);
 	if (!atomic_load(&m->on_dirty_list)) {
 		atomic_fetch_add(&m->refs, 1);
 		m->dirty_next = NULL;
@@ -88,7 +88,7 @@ static void dirty_list_add(struct pc_mapping *m)
 		d->dirty_tail = m;
 		atomic_store(&m->on_dirty_list, true);
 	}
-	leaf_unlock(&d->lock);
+	cache_unlock(d->c, &d->lock);
 }
 
 void dirty_list_unlink(struct pc_domain *d, struct pc_mapping *m)
@@ -109,13 +109,13 @@ void dirty_forget_file(struct pc_mapping *m)
 {
 	struct pc_domain *d = m->dom;
 	bool was = false;
-	leaf_lock(&d->lock);
+	cache_lock(d->c, &d->lock, LOCK_LEAF);
 	if (atomic_load(&m->on_dirty_list)) {
 		dirty_list_unlink(d, m);
 		atomic_store(&m->on_dirty_list, false);
 		was = true;
 	}
-	leaf_unlock(&d->lock);
+	cache_unlock(d->c, &d->lock);
 	if (was)
 		mapping_put(m); /* the list's reference */
 }

@@ -13,6 +13,7 @@
 #include "api/cache.h"
 #include "wb/dirty.h"
 #include "io/fs_sync.h"
+#include "mem/cache_mem.h"
 #include "mem/mapping.h"
 #include "wb/throttle.h"
 #include "lib/util.h"
@@ -20,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,10 +38,21 @@ void flusher_kick(struct pc_domain *d)
 {
 	if (atomic_load(&d->kicked))
 		return;
-	leaf_lock(&d->lock);
+	cache_lock(d->c, &d->lock, LOCK_LEAF);
 	atomic_store(&d->kicked, true);
-	pthread_cond_signal(&d->kick_cv);
-	leaf_unlock(&d->lock);
+	atomic_fetch_add_explicit(&d->kick_seq, 1, memory_order_relaxed);
+	cache_unlock(d->c, &d->lock);
+	shfutex_wake(&d->kick_seq, 1);
+}
+
+/* This process's flushers of d end (their round done). */
+static void flushers_stop(struct pc_domain *d)
+{
+	cache_lock(d->c, &d->lock, LOCK_LEAF);
+	dproc(d)->stop = true;
+	atomic_fetch_add_explicit(&d->kick_seq, 1, memory_order_relaxed);
+	cache_unlock(d->c, &d->lock);
+	shfutex_wake(&d->kick_seq, INT_MAX);
 }
 
 /* Memory is short (reclaim.c, through the process's want_free): every domain's
@@ -100,7 +113,7 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 {
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
-	leaf_lock(&d->lock);
+	cache_lock(d->c, &d->lock, LOCK_LEAF);
 	for (struct pc_mapping *m = d->dirty_head, *next; m; m = next) {
 		next = m->dirty_next;
 		if (n == cap) {
@@ -122,7 +135,7 @@ static unsigned domain_mappings(struct pc_domain *d, struct pc_mapping ***out)
 		atomic_fetch_add(&m->refs, 1);
 		v[n++] = m;
 	}
-	leaf_unlock(&d->lock);
+	cache_unlock(d->c, &d->lock);
 	if (n > 1)
 		qsort(v, n, sizeof(*v), by_dirty_age);
 	*out = v;
@@ -233,96 +246,112 @@ static bool flusher_has_work(struct pc_domain *d)
 static void *flusher_main(void *arg)
 {
 	struct pc_domain *d = arg;
-	leaf_lock(&d->lock);
+	struct pc_cache *c = d->c;
+	cache_lock(c, &d->lock, LOCK_LEAF);
 	bool idle = true;
-	while (!d->stop) {
+	while (!dproc(d)->stop) {
 		/* A round that found nothing it may write waits for a kick or
 		 * the tick, even above the background threshold; but not when
 		 * a kick came during that round (kicks that find the flag set
-		 * do not signal, so it would wait out the tick). */
-		if ((idle && !atomic_load(&d->kicked)) || !flusher_has_work(d))
-			timed_wait_ms(&d->kick_cv, &d->lock, FLUSHER_TICK_MS);
-		if (d->stop)
+		 * do not wake, so it would wait out the tick).  The count is
+		 * read under the lock that kicks bump it under: a kick after
+		 * this read makes the wait return at once. */
+		if ((idle && !atomic_load(&d->kicked)) || !flusher_has_work(d)) {
+			uint32_t seen = atomic_load_explicit(&d->kick_seq, memory_order_relaxed);
+			cache_unlock(c, &d->lock);
+			shfutex_wait_ms(&d->kick_seq, seen, FLUSHER_TICK_MS);
+			cache_lock(c, &d->lock, LOCK_LEAF);
+		}
+		if (dproc(d)->stop)
 			break;
-		leaf_unlock(&d->lock);
+		cache_unlock(c, &d->lock);
 		idle = flush_round(d) == 0;
-		leaf_lock(&d->lock);
+		cache_lock(c, &d->lock, LOCK_LEAF);
 	}
-	leaf_unlock(&d->lock);
+	cache_unlock(c, &d->lock);
 	return NULL;
 }
 
 /* -------------------------------------------------------------- domains */
 
+/* This process's part of new domain d: its I/O queue, file system
+ * descriptor and flusher threads.  0 or a negative errno (nothing left
+ * made). */
+static int domain_proc_start(struct pc_domain *d)
+{
+	struct pc_cache *c = d->c;
+	struct pc_domain_proc *dp = dproc(d);
+	*dp = (struct pc_domain_proc){ .fs_fd = fs_sync_open(d->dev) };
+	int err = ioq_create(c, c->cfg.queue_depth, cache_proc(c)->use_uring, &dp->ioq);
+	if (err)
+		goto fail;
+	dp->threads = calloc(c->cfg.writeback_threads, sizeof(pthread_t));
+	if (!dp->threads) {
+		err = -ENOMEM;
+		goto fail_ioq;
+	}
+	for (unsigned i = 0; i < c->cfg.writeback_threads; i++) {
+		err = -pthread_create(&dp->threads[i], NULL, flusher_main, d);
+		if (err) {
+			flushers_stop(d);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(dp->threads[j], NULL);
+			free(dp->threads);
+			goto fail_ioq;
+		}
+		dp->nthreads = i + 1;
+	}
+	return 0;
+fail_ioq:
+	ioq_destroy(dp->ioq);
+fail:
+	if (dp->fs_fd >= 0)
+		close(dp->fs_fd);
+	*dp = (struct pc_domain_proc){ .fs_fd = -1 };
+	return err;
+}
+
 int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 {
 	assert_held(&c->files_lock);
-	for (struct pc_domain *d = c->domains; d; d = d->next)
+	unsigned n = 0;
+	for (struct pc_domain *d = c->domains; d; d = d->next, n++)
 		if (d->dev == dev) {
 			*out = d;
 			return 0;
 		}
-	struct pc_domain *d = calloc(1, sizeof(*d));
+	if (n == PC_MAX_DOMAINS)
+		return -ENFILE;
+	struct pc_domain *d = cache_zalloc(c, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->c = c;
 	d->dev = dev;
-	d->fs_fd = fs_sync_open(dev);
-	pthread_mutex_init(&d->lock, NULL);
-	cond_init_monotonic(&d->kick_cv);
-	pthread_cond_init(&d->io_cv, NULL);
+	d->index = n; /* domains are only added, so n is free */
+	d->procs = cache_proc(c)->domains;
+	shmutex_init(&d->lock);
 	/* A dirty limit's worth of latency is too much: an eighth of it, but
 	 * room for a few of the largest writes. */
 	d->inflight_cap = (int64_t)u64_max(c->cfg.dirty_limit_bytes / 8, 4 * c->cfg.max_io_bytes);
-	int err = ioq_create(c, c->cfg.queue_depth, cache_proc(c)->use_uring, &d->ioq);
-	if (err)
-		goto fail;
-	d->nthreads = c->cfg.writeback_threads;
-	d->threads = calloc(d->nthreads, sizeof(pthread_t));
-	if (!d->threads) {
-		err = -ENOMEM;
-		goto fail_ioq;
-	}
-	for (unsigned i = 0; i < d->nthreads; i++) {
-		err = -pthread_create(&d->threads[i], NULL, flusher_main, d);
-		if (err) {
-			d->nthreads = i;
-			leaf_lock(&d->lock);
-			d->stop = true;
-			pthread_cond_broadcast(&d->kick_cv);
-			leaf_unlock(&d->lock);
-			for (unsigned j = 0; j < i; j++)
-				pthread_join(d->threads[j], NULL);
-			free(d->threads);
-			goto fail_ioq;
-		}
+	int err = domain_proc_start(d);
+	if (err) {
+		cache_free(c, d);
+		return err;
 	}
 	d->next = c->domains;
 	c->domains = d;
 	*out = d;
 	return 0;
-fail_ioq:
-	ioq_destroy(d->ioq);
-fail:
-	if (d->fs_fd >= 0)
-		close(d->fs_fd);
-	pthread_mutex_destroy(&d->lock);
-	pthread_cond_destroy(&d->kick_cv);
-	pthread_cond_destroy(&d->io_cv);
-	free(d);
-	return err;
 }
 
 void domains_stop(struct pc_cache *c)
 {
 	for (struct pc_domain *d = c->domains; d; d = d->next) {
-		leaf_lock(&d->lock);
-		d->stop = true;
-		pthread_cond_broadcast(&d->kick_cv);
-		leaf_unlock(&d->lock);
-		for (unsigned i = 0; i < d->nthreads; i++)
-			pthread_join(d->threads[i], NULL);
-		d->nthreads = 0;
+		struct pc_domain_proc *dp = dproc(d);
+		flushers_stop(d);
+		for (unsigned i = 0; i < dp->nthreads; i++)
+			pthread_join(dp->threads[i], NULL);
+		dp->nthreads = 0;
 	}
 }
 
@@ -330,9 +359,10 @@ void domains_drain(struct pc_cache *c)
 {
 	domains_stop(c);
 	for (struct pc_domain *d = c->domains; d; d = d->next) {
-		if (d->ioq)
-			ioq_destroy(d->ioq); /* waits for completions */
-		d->ioq = NULL;
+		struct pc_domain_proc *dp = dproc(d);
+		if (dp->ioq)
+			ioq_destroy(dp->ioq); /* waits for completions */
+		dp->ioq = NULL;
 	}
 }
 
@@ -341,13 +371,12 @@ void domains_destroy(struct pc_cache *c)
 	domains_drain(c);
 	while (c->domains) {
 		struct pc_domain *d = c->domains;
+		struct pc_domain_proc *dp = dproc(d);
 		c->domains = d->next;
-		if (d->fs_fd >= 0)
-			close(d->fs_fd);
-		free(d->threads);
-		pthread_mutex_destroy(&d->lock);
-		pthread_cond_destroy(&d->kick_cv);
-		pthread_cond_destroy(&d->io_cv);
-		free(d);
+		if (dp->fs_fd >= 0)
+			close(dp->fs_fd);
+		free(dp->threads);
+		*dp = (struct pc_domain_proc){ .fs_fd = -1 };
+		cache_free(c, d);
 	}
 }

@@ -7,20 +7,46 @@
 #ifndef PC_FLUSHER_H
 #define PC_FLUSHER_H
 
+#include "lib/shlock.h"
 #include "lib/util.h"
 
 struct pc_cache;
 struct pc_mapping;
 struct pc_ioq;
 
-/* A writeback domain: one per backing device. */
+/*
+ * What one process keeps of a domain: its flusher threads, its I/O queue
+ * (ring), its descriptor of the file system.  In the process's part of
+ * the cache (struct pc_proc's domains[], at the domain's index), because
+ * threads and descriptors mean something in one process only
+ * (docs/shared.md, section 4): dproc(d).
+ */
+struct pc_domain_proc {
+	struct pc_ioq *ioq;
+	/* Its file system's mount point, opened when the domain was made
+	 * here (fs_sync.c), or -1. */
+	int fs_fd;
+	bool stop;        /* this process's flushers end (under d->lock) */
+	unsigned nthreads;
+	pthread_t *threads;
+};
+
+/* Devices a cache writes to at once: past this many, opening a file on
+ * another fails (ENFILE). */
+#define PC_MAX_DOMAINS 256
+
+/* A writeback domain: one per backing device.  In the cache's memory
+ * (mem/cache_mem.c), with no thread, descriptor or condition variable:
+ * its waits are futex words. */
 struct pc_domain {
 	struct pc_cache *c;
 	dev_t dev;
+	unsigned index;             /* in struct pc_proc's domains[] */
+	struct pc_domain_proc *procs; /* that array: one address in every process */
 	struct pc_domain *next;
-	pthread_mutex_t lock;
-	pthread_cond_t kick_cv;     /* wakes the flusher */
-	pthread_cond_t io_cv;       /* a device write completed */
+	struct pc_shmutex lock;     /* the dirty list; a leaf */
+	_Atomic uint32_t kick_seq;  /* futex word: bumped to wake a flusher */
+	_Atomic uint32_t io_seq;    /* futex word: a device write completed */
 	_Atomic int64_t inflight;   /* bytes of device writes submitted, not done */
 	int64_t inflight_cap;       /* keep at most this many in flight */
 	_Atomic int io_waiters;     /* sleeping in wait_for_room() (writeback.c) */
@@ -31,23 +57,25 @@ struct pc_domain {
 	_Atomic bool kicked;        /* uncached writers want writeback */
 	_Atomic int nospace;        /* -ENOSPC/-EDQUOT met: new writes refused */
 	_Atomic bool want_free;     /* reclaim waits for clean memory */
-	bool stop;
 	/* What every file of the device shares, asked once (files_lock):
 	 * the largest file size, the direct-I/O alignment. */
 	bool probed;
 	int64_t max_bytes;
-	/* Its file system's mount point, opened when the domain was made
-	 * (fs_sync.c), or -1; whether data went through the kernel since. */
-	int fs_fd;
+	/* Whether data went through the kernel's page cache since the
+	 * domain was made (fs_sync.c). */
 	_Atomic bool kernel_written;
 	unsigned dio_off_align, dio_mem_align;
-	unsigned nthreads;
-	pthread_t *threads;
-	struct pc_ioq *ioq;
 };
 
+/* This process's part of d. */
+static inline struct pc_domain_proc *dproc(const struct pc_domain *d)
+{
+	return &d->procs[d->index];
+}
+
 /* The domain of device dev, made on first use (its I/O queue, flusher
- * threads and file system descriptor); under files_lock. */
+ * threads and file system descriptor); under files_lock.  0, -ENOMEM,
+ * -ENFILE (PC_MAX_DOMAINS devices already), or ioq_create's error. */
 HIDDEN int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out);
 /* Stop the flusher threads (their queues stay usable). */
 HIDDEN void domains_stop(struct pc_cache *c);

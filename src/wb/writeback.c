@@ -225,9 +225,8 @@ static void wb_done(struct pc_ioreq *io, ssize_t res)
 	atomic_fetch_sub(&d->inflight, (int64_t)io->len);
 	pace_io_end(m->c, io->len); /* pace.c's bandwidth */
 	if (atomic_load(&d->io_waiters)) {
-		leaf_lock(&d->lock);
-		pthread_cond_broadcast(&d->io_cv);
-		leaf_unlock(&d->lock);
+		atomic_fetch_add(&d->io_seq, 1);
+		shfutex_wake(&d->io_seq, INT_MAX);
 	}
 	int err = res < 0 ? (int)res : ((size_t)res < io->len ? -EIO : 0);
 	if (!err) {
@@ -294,13 +293,19 @@ static void wait_for_room(struct pc_domain *d)
 	lock_check_may_wait(LOCK_TREE);
 	if (atomic_load(&d->inflight) < d->inflight_cap)
 		return;
-	ioq_flush(d->ioq); /* the writes it waits for may be ours, deferred */
-	leaf_lock(&d->lock);
+	ioq_flush(dproc(d)->ioq); /* the writes it waits for may be ours, deferred */
+	/* Registered, then the count read, then the room checked, all
+	 * sequentially consistent: a completion either finds the waiter and
+	 * bumps the count (and the wait returns at once), or ended before
+	 * the check saw the room.  The timeout is a backstop only. */
 	atomic_fetch_add(&d->io_waiters, 1);
-	while (atomic_load(&d->inflight) >= d->inflight_cap)
-		pthread_cond_wait(&d->io_cv, &d->lock);
+	for (;;) {
+		uint32_t seen = atomic_load(&d->io_seq);
+		if (atomic_load(&d->inflight) < d->inflight_cap)
+			break;
+		shfutex_wait_ms(&d->io_seq, seen, 100);
+	}
 	atomic_fetch_sub(&d->io_waiters, 1);
-	leaf_unlock(&d->lock);
 }
 
 static void req_submit(struct wb_req *r)
@@ -323,7 +328,7 @@ static void req_submit(struct wb_req *r)
 	/* Sent with the walk's next requests, in one system call: one batch
 	 * of device requests (one doorbell of a virtual disk) instead of one
 	 * each.  The walk flushes before it waits and when it ends. */
-	ioq_submit_defer(r->m->dom->ioq, &r->io);
+	ioq_submit_defer(dproc(r->m->dom)->ioq, &r->io);
 }
 
 /*
@@ -413,7 +418,7 @@ static void write_closed_run(struct pc_mapping *m, struct pc_folio *f, unsigned 
 		return;
 	/* An earlier direct write of these blocks may still be in flight: the
 	 * buffered write must not race it for the same pages. */
-	ioq_flush(m->dom->ioq);
+	ioq_flush(dproc(m->dom)->ioq);
 	folio_wait_clear(f, PF_WRITEBACK);
 	if (backing_write_tail(m, arena_data(m->c, f) + boff, pos, len) != 0)
 		return;
@@ -534,7 +539,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		/* Submit what we built before sleeping on a lock. */
 		req_submit(k->r);
 		k->r = NULL;
-		ioq_flush(m->dom->ioq);
+		ioq_flush(dproc(m->dom)->ioq);
 		folio_lock(f);
 		locked = true;
 	}
@@ -547,7 +552,7 @@ static void walk_folio(struct wb_walk *k, struct pc_folio *f)
 		if (mode & WB_SYNC) {
 			req_submit(k->r);
 			k->r = NULL;
-			ioq_flush(m->dom->ioq);
+			ioq_flush(dproc(m->dom)->ioq);
 			folio_wait_clear(f, PF_WRITEBACK);
 		} else {
 			ok = false;
@@ -653,7 +658,7 @@ int64_t writeback_some(struct pc_mapping *m, uint64_t start, uint64_t end, int m
 	if (hold_short)
 		run_close(&k, &run);
 	req_submit(k.r);
-	ioq_flush(m->dom->ioq);
+	ioq_flush(dproc(m->dom)->ioq);
 	return k.err ? k.err : k.submitted;
 }
 

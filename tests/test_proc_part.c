@@ -1,6 +1,9 @@
 /*
- * test_file_slots.c - a file's slot in the cache and the process's
- * descriptors at that slot (src/mem/file_slots.c, mproc in mapping.h).
+ * test_proc_part.c - what a process keeps of a cache apart from what the
+ * cache's processes share (docs/shared.md, sections 13 and 16): its
+ * descriptors of each file, at the file's slot (src/mem/file_slots.c,
+ * mproc in mapping.h), and its part of each write-back domain (flusher
+ * threads, I/O queue, file system descriptor: dproc in wb/flusher.h).
  *
  *   - slots_are_distinct_and_hold_the_open_descriptor: 2500 files open
  *     at once (three chunks of the process's table; fewer, but more than
@@ -9,11 +12,18 @@
  *     descriptor of that very file (same device and inode);
  *   - slot_is_freed_with_its_file: a file closed and unlinked leaves the
  *     cache (its closed mapping is swept): its slot's bit clears and its
- *     entry says "no descriptor"; a new file can take the slot.
+ *     entry says "no descriptor"; a new file can take the slot;
+ *   - domain_is_shared_and_its_threads_are_the_process_s: a file's
+ *     domain lives in the cache's segment (with the mappings), its
+ *     process part in the process's window (struct pc_proc) at the
+ *     domain's index, holding this process's I/O queue and flusher
+ *     threads; two files of one device share the domain.
  */
 #include "testutil.h"
 
 #include "api/internal.h"
+#include "mem/segment.h"
+#include "wb/flusher.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,7 +32,7 @@ static const char *dir;
 
 static void file_slots_setup(void)
 {
-	dir = test_dir("file_slots");
+	dir = test_dir("proc_part");
 }
 
 static void file_slots_teardown(void)
@@ -108,3 +118,38 @@ TEST_CASE(slot_is_freed_with_its_file)
 	REQUIRE(pc_close(h2) == 0);
 	REQUIRE(pc_cache_destroy(c) == 0);
 }
+
+static bool in_segment(struct pc_cache *c, const void *p)
+{
+	const struct pc_segment *seg = cache_proc(c)->seg;
+	uintptr_t base = (uintptr_t)segment_base(seg);
+	return (uintptr_t)p >= base && (uintptr_t)p < base + segment_size(seg);
+}
+
+TEST_CASE(domain_is_shared_and_its_threads_are_the_process_s)
+{
+	struct pc_config cfg = tu_config(16ull << 20);
+	cfg.writeback_threads = 2;
+	struct pc_cache *c = tu_cache_new(&cfg);
+	struct pc_file *a = tu_open_new(c, dir, "a");
+	struct pc_file *b = tu_open_new(c, dir, "b");
+	struct pc_domain *d = a->m->dom;
+	CHECK(b->m->dom == d);
+	CHECK(in_segment(c, d));
+	CHECK(in_segment(c, a->m));
+	CHECK(d->index < PC_MAX_DOMAINS);
+	CHECK(d->procs == cache_proc(c)->domains);
+	struct pc_domain_proc *dp = dproc(d);
+	CHECK((void *)dp >= (void *)cache_proc(c) && (void *)dp < (void *)c); /* the window */
+	CHECK(dp->ioq != NULL);
+	CHECK(dp->nthreads == 2);
+	CHECK(!dp->stop);
+	/* The flushers run: a write left alone is written back by them. */
+	REQUIRE(pc_pwrite(a, "flushed", 7, 0, 0) == 7);
+	REQUIRE(pc_flush(a, 0) == 0);
+	CHECK(TU_POLL(tu_stats(c).dirty_bytes == 0, 10000));
+	REQUIRE(pc_close(a) == 0);
+	REQUIRE(pc_close(b) == 0);
+	REQUIRE(pc_cache_destroy(c) == 0);
+}
+
