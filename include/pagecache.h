@@ -151,6 +151,12 @@ PC_API void pc_config_init(struct pc_config *cfg);
  * back memory_limit, or an allocation failed).  See pc_cache_new(3). */
 PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 
+/* The cache's settings, every default resolved (what the cache uses: a 0
+ * asked for becomes the value it stands for), into *cfg.  Returns 0, or
+ * -1/errno: EINVAL (NULL c or cfg), EPERM (a child of fork()).  See
+ * pc_cache_config(3). */
+PC_API int pc_cache_config(struct pc_cache *c, struct pc_config *cfg);
+
 /* Write back all dirty data (closed files too), close open files, stop the
  * threads and free the cache, even on error.  Failed write-back is not
  * retried.  Returns 0, or -1/errno: EINVAL (NULL), the first write error

@@ -1,7 +1,8 @@
 /*
  * test_api_misuse_config.c - pc_cache_new with each pc_config field out of
  * its documented range fails with EINVAL (include/pagecache.h), at the
- * bounds it makes a cache, and NULL gives the defaults.
+ * bounds it makes a cache, and NULL gives the defaults; pc_cache_config
+ * reads the settings back resolved.
  *
  * Each case is a table of rows (api_misuse_util.h), each row one or two
  * fields set on top of the small cache's configuration and the expected
@@ -231,12 +232,66 @@ TEST_CASE(unbounded_fields_take_any_value)
 }
 
 
-/* pc_cache_new(NULL): a cache with the defaults. */
+/* pc_cache_new(NULL): a cache with the defaults, which pc_cache_config
+ * reads back resolved (pagecache.h's comments on struct pc_config). */
 TEST_CASE(null_config_gives_defaults)
 {
 	errno = 0;
 	struct pc_cache *d = pc_cache_new(NULL);
-	CHECK(d != NULL);
-	if (d)
-		CHECK(pc_cache_destroy(d) == 0);
+	REQUIRE(d != NULL);
+	struct pc_config cfg;
+	memset(&cfg, 0xff, sizeof(cfg));
+	CHECK(pc_cache_config(d, &cfg) == 0);
+	CHECK(cfg.memory_limit == 256 * MiB);
+	CHECK(cfg.max_folio_size == 256 * KiB);
+	CHECK(cfg.block_size == 0); /* from each file */
+	CHECK(cfg.dirty_limit_bytes == cfg.memory_limit / 5);
+	CHECK(cfg.dirty_background_bytes == cfg.dirty_limit_bytes / 2);
+	CHECK(cfg.dirty_expire_ms == 3000);
+	CHECK(cfg.writeback_threads == 1);
+	CHECK(cfg.queue_depth == 64);
+	CHECK(cfg.max_io_bytes == MiB);
+	CHECK(cfg.readahead_max_bytes == 8 * MiB);
+	CHECK(cfg.uncached_kick_bytes == 8 * MiB);
+	CHECK(cfg.edge_expire_ms == 5000);
+	CHECK(cfg.edge_budget_bytes == cfg.memory_limit / 4);
+	CHECK(cfg.max_closed_files > 0);
+	CHECK(cfg.flags == 0);
+	CHECK(pc_cache_destroy(d) == 0);
+}
+
+/* What pc_cache_config reads back is what the cache made of the fields
+ * given: rounded and lowered as pc_cache_new(3) says, the rest as given. */
+TEST_CASE(config_reads_back_resolved_settings)
+{
+	struct pc_config in;
+	pc_config_init(&in);
+	in.memory_limit = 16 * MiB + 4097;
+	in.max_folio_size = 64 * KiB;
+	in.readahead_max_bytes = SIZE_MAX;
+	in.uncached_kick_bytes = SIZE_MAX;
+	in.queue_depth = 8;
+	in.flags = PC_CFG_NO_IO_URING;
+	struct pc_cache *c = pc_cache_new(&in);
+	REQUIRE(c != NULL);
+	struct pc_config cfg;
+	CHECK(pc_cache_config(c, &cfg) == 0);
+	CHECK(cfg.memory_limit == 16 * MiB + 4096); /* whole pages */
+	CHECK(cfg.max_folio_size == 64 * KiB);
+	CHECK(cfg.readahead_max_bytes == cfg.memory_limit / 4);
+	CHECK(cfg.uncached_kick_bytes == cfg.dirty_background_bytes / 2);
+	CHECK(cfg.queue_depth == 8);
+	CHECK(cfg.flags == PC_CFG_NO_IO_URING);
+	/* A cache made from what it reads back has the same settings. */
+	struct pc_cache *again = pc_cache_new(&cfg);
+	REQUIRE(again != NULL);
+	struct pc_config cfg2;
+	CHECK(pc_cache_config(again, &cfg2) == 0);
+	CHECK(memcmp(&cfg, &cfg2, sizeof(cfg)) == 0);
+	errno = 0;
+	CHECK(pc_cache_config(NULL, &cfg) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(pc_cache_config(c, NULL) == -1 && errno == EINVAL);
+	CHECK(pc_cache_destroy(again) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
 }

@@ -149,6 +149,8 @@ static void child_inherited_calls_fail(struct pc_cache *c, struct pc_file *f, co
 	CHILD_CHECK(FAILS_EPERM(pc_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)));
 	CHILD_CHECK(FAILS_EPERM(pc_size(f)));
 	CHILD_CHECK(FAILS_EPERM(pc_fadvise(f, 0, 0, POSIX_FADV_DONTNEED)));
+	struct pc_config cfg;
+	CHILD_CHECK(FAILS_EPERM(pc_cache_config(c, &cfg)));
 	errno = 0;
 	CHILD_CHECK(pc_open(c, parent_file, O_RDONLY, 0) == NULL && errno == EPERM);
 	struct pc_stats st;

@@ -329,6 +329,20 @@ static uint64_t ld_pos(_Atomic int64_t *x)
 	return v > 0 ? (uint64_t)v : 0;
 }
 
+int pc_cache_config(struct pc_cache *c, struct pc_config *cfg)
+{
+	if (!c || !cfg) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (cache_inherited(c)) {
+		errno = EPERM;
+		return -1;
+	}
+	*cfg = c->cfg;
+	return 0;
+}
+
 void pc_cache_stats(struct pc_cache *c, struct pc_stats *s)
 {
 	if (!s)
