@@ -5,11 +5,11 @@
  *     four more (which add to `shared`) each add to one counter; the sum
  *     is exact, and a slot keeps its count when its thread ends.
  *   - processes_share_with_atomic_adds (not under TSan, which cannot
- *     follow processes): a counter in MAP_SHARED memory with atomic_adds
- *     set, as a shared cache's are, counted by two processes of four
+ *     follow processes): a counter in MAP_SHARED memory made atomic
+ *     (counter_make_atomic), as a shared cache's are, counted by two processes of four
  *     threads each.  Slot numbers are per process, so the two processes'
  *     threads own the same slots; the sum must still be exact.  (Without
- *     atomic_adds the plain adds lose counts, but not in every run: that
+ *     it the plain adds lose counts, but not in every run: that
  *     side is not a test.)
  */
 #include "testutil.h"
@@ -63,7 +63,7 @@ TEST_CASE(processes_share_with_atomic_adds)
 		TEST_SKIP_UNSUPPORTED("ThreadSanitizer cannot follow processes");
 	struct pc_counter *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(c != MAP_FAILED);
-	c->atomic_adds = true;
+	counter_make_atomic(c);
 	pid_t pid = tu_fork_alone(60);
 	if (pid == 0) {
 		run_threads(c, 4);

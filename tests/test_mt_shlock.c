@@ -12,6 +12,16 @@
  *     sleep on the futex (the case checks that they did).  Under TSan the
  *     case must be clean: the annotations order each holder after the
  *     previous one as a mutex would.
+ *   - threads_as_slots_share_plain_data_prefer_readers: the same with a
+ *     counted lock whose readers pass a waiting writer
+ *     (shrwlock_init_prefer_readers, the SHLOCK_DRAINED handshake);
+ *   - readers_pass_a_waiting_writer: with a reader holding the lock and a
+ *     writer waiting, a reader-preferring lock lets the same slot read
+ *     again and another slot read; a writer-preferring one refuses the
+ *     new reader; the writer gets the lock once the reads are gone;
+ *   - prefer_readers_writer_excludes_readers: a reader-preferring lock's
+ *     writer holds it exclusively (SHLOCK_DRAINED set), a failed try of
+ *     the write lock leaves no bit behind.
  *   - tsan_sees_bugs_under_shared_locks (TSan builds only): the annotations
  *     matter.  The program runs itself twice with a bug planted: two
  *     readers writing one variable under a read lock, and two mutexes
@@ -52,14 +62,22 @@ struct area {
 	_Atomic uint64_t bad_reads, not_held, mutex_slept, rw_slept;
 };
 
-static struct area *area_new(void)
+static struct area *area_new_as(bool prefer_readers)
 {
 	struct area *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(a != MAP_FAILED);
 	slots_init(&a->slots);
 	shmutex_init(&a->mutex);
-	shrwlock_init(&a->rw);
+	if (prefer_readers)
+		shrwlock_init_prefer_readers(&a->rw);
+	else
+		shrwlock_init(&a->rw);
 	return a;
+}
+
+static struct area *area_new(void)
+{
+	return area_new_as(false);
 }
 
 /* A thread as a process: its own slot and pidfds. */
@@ -201,11 +219,11 @@ static void *slot_main(void *arg)
 	return NULL;
 }
 
-TEST_CASE(threads_as_slots_share_plain_data)
+static void threads_as_slots(bool prefer_readers)
 {
 	const int iters = TU_TSAN ? 10000 : 20000;
 	uint64_t seed = test_seed(tu_case_name(), 0x73686c6f636bull);
-	struct area *a = area_new();
+	struct area *a = area_new_as(prefer_readers);
 	struct slot_thread t[THREADS];
 	for (int i = 0; i < THREADS; i++) {
 		t[i] = (struct slot_thread){ .a = a, .seed = seed * THREADS + (uint64_t)i + 1, .iters = iters };
@@ -231,6 +249,103 @@ TEST_CASE(threads_as_slots_share_plain_data)
 	CHECK(atomic_load(&a->mutex_slept));
 	CHECK(atomic_load(&a->rw_slept));
 	CHECK(atomic_load(&a->mutex.word) == 0 && atomic_load(&a->rw.word) == 0);
+	munmap(a, sizeof(*a));
+}
+
+TEST_CASE(threads_as_slots_share_plain_data)
+{
+	threads_as_slots(false);
+}
+
+/* The same with a lock whose readers pass a waiting writer (the
+ * SHLOCK_DRAINED handshake instead of the owner). */
+TEST_CASE(threads_as_slots_share_plain_data_prefer_readers)
+{
+	threads_as_slots(true);
+}
+
+struct waiting_writer {
+	struct area *a;
+	pthread_t thread;
+	_Atomic int done;
+};
+
+static void *writer_main(void *arg)
+{
+	struct waiting_writer *w = arg;
+	struct slot_thread t = { .a = w->a };
+	slot_attach(&t);
+	REQUIRE(shrwlock_wrlock(&w->a->rw, &t.cx) == 0);
+	w->a->pair[0] = w->a->pair[1] = 7;
+	shrwlock_wrunlock(&w->a->rw, &t.cx);
+	atomic_store(&w->done, 1);
+	slot_detach(&t);
+	return NULL;
+}
+
+/* A reader holds a reader-preferring lock and a writer waits for it:
+ * the reader takes it again (as a write span's thread reads its own file
+ * while a truncate waits), and a reader of another slot gets it too;
+ * once every read hold is gone the writer has it, and while it does
+ * (SHLOCK_DRAINED) readers are refused.  A writer-preferring lock refuses
+ * the new reader as soon as the writer waits. */
+TEST_CASE(readers_pass_a_waiting_writer)
+{
+	for (int prefer = 0; prefer < 2; prefer++) {
+		struct area *a = area_new_as(prefer);
+		struct slot_thread r1 = { .a = a }, r2 = { .a = a };
+		slot_attach(&r1);
+		slot_attach(&r2);
+		REQUIRE(shrwlock_rdlock(&a->rw, &r1.cx) == 0);
+		struct waiting_writer w = { .a = a };
+		REQUIRE(pthread_create(&w.thread, NULL, writer_main, &w) == 0);
+		CHECK(TU_POLL(shlock_word_owner(atomic_load(&a->rw.word)) >= 0, 10000));
+		CHECK(!atomic_load(&w.done));
+		if (prefer) {
+			REQUIRE(shrwlock_rdlock(&a->rw, &r1.cx) == 0); /* again: no wait */
+			CHECK(shrwlock_readers(&a->rw, r1.cx.self) == 2);
+			CHECK(shrwlock_tryrdlock(&a->rw, &r2.cx) == 0);
+			shrwlock_rdunlock(&a->rw, &r2.cx);
+			shrwlock_rdunlock(&a->rw, &r1.cx);
+		} else {
+			CHECK(shrwlock_tryrdlock(&a->rw, &r2.cx) == -EBUSY);
+		}
+		CHECK(!atomic_load(&w.done));
+		shrwlock_rdunlock(&a->rw, &r1.cx);
+		REQUIRE(pthread_join(w.thread, NULL) == 0);
+		CHECK(a->pair[0] == 7 && a->pair[1] == 7);
+		CHECK(atomic_load(&a->rw.word) == 0);
+		REQUIRE(shrwlock_tryrdlock(&a->rw, &r2.cx) == 0);
+		shrwlock_rdunlock(&a->rw, &r2.cx);
+		slot_detach(&r1);
+		slot_detach(&r2);
+		munmap(a, sizeof(*a));
+	}
+}
+
+/* While a reader-preferring lock's writer holds it, readers are refused
+ * (and wait), and they get it when it goes. */
+TEST_CASE(prefer_readers_writer_excludes_readers)
+{
+	struct area *a = area_new_as(true);
+	struct slot_thread wr = { .a = a }, rd = { .a = a };
+	slot_attach(&wr);
+	slot_attach(&rd);
+	REQUIRE(shrwlock_wrlock(&a->rw, &wr.cx) == 0);
+	CHECK(atomic_load(&a->rw.word) & SHLOCK_DRAINED);
+	CHECK(shrwlock_tryrdlock(&a->rw, &rd.cx) == -EBUSY);
+	CHECK(shrwlock_readers(&a->rw, rd.cx.self) == 0);
+	shrwlock_wrunlock(&a->rw, &wr.cx);
+	CHECK(!(atomic_load(&a->rw.word) & SHLOCK_DRAINED));
+	CHECK(shrwlock_tryrdlock(&a->rw, &rd.cx) == 0);
+	/* A try of the write lock under a read hold fails and leaves no bit. */
+	CHECK(shrwlock_trywrlock(&a->rw, &wr.cx) == -EBUSY);
+	CHECK(atomic_load(&a->rw.word) == 0);
+	shrwlock_rdunlock(&a->rw, &rd.cx);
+	CHECK(shrwlock_trywrlock(&a->rw, &wr.cx) == 0);
+	shrwlock_wrunlock(&a->rw, &wr.cx);
+	slot_detach(&wr);
+	slot_detach(&rd);
 	munmap(a, sizeof(*a));
 }
 

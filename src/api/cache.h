@@ -183,6 +183,10 @@ struct pc_cache {
 	_Atomic uint64_t folio_frees;
 	char folio_frees_pad_after[56];
 	_Atomic uint64_t st_throttle_waits, st_throttle_pauses, st_kicks, st_write_errors;
+	/* throttle.c: waits in the queue that ended by the wake of the
+	 * waiter ahead, not the timeout (for tests: a lost wake-up costs
+	 * only time, so it shows here) */
+	_Atomic uint64_t st_throttle_woken;
 	_Atomic uint64_t st_reserve_inline;
 	/* pace.c: write-back completed and bytes dirtied (all writers), the
 	 * last sample of both, and the estimates made from them (bytes/s) */

@@ -231,7 +231,7 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	m->max_bytes = (int64_t)round_down((uint64_t)max, m->block_size);
 	atomic_store(&m->reserve_end, (int64_t)round_up((uint64_t)st->st_size, m->block_size));
 	shmutex_init(&m->size_lock);
-	shrwlock_init(&m->inval_lock);
+	shrwlock_init_prefer_readers(&m->inval_lock);
 	shrwlock_init(&m->tree_lock);
 	shmutex_init(&m->advice_lock);
 	rt_init(&m->tree, &c->node_pool);

@@ -83,6 +83,12 @@ void counter_fork_child(void)
 		slot_taken[i] = i == counter_slot_plus1 - 1;
 }
 
+void counter_make_atomic(struct pc_counter *c)
+{
+	for (int i = 0; i < PC_COUNTER_SLOTS; i++)
+		c->slot[i].atomic_adds = true;
+}
+
 uint64_t counter_sum(struct pc_counter *c)
 {
 	uint64_t sum = atomic_load_explicit(&c->shared, memory_order_relaxed);

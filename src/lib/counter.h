@@ -19,21 +19,24 @@
  */
 #define PC_COUNTER_SLOTS 8
 struct pc_counter {
-	/* Set before the counter is used, read-only after: the slots are
-	 * added to atomically.  For a counter in memory that processes
-	 * share (a shared cache, docs/shared.md, section 3): slot numbers
-	 * are handed out per process, so threads of two processes may own
-	 * the same slot.  Its line is never written while counting, so the
-	 * check costs a load that stays in every CPU's cache. */
-	bool atomic_adds;
-	char pad_before[55];
+	char pad_before[56];
 	struct {
 		_Atomic uint64_t v;
-		char pad[56];
+		/* Set before the counter is used (counter_make_atomic),
+		 * read-only after: this slot is added to atomically.  For a
+		 * counter in memory that processes share (a shared cache,
+		 * docs/shared.md, section 3): slot numbers are handed out per
+		 * process, so threads of two processes may own the same slot.
+		 * In the slot's own line, which the add writes anyway: the
+		 * check costs nothing more. */
+		bool atomic_adds;
+		char pad[55];
 	} slot[PC_COUNTER_SLOTS];
 	_Atomic uint64_t shared;
 	char pad_after[56];
 };
+/* Before the counter is used: every add to it is atomic from now on. */
+HIDDEN void counter_make_atomic(struct pc_counter *c);
 /* This thread's slot (0..PC_COUNTER_SLOTS-1), or -1 when all are taken. */
 HIDDEN int counter_thread_slot(void);
 HIDDEN uint64_t counter_sum(struct pc_counter *c);
@@ -54,7 +57,7 @@ static inline void counter_add(struct pc_counter *c, uint64_t n)
 	int s = counter_slot_plus1 - 1;
 	if (__builtin_expect(s == -1, 0))
 		s = counter_thread_slot();
-	if (s >= 0 && !__builtin_expect(c->atomic_adds, 0)) {
+	if (s >= 0 && !__builtin_expect(c->slot[s].atomic_adds, 0)) {
 		_Atomic uint64_t *v = &c->slot[s].v;
 		atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
 	} else if (s >= 0) {

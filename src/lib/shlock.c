@@ -341,6 +341,24 @@ static bool no_readers(struct pc_shrwlock *rw)
 	return true;
 }
 
+/* A lock that lets readers past a waiting writer: the writer that saw no
+ * reader says so in the word (SHLOCK_DRAINED) and looks at the counts
+ * again.  Either a reader that counted itself meanwhile sees the bit and
+ * backs off, or the writer sees its count, takes the bit back and waits
+ * on (both sides sequentially consistent, as Dekker's).  True: the bit is
+ * set and no reader came past it.  Writer-preferring locks need no bit:
+ * their readers back off from the owner itself. */
+static bool drained(struct pc_shrwlock *rw)
+{
+	if (!rw->prefer_readers)
+		return true;
+	atomic_fetch_or_explicit(&rw->word, SHLOCK_DRAINED, memory_order_seq_cst);
+	if (no_readers(rw))
+		return true;
+	atomic_fetch_and_explicit(&rw->word, ~SHLOCK_DRAINED, memory_order_seq_cst);
+	return false;
+}
+
 /* The caller holds the word: wait until no slot holds a read.  The drain
  * count is read before the counts, so a reader leaving after the look
  * changes it and the sleep does not begin (or ends).  The timeout only
@@ -350,8 +368,11 @@ static void wait_readers(struct pc_shrwlock *rw)
 {
 	for (;;) {
 		uint32_t d = atomic_load_explicit(&rw->drain, memory_order_seq_cst);
-		if (no_readers(rw))
-			return;
+		if (no_readers(rw)) {
+			if (drained(rw))
+				return;
+			continue; /* a reader came past before SHLOCK_DRAINED */
+		}
 		shfutex_wait_ms(&rw->drain, d, SHLOCK_CHECK_MS);
 	}
 }
@@ -361,9 +382,24 @@ void shrwlock_init(struct pc_shrwlock *rw)
 	atomic_init(&rw->word, 0);
 	atomic_init(&rw->tid, 0);
 	atomic_init(&rw->drain, 0);
+	rw->prefer_readers = 0;
 	for (unsigned i = 0; i < SLOTS_MAX / 8; i++)
 		atomic_init(&rw->readers[i], 0);
 	TSAN(__tsan_mutex_create(rw, 0));
+}
+
+void shrwlock_init_prefer_readers(struct pc_shrwlock *rw)
+{
+	shrwlock_init(rw);
+	rw->prefer_readers = 1;
+}
+
+/* The word bits that send a reader away: a writer that holds the lock
+ * (or, for a writer-preferring lock, one that waits for it too), and a
+ * repair that is due. */
+static uint32_t reader_stop_bits(const struct pc_shrwlock *rw)
+{
+	return (rw->prefer_readers ? SHLOCK_DRAINED : SHLOCK_OWNER_MASK) | SHLOCK_INCONSISTENT;
 }
 
 /* The write lock and its release, without the annotations (the public
@@ -400,7 +436,7 @@ int shrwlock_trywrlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 {
 	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_lock));
 	int r = word_try(&rw->word, cx);
-	if (r != -EBUSY && !no_readers(rw)) {
+	if (r != -EBUSY && !(no_readers(rw) && drained(rw))) {
 		/* Readers hold it: give the word back, waking the readers
 		 * that backed off meanwhile. */
 		rw_wrunlock(rw, cx);
@@ -431,7 +467,7 @@ static int rw_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 	for (;;) {
 		count_up(rw, cx);
 		uint32_t w = atomic_load_explicit(&rw->word, memory_order_seq_cst);
-		if (!(w & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)))
+		if (!(w & reader_stop_bits(rw)))
 			return 0;
 		count_down(rw, cx);
 		if (!(w & SHLOCK_OWNER_MASK)) {
@@ -472,7 +508,7 @@ int shrwlock_tryrdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 	TSAN(__tsan_mutex_pre_lock(rw, __tsan_mutex_try_read_lock));
 	int r = 0;
 	count_up(rw, cx);
-	if (atomic_load_explicit(&rw->word, memory_order_seq_cst) & (SHLOCK_OWNER_MASK | SHLOCK_INCONSISTENT)) {
+	if (atomic_load_explicit(&rw->word, memory_order_seq_cst) & reader_stop_bits(rw)) {
 		count_down(rw, cx);
 		r = -EBUSY;
 	}

@@ -23,6 +23,8 @@
  *               unlock that finds it wakes them
  *   bit  9      SHLOCK_INCONSISTENT: an owner died holding the lock; the
  *               structure it protects may be half changed
+ *   bit 10      SHLOCK_DRAINED (counted locks made with
+ *               shrwlock_init_prefer_readers): the writer saw no reader
  *
  * Waiting.  A waiter sets SHLOCK_WAITERS and sleeps on the word with
  * FUTEX_WAIT (shared, without FUTEX_PRIVATE_FLAG: the word is in shared
@@ -160,6 +162,7 @@
 #define SHLOCK_OWNER_MASK 0xffu
 #define SHLOCK_WAITERS 0x100u
 #define SHLOCK_INCONSISTENT 0x200u
+#define SHLOCK_DRAINED 0x400u /* a reader-preferring lock's writer saw no reader */
 
 /* The locker: in the caller's memory, set up once per process and slot
  * table (several threads may share one). */
@@ -178,6 +181,7 @@ struct pc_shrwlock {
 	_Atomic uint32_t word;                   /* the writer, as a mutex's word */
 	_Atomic uint32_t tid;                    /* the writer's thread, as a mutex's */
 	_Atomic uint32_t drain;                  /* readers leaving while a writer waits */
+	uint32_t prefer_readers;                 /* set at init: readers pass a waiting writer */
 	_Atomic uint64_t readers[SLOTS_MAX / 8]; /* byte s % 8 of [s / 8]: slot s's read holds */
 };
 
@@ -241,6 +245,12 @@ static inline void shmutex_lock_live(struct pc_shmutex *m, const struct pc_shloc
 /* ----------------------------------------------------------- counted shared lock */
 
 HIDDEN void shrwlock_init(struct pc_shrwlock *rw);
+/* A lock whose readers pass a writer that waits for the readers before
+ * it (as glibc's default rwlock), so that a thread holding a read lock
+ * may take another while a writer waits, and a writer may wait for ever
+ * while readers keep coming.  The writer sets SHLOCK_DRAINED once it saw
+ * no reader; readers back off from that bit, not from the owner. */
+HIDDEN void shrwlock_init_prefer_readers(struct pc_shrwlock *rw);
 /* 0: held for reading.  -EOWNERDEAD: held FOR WRITING, because the writer
  * died or left the lock inconsistent (repair, shrwlock_consistent,
  * shrwlock_wrunlock). */

@@ -186,9 +186,13 @@ static inline struct pc_mapping_proc *mproc(const struct pc_mapping *m)
 /*
  * The file's two counted shared locks (lib/shlock.h), taken only through
  * these so that checking builds record them and check the order above
- * (lib/check.h).  They favour writers: a reader waits behind a waiting
- * truncate, so no thread may take either for reading twice (the checking
- * builds' record refuses it).  One unlock for both kinds: this thread
+ * (lib/check.h).  inval_lock lets readers pass a waiting writer
+ * (shrwlock_init_prefer_readers, as glibc's rwlock did): a write span
+ * holds it for reading across its thread's other calls, which may read
+ * or write the same file while a truncate waits for the span.  tree_lock
+ * favours writers (a reader waits behind a waiting writer): it is never
+ * held across a call or a wait, and no thread takes it twice (the
+ * checking builds' record refuses that).  One unlock for both kinds: this thread
  * holds the lock for writing exactly when the writer word names its slot
  * and thread (shrwlock_wrheld).  A dead writer (-EOWNERDEAD) fails a
  * check until the recovery exists, as the cache's mutexes do (cache.h).

@@ -19,8 +19,10 @@
  * so a span is prepared and marked exactly as a pc_pwrite of its range.
  * Like pc_pwrite's copy it holds the file's inval_lock shared from begin to
  * end, so that truncate, punch and direct I/O, which take it exclusively,
- * come before or after the span, never in the middle.  (A pthread rwlock:
- * the thread that began the span ends it.)  It also holds a reference to
+ * come before or after the span, never in the middle.  (A counted shared
+ * lock that lets readers pass a waiting writer, mapping.h: the span's
+ * thread may read and write elsewhere in the file meanwhile.)  It also
+ * holds a reference to
  * the mapping, so the commit is safe after the handle is closed.
  *
  * A write span may end short (copied < len).  What the caller stored past

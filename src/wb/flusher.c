@@ -290,18 +290,19 @@ static int domain_proc_start(struct pc_domain *d)
 		err = -ENOMEM;
 		goto fail_ioq;
 	}
+	/* A thread that cannot be made leaves the domain with fewer
+	 * flushers, not none: the ones running stay (joining them here,
+	 * under files_lock, could wait for ever for a round that wants
+	 * files_lock). */
 	for (unsigned i = 0; i < c->cfg.writeback_threads; i++) {
 		err = -pthread_create(&dp->threads[i], NULL, flusher_main, d);
-		if (err) {
-			flushers_stop(d);
-			for (unsigned j = 0; j < i; j++)
-				pthread_join(dp->threads[j], NULL);
-			free(dp->threads);
-			goto fail_ioq;
-		}
+		if (err)
+			break;
 		dp->nthreads = i + 1;
 	}
-	return 0;
+	if (dp->nthreads)
+		return 0;
+	free(dp->threads);
 fail_ioq:
 	ioq_destroy(dp->ioq);
 fail:

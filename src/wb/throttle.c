@@ -193,6 +193,8 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 			cache_unlock(c, &c->throttle_lock);
 			shfutex_wait_ms(&w->wake, seen, 20);
 			cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
+			if (atomic_load_explicit(&w->wake, memory_order_relaxed) != seen)
+				atomic_fetch_add_explicit(&c->st_throttle_woken, 1, memory_order_relaxed);
 			continue;
 		}
 		/* First: wait for writeback to end somewhere (progress.c), not
