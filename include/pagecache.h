@@ -219,7 +219,7 @@ struct pc_span {
 		uint64_t off;
 		size_t len, save_off, save_len;
 		int flags;
-		unsigned state;
+		unsigned state, owner_generation;
 		unsigned char created, head_full, tail_full;
 	} priv;
 };

@@ -17,7 +17,12 @@
  *     domain lives in the cache's segment (with the mappings), its
  *     process part in the process's window (struct pc_proc) at the
  *     domain's index, holding this process's I/O queue and flusher
- *     threads; two files of one device share the domain.
+ *     threads; two files of one device share the domain;
+ *   - fork_child_handles_refused_without_the_cache: in a child of fork()
+ *     with nothing of the cache mapped (its window unmapped, as a shared
+ *     cache's child has none), calls on inherited handles and spans fail
+ *     with EPERM (pc_close and pc_read_end return) from the handle or
+ *     span alone.
  */
 #include "testutil.h"
 
@@ -25,6 +30,7 @@
 #include "mem/segment.h"
 #include "wb/flusher.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -32,6 +38,7 @@ static const char *dir;
 
 static void file_slots_setup(void)
 {
+	tu_exit_guard();
 	dir = test_dir("proc_part");
 }
 
@@ -150,6 +157,43 @@ TEST_CASE(domain_is_shared_and_its_threads_are_the_process_s)
 	CHECK(TU_POLL(tu_stats(c).dirty_bytes == 0, 10000));
 	REQUIRE(pc_close(a) == 0);
 	REQUIRE(pc_close(b) == 0);
+	REQUIRE(pc_cache_destroy(c) == 0);
+}
+
+#define FAILS_EPERM(expr) ((errno = 0, (expr) == -1) && errno == EPERM)
+
+TEST_CASE(fork_child_handles_refused_without_the_cache)
+{
+	struct pc_cache *c = tu_cache_of(16ull << 20);
+	struct pc_file *h = tu_open_new(c, dir, "forked");
+	char buf[4096];
+	memset(buf, 'f', sizeof(buf));
+	REQUIRE(pc_pwrite(h, buf, sizeof(buf), 0, 0) == (ssize_t)sizeof(buf));
+	struct pc_span sp;
+	REQUIRE(pc_read_begin(h, 0, 100, 0, &sp) == 100);
+	pid_t pid = tu_fork(30);
+	if (pid == 0) {
+		/* Nothing of the cache is left here: the segment is not
+		 * inherited, and now its window is gone too. */
+		if (munmap(cache_proc(c), CACHE_PROC_BYTES) != 0)
+			_exit(2);
+		int bad = 0;
+		bad += !FAILS_EPERM(pc_pread(h, buf, sizeof(buf), 0, 0));
+		bad += !FAILS_EPERM(pc_pwrite(h, buf, sizeof(buf), 0, 0));
+		bad += !FAILS_EPERM(pc_fsync(h));
+		bad += !FAILS_EPERM(pc_ftruncate(h, 0));
+		bad += !FAILS_EPERM(pc_lseek(h, 0, SEEK_END));
+		struct pc_stats st;
+		memset(&st, 0xff, sizeof(st));
+		pc_file_stats(h, &st);
+		bad += st.dirty_bytes != 0;
+		pc_read_end(&sp);
+		bad += pc_close(h) != 0;
+		_exit(bad ? 3 : 0);
+	}
+	CHECK(tu_wait_child(pid, 40) == 0);
+	pc_read_end(&sp);
+	REQUIRE(pc_close(h) == 0);
 	REQUIRE(pc_cache_destroy(c) == 0);
 }
 

@@ -76,7 +76,7 @@ static int handle_check(struct pc_file *h)
 {
 	if (!handle_ok(h))
 		return -EBADF;
-	return cache_inherited(h->c) ? -EPERM : 0;
+	return handle_inherited(h) ? -EPERM : 0;
 }
 
 /* handle_check, and the handle must be open for writing. */
@@ -121,6 +121,7 @@ struct pc_file *pc_openat(struct pc_cache *c, int dirfd, const char *path, int f
 		return NULL;
 	}
 	h->magic = PC_FILE_MAGIC;
+	h->owner_generation = forkgen_now();
 	h->accmode = flags & O_ACCMODE;
 	h->oflags = flags & (O_DSYNC | O_SYNC | O_DIRECT);
 	h->c = c;
@@ -214,7 +215,7 @@ int pc_close(struct pc_file *h)
 {
 	if (!handle_ok(h))
 		return (int)fail(-EBADF);
-	if (cache_inherited(h->c)) {
+	if (handle_inherited(h)) {
 		/* The child's copy: no writeback, no lock.  Its memory goes
 		 * with the cache's copy (pc_cache_destroy). */
 		h->magic = PC_FILE_CLOSED;
@@ -391,7 +392,7 @@ ssize_t pc_pread(struct pc_file *h, void *buf, size_t len, off_t off, int flags)
 	 * i_size.
 	 */
 	if (h && h->magic == PC_FILE_MAGIC && !(flags & ~(PC_DSYNC | PC_NOWAIT)) && off >= 0 && buf &&
-	    len - 1 < HIT_MAX_LEN && h->accmode != O_WRONLY && !(h->oflags & O_DIRECT) && !cache_inherited(h->c) &&
+	    len - 1 < HIT_MAX_LEN && h->accmode != O_WRONLY && !(h->oflags & O_DIRECT) && !handle_inherited(h) &&
 	    !__atomic_load_n(&h->m->noreuse, __ATOMIC_ACQUIRE)) {
 		ssize_t r = read_hit(h->m, buf, len, (uint64_t)off);
 		if (r > 0)
@@ -558,12 +559,19 @@ ssize_t pc_write_begin(struct pc_file *h, off_t off, size_t len, int flags, stru
 	return span_begin(h, off, len, flags, s, true);
 }
 
+/* A span begun before fork(), in the child: the folio is the parent's.
+ * Told by the span alone (a shared cache is not mapped in the child). */
+static bool span_inherited(const struct pc_span *s)
+{
+	return s->priv.owner_generation != forkgen_now();
+}
+
 void pc_read_end(struct pc_span *s)
 {
 	if (!s || (s->priv.state != SPAN_READ && s->priv.state != SPAN_EMPTY))
 		return;
 	/* In a child of fork() the folio is the parent's: nothing to drop. */
-	if (s->priv.state == SPAN_READ && !cache_inherited(s->priv.cache))
+	if (s->priv.state == SPAN_READ && !span_inherited(s))
 		span_read_end(s);
 	span_mark_ended(s);
 }
@@ -578,7 +586,7 @@ int pc_write_end(struct pc_span *s, size_t copied)
 		return (int)fail(-EINVAL); /* still open, if it was */
 	int err = 0;
 	if (state == SPAN_WRITE)
-		err = cache_inherited(s->priv.cache) ? -EPERM : span_write_end(s, copied);
+		err = span_inherited(s) ? -EPERM : span_write_end(s, copied);
 	span_mark_ended(s);
 	return err ? (int)fail(err) : 0;
 }

@@ -390,7 +390,7 @@ void pc_file_stats(struct pc_file *h, struct pc_stats *s)
 	if (!s)
 		return;
 	memset(s, 0, sizeof(*s));
-	if (!h || h->magic != PC_FILE_MAGIC || cache_inherited(h->c))
+	if (!h || h->magic != PC_FILE_MAGIC || handle_inherited(h))
 		return;
 	struct pc_mapping *m = h->m;
 	s->dev_read_ios = ld(&m->st_read_ios);

@@ -7,6 +7,7 @@
 #ifndef PC_HANDLE_H
 #define PC_HANDLE_H
 
+#include "lib/forkgen.h"
 #include "lib/util.h"
 
 struct pc_cache;
@@ -15,6 +16,11 @@ struct pc_mapping;
 #define PC_RA_HINTS 4 /* read ends a handle remembers (readahead_hinted) */
 struct pc_file {
 	uint32_t magic;
+	/* The process that opened it (lib/forkgen.h): a child of fork()'s
+	 * copy is refused by the handle alone, without reading the cache,
+	 * which a child does not have mapped when the cache is shared
+	 * (docs/shared.md, 2.7). */
+	unsigned owner_generation;
 	int accmode;       /* O_RDONLY / O_WRONLY / O_RDWR */
 	int oflags;        /* O_DSYNC / O_DIRECT from open */
 	struct pc_cache *c;
@@ -38,6 +44,12 @@ struct pc_file {
  * it fails with EBADF instead of using freed memory. */
 #define PC_FILE_MAGIC 0x70636631u  /* "pcf1" */
 #define PC_FILE_CLOSED 0x70636630u
+
+/* Is h a copy inherited through fork() (this process did not open it)? */
+static inline bool handle_inherited(const struct pc_file *h)
+{
+	return h->owner_generation != forkgen_now();
+}
 
 /* pc_cache_destroy: free every handle, open or in the quarantine
  * (api.c). */

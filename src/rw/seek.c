@@ -88,7 +88,7 @@ off_t pc_lseek(struct pc_file *h, off_t off, int whence)
 	off_t r = -1;
 	if (!h || h->magic != PC_FILE_MAGIC)
 		err = -EBADF;
-	else if (cache_inherited(h->c))
+	else if (handle_inherited(h))
 		err = -EPERM;
 	if (err) {
 		errno = -err;

@@ -35,6 +35,7 @@
 #include "mem/arena.h"
 #include "mem/block_state.h"
 #include "api/cache.h"
+#include "lib/forkgen.h"
 #include "mem/folio.h"
 #include "api/handle.h"
 #include "mem/mapping.h"
@@ -139,8 +140,8 @@ ssize_t span_read_begin(struct pc_file *h, uint64_t off, size_t len, int flags, 
 		lru_mark_accessed(f, foff, n, false);
 	s->data = arena_data(c, f) + foff;
 	s->len = n;
-	s->priv = (struct pc_span_private){ .cache = c, .folio = f, .off = off, .len = n, .flags = flags,
-					    .state = SPAN_READ };
+	s->priv = (struct pc_span_private){ .cache = c, .owner_generation = forkgen_now(), .folio = f, .off = off,
+					    .len = n, .flags = flags, .state = SPAN_READ };
 	return (ssize_t)n;
 }
 
@@ -237,7 +238,8 @@ ssize_t span_write_begin(struct pc_file *h, uint64_t off, size_t len, int flags,
 	inval_lock_shared(m);
 	err = write_folio_begin(&w, off, &wf);
 	if (!err) {
-		s->priv = (struct pc_span_private){ .cache = m->c, .mapping = m, .folio = wf.f, .off = off,
+		s->priv = (struct pc_span_private){ .cache = m->c, .owner_generation = forkgen_now(), .mapping = m,
+						    .folio = wf.f, .off = off,
 						    .len = wf.n, .flags = flags, .state = SPAN_WRITE,
 						    .created = wf.created, .head_full = wf.head_full,
 						    .tail_full = wf.tail_full };
