@@ -16,11 +16,19 @@
  *   - silent_client_does_not_hold_the_server: a client that connects and
  *     says nothing delays the next one by at most the server's timeout;
  *   - other_user_gets_eacces (as root): a process of another user is
- *     refused.
+ *     refused;
+ *   - squatter_of_another_user_is_not_trusted (as root): a server of
+ *     another user on the name gets no request through (EACCES);
+ *   - answer_with_two_descriptors_is_refused: a server that sends two
+ *     descriptors gets EPROTO and both are closed;
+ *   - fork_child_does_not_keep_the_name: after fork(), the parent's stop
+ *     frees the name though the child lives on.
  */
 #include "testutil.h"
 
 #include "lib/fdpass.h"
+
+#include <pthread.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -69,6 +77,7 @@ TEST_CASE(bad_names_einval)
 	CHECK(fdpass_request(NULL, 1, 1, 100) == -EINVAL);
 	CHECK(fdpass_request("", 1, 1, 100) == -EINVAL);
 	CHECK(fdpass_request(long_name, 1, 1, 100) == -EINVAL);
+	CHECK(fdpass_request("pagecache-test-fdpass-zero", 1, 1, 0) == -EINVAL); /* no timeout */
 }
 
 TEST_CASE(nobody_serves_econnrefused)
@@ -107,6 +116,27 @@ static int lookup_one(void *arg, uint64_t key, uint64_t gen)
 		return -ENOENT;
 	int fd = dup(o->fd);
 	return fd >= 0 ? fd : -errno;
+}
+
+/* A server on test_name(what) handing out /dev/null for (1, 1); *o must
+ * outlive it. */
+static struct pc_fdpass_server *serve_dev_null(struct one_fd *o, const char *what, const char **name)
+{
+	*o = (struct one_fd){ open("/dev/null", O_RDONLY), 1, 1 };
+	REQUIRE(o->fd >= 0);
+	*name = test_name(what);
+	struct pc_fdpass_server *s;
+	REQUIRE(fdpass_serve(*name, lookup_one, o, &s) == 0);
+	return s;
+}
+
+/* The abstract address of name, as fdpass.c makes it: its length. */
+static socklen_t abstract_addr_of(const char *name, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path + 1, name, strlen(name));
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
 }
 
 TEST_CASE(descriptor_shares_the_description_and_its_lock)
@@ -193,17 +223,14 @@ TEST_CASE(server_answers_in_turn)
 
 TEST_CASE(silent_client_does_not_hold_the_server)
 {
-	struct one_fd o = { open("/dev/null", O_RDONLY), 1, 1 };
-	REQUIRE(o.fd >= 0);
-	const char *name = test_name("silent");
-	struct pc_fdpass_server *s;
-	REQUIRE(fdpass_serve(name, lookup_one, &o, &s) == 0);
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	memcpy(sa.sun_path + 1, name, strlen(name));
+	struct one_fd o;
+	const char *name;
+	struct pc_fdpass_server *s = serve_dev_null(&o, "silent", &name);
+	struct sockaddr_un sa;
+	socklen_t len = abstract_addr_of(name, &sa);
 	int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	REQUIRE(silent >= 0);
-	REQUIRE(connect(silent, (struct sockaddr *)&sa,
-			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))) == 0);
+	REQUIRE(connect(silent, (struct sockaddr *)&sa, len) == 0);
 	/* The server gives up on the silent one after its timeout (1 s). */
 	uint64_t t0 = tu_now_ms();
 	int fd = fdpass_request(name, 1, 1, 10000);
@@ -248,3 +275,115 @@ TEST_CASE(other_user_gets_eacces)
 	fdpass_stop(s);
 	close(o.fd);
 }
+
+TEST_CASE(squatter_of_another_user_is_not_trusted)
+{
+	if (geteuid() != 0)
+		TEST_SKIP_UNSUPPORTED("needs root to run a process as another user");
+	const char *name = test_name("squat");
+	int go[2], done[2];
+	REQUIRE(pipe(go) == 0 && pipe(done) == 0);
+	pid_t pid = tu_fork_alone(30);
+	if (pid == 0) {
+		struct one_fd o = { open("/dev/null", O_RDONLY), 1, 1 };
+		struct pc_fdpass_server *s;
+		if (o.fd < 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0 ||
+		    fdpass_serve(name, lookup_one, &o, &s) != 0)
+			exit(2);
+		char c = 1;
+		REQUIRE(write(go[1], &c, 1) == 1);
+		REQUIRE(read(done[0], &c, 1) == 1);
+		fdpass_stop(s);
+		exit(0);
+	}
+	char c;
+	REQUIRE(read(go[0], &c, 1) == 1);
+	int before = open_fds();
+	CHECK(fdpass_request(name, 1, 1, 5000) == -EACCES);
+	CHECK(open_fds() == before);
+	REQUIRE(write(done[1], &c, 1) == 1);
+	CHECK(tu_wait_child(pid, 40) == 0);
+	close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+}
+
+/* A server of our own that answers "here it is" with two descriptors. */
+struct two_fd_server {
+	int sock;
+	pthread_t thread;
+};
+
+static void *two_fd_main(void *arg)
+{
+	struct two_fd_server *t = arg;
+	int conn = accept4(t->sock, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return NULL;
+	char rq[64];
+	(void)!recv(conn, rq, sizeof(rq), 0);
+	struct { uint32_t magic; int32_t err; } a = { 0x70636664u, 0 };
+	int fds[2] = { open("/dev/null", O_RDONLY), open("/dev/null", O_RDONLY) };
+	struct iovec iov = { &a, sizeof(a) };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	(void)!sendmsg(conn, &msg, MSG_NOSIGNAL);
+	close(fds[0]);
+	close(fds[1]);
+	close(conn);
+	return NULL;
+}
+
+TEST_CASE(answer_with_two_descriptors_is_refused)
+{
+	const char *name = test_name("two");
+	struct sockaddr_un sa;
+	socklen_t len = abstract_addr_of(name, &sa);
+	struct two_fd_server t = { .sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0) };
+	REQUIRE(t.sock >= 0);
+	REQUIRE(bind(t.sock, (struct sockaddr *)&sa, len) == 0);
+	REQUIRE(listen(t.sock, 4) == 0);
+	REQUIRE(pthread_create(&t.thread, NULL, two_fd_main, &t) == 0);
+	int before = open_fds();
+	CHECK(fdpass_request(name, 1, 1, 5000) == -EPROTO);
+	REQUIRE(pthread_join(t.thread, NULL) == 0);
+	CHECK(open_fds() == before); /* neither descriptor stayed here */
+	close(t.sock);
+}
+
+TEST_CASE(fork_child_does_not_keep_the_name)
+{
+	struct one_fd o;
+	const char *name;
+	struct pc_fdpass_server *s = serve_dev_null(&o, "fork", &name);
+	int done[2], ready[2];
+	REQUIRE(pipe(done) == 0 && pipe(ready) == 0);
+	pid_t pid = tu_fork(30);
+	if (pid == 0) {
+		/* The atfork handler ran before fork() returned here. */
+		char c = 1;
+		fdpass_stop(s); /* the inherited copy: freed, nothing joined */
+		if (write(ready[1], &c, 1) != 1)
+			_exit(3);
+		_exit(read(done[0], &c, 1) == 1 ? 0 : 2);
+	}
+	char c;
+	REQUIRE(read(ready[0], &c, 1) == 1);
+	fdpass_stop(s);
+	CHECK(fdpass_request(name, 1, 1, 2000) == -ECONNREFUSED);
+	REQUIRE(fdpass_serve(name, lookup_one, &o, &s) == 0); /* the name is free */
+	fdpass_stop(s);
+	REQUIRE(write(done[1], &c, 1) == 1);
+	CHECK(tu_wait_child(pid, 40) == 0);
+	close(done[0]), close(done[1]), close(ready[0]), close(ready[1]);
+	close(o.fd);
+}
+

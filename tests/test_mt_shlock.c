@@ -19,6 +19,9 @@
  *     writer waiting, a reader-preferring lock lets the same slot read
  *     again and another slot read; a writer-preferring one refuses the
  *     new reader; the writer gets the lock once the reads are gone;
+ *   - backed_off_reader_waits_for_the_bit_not_the_writer: a reader that
+ *     backed off from SHLOCK_DRAINED gets in once the bit goes, while
+ *     the writer still waits;
  *   - prefer_readers_writer_excludes_readers: a reader-preferring lock's
  *     writer holds it exclusively (SHLOCK_DRAINED set), a failed try of
  *     the write lock leaves no bit behind.
@@ -37,6 +40,7 @@
 #include "lib/shlock.h"
 #include "lib/slots.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -321,6 +325,51 @@ TEST_CASE(readers_pass_a_waiting_writer)
 		slot_detach(&r2);
 		munmap(a, sizeof(*a));
 	}
+}
+
+struct backed_off_reader {
+	struct area *a;
+	pthread_t thread;
+	_Atomic int got;
+};
+
+static void *backed_off_main(void *arg)
+{
+	struct backed_off_reader *r = arg;
+	struct slot_thread t = { .a = r->a };
+	slot_attach(&t);
+	REQUIRE(shrwlock_rdlock(&r->a->rw, &t.cx) == 0);
+	atomic_store(&r->got, 1);
+	shrwlock_rdunlock(&r->a->rw, &t.cx);
+	slot_detach(&t);
+	return NULL;
+}
+
+/* A reader of a reader-preferring lock that backed off from
+ * SHLOCK_DRAINED waits only for the bit, not for the writer: a writer
+ * that set the bit, saw a reader come past and took the bit back lets the
+ * reader in while it still waits (the reader that came past may be
+ * waiting for this one).  The writer's steps are played by hand here:
+ * the word names a live slot with the bit set, then the bit goes. */
+TEST_CASE(backed_off_reader_waits_for_the_bit_not_the_writer)
+{
+	struct area *a = area_new_as(true);
+	struct slot_thread w = { .a = a };
+	slot_attach(&w);
+	atomic_store(&a->rw.word, (w.cx.self + 1) | SHLOCK_DRAINED);
+	struct backed_off_reader r = { .a = a };
+	REQUIRE(pthread_create(&r.thread, NULL, backed_off_main, &r) == 0);
+	CHECK(TU_POLL(atomic_load(&a->rw.word) & SHLOCK_WAITERS, 10000)); /* it sleeps */
+	CHECK(!atomic_load(&r.got));
+	if (atomic_fetch_and(&a->rw.word, ~SHLOCK_DRAINED) & SHLOCK_WAITERS)
+		shfutex_wake(&a->rw.word, INT_MAX);
+	/* In while the word still names the writer. */
+	CHECK(TU_POLL(atomic_load(&r.got), 10000));
+	CHECK(shlock_word_owner(atomic_load(&a->rw.word)) == (int)w.cx.self);
+	REQUIRE(pthread_join(r.thread, NULL) == 0);
+	atomic_store(&a->rw.word, 0);
+	slot_detach(&w);
+	munmap(a, sizeof(*a));
 }
 
 /* While a reader-preferring lock's writer holds it, readers are refused

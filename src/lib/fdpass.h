@@ -39,16 +39,22 @@ typedef int (*fdpass_lookup_fn)(void *arg, uint64_t key, uint64_t gen);
 
 /* Serve on `name` from a thread of this process: 0, -EADDRINUSE (the name
  * is taken), -EINVAL (name empty or too long), or another negative errno.
- * The server belongs to this process: a child of fork() has no thread of
- * it, and must not stop it. */
+ * The server belongs to this process: in a child of fork() it is an
+ * inherited copy whose sockets the child closes as it starts (the name
+ * stays the parent's; until the child has run, a client may reach its
+ * copy and see the connection reset); fdpass_stop only frees such a
+ * copy. */
 HIDDEN int fdpass_serve(const char *name, fdpass_lookup_fn lookup, void *arg, struct pc_fdpass_server **out);
 /* Stop serving (the name is free when this returns) and free s. */
 HIDDEN void fdpass_stop(struct pc_fdpass_server *s);
 
 /* Ask the server on `name` for its descriptor of (key, gen), waiting at
- * most timeout_ms for it to answer: a new descriptor (close-on-exec), or
- * -ECONNREFUSED (nobody serves the name), -ETIMEDOUT, -EPROTO (a garbled
- * answer), or the server's -errno. */
+ * most timeout_ms (at least 1) in all: a new descriptor (close-on-exec),
+ * or -EINVAL (bad name, timeout 0), -ECONNREFUSED (nobody serves the
+ * name), -EACCES (the server is another user's: nothing taken from it),
+ * -ETIMEDOUT, -EPROTO (a garbled answer, or more than one descriptor:
+ * all closed), -EMFILE (no room here for the descriptor), or the
+ * server's -errno. */
 HIDDEN int fdpass_request(const char *name, uint64_t key, uint64_t gen, unsigned timeout_ms);
 
 #endif

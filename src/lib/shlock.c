@@ -123,16 +123,19 @@ static bool cas(_Atomic uint32_t *word, uint32_t *seen, uint32_t want)
  * owner lives.  Returns -EOWNERDEAD when the owner was dead and the word is
  * now the caller's (SHLOCK_INCONSISTENT set).  Once the word has no owner:
  * with `acquire`, takes it and returns 0 (-EOWNERDEAD if it was
- * inconsistent); without, returns 1 and leaves it be.
+ * inconsistent); without, returns 1 and leaves it be.  word_wait_while
+ * waits while any bit of `stop` is set instead (without `acquire`; the
+ * bits must imply an owner, whose life it checks): a reader of a
+ * reader-preferring lock waits only while SHLOCK_DRAINED is set.
  */
-static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, bool acquire)
+static int word_wait_while(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, bool acquire, uint32_t stop)
 {
 	uint32_t me = mine(cx);
 	bool slept = false;
 	uint64_t check_at = mono_ms() + SHLOCK_CHECK_MS;
 	for (;;) {
 		uint32_t w = atomic_load_explicit(word, memory_order_relaxed);
-		if (!(w & SHLOCK_OWNER_MASK)) {
+		if (!(w & stop)) {
 			if (!acquire)
 				return 1;
 			/* After a sleep others may sleep too: keep the bit, so
@@ -162,6 +165,11 @@ static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, boo
 		shfutex_wait_ms(word, w, check_at - now);
 		slept = true;
 	}
+}
+
+static int word_wait(_Atomic uint32_t *word, const struct pc_shlock_ctx *cx, bool acquire)
+{
+	return word_wait_while(word, cx, acquire, SHLOCK_OWNER_MASK);
 }
 
 /* Up to `spins` looks at the word for its owner to leave, taking it when
@@ -355,7 +363,11 @@ static bool drained(struct pc_shrwlock *rw)
 	atomic_fetch_or_explicit(&rw->word, SHLOCK_DRAINED, memory_order_seq_cst);
 	if (no_readers(rw))
 		return true;
-	atomic_fetch_and_explicit(&rw->word, ~SHLOCK_DRAINED, memory_order_seq_cst);
+	/* Readers that backed off from the bit wait for it to go (not for
+	 * the writer to leave: one of them may be what a reader that came
+	 * past waits for). */
+	if (atomic_fetch_and_explicit(&rw->word, ~SHLOCK_DRAINED, memory_order_seq_cst) & SHLOCK_WAITERS)
+		shfutex_wake(&rw->word, INT_MAX);
 	return false;
 }
 
@@ -478,7 +490,10 @@ static int rw_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx)
 			continue;
 		}
 		assert_not_own(&rw->word, &rw->tid, cx);
-		if (word_wait(&rw->word, cx, false) == -EOWNERDEAD) {
+		/* A reader-preferring lock's reader waits only while the
+		 * writer says it drained the readers. */
+		uint32_t stop = rw->prefer_readers && !(w & SHLOCK_INCONSISTENT) ? SHLOCK_DRAINED : SHLOCK_OWNER_MASK;
+		if (word_wait_while(&rw->word, cx, false, stop) == -EOWNERDEAD) {
 			/* The writer died: the word is ours, the lock for writing. */
 			tid_take(&rw->tid);
 			wait_readers(rw);

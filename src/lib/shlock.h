@@ -68,6 +68,12 @@
  *     writers are not starved), then waits until every slot's count is
  *     zero, sleeping on a second futex, `drain`, that readers leaving
  *     while a writer holds the word bump and wake.
+ *   - The reader-preferring kind (shrwlock_init_prefer_readers): readers
+ *     back off only from SHLOCK_DRAINED, which the writer sets once it
+ *     saw every count at zero, then looks at the counts again (and takes
+ *     the bit back, waking the readers that backed off, if one came
+ *     past).  A reader that backed off waits for the bit to go, not for
+ *     the writer to leave.  Writers may starve while readers keep coming.
  *   - Both sides' steps are sequentially consistent: a reader that missed
  *     the writer's word is seen by the writer's look at the counts.
  *   - A writer that died: a waiting writer or reader takes the word over
@@ -255,7 +261,8 @@ HIDDEN void shrwlock_init_prefer_readers(struct pc_shrwlock *rw);
  * died or left the lock inconsistent (repair, shrwlock_consistent,
  * shrwlock_wrunlock). */
 HIDDEN int shrwlock_rdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx);
-/* 0 held for reading, -EBUSY a writer holds or waits (or a repair is due). */
+/* 0 held for reading, -EBUSY a writer holds or waits (a reader-preferring
+ * lock: holds, SHLOCK_DRAINED), or a repair is due. */
 HIDDEN int shrwlock_tryrdlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx);
 HIDDEN void shrwlock_rdunlock(struct pc_shrwlock *rw, const struct pc_shlock_ctx *cx);
 /* 0, or -EOWNERDEAD: held for writing, the previous writer died.  Waits for
