@@ -22,7 +22,8 @@
  *     with nothing of the cache mapped (its window unmapped, as a shared
  *     cache's child has none), calls on inherited handles and spans fail
  *     with EPERM (pc_close and pc_read_end return) from the handle or
- *     span alone.
+ *     span alone, and calls on the cache itself (stats, config, open,
+ *     fault count, file info) from the process's list of segments.
  */
 #include "testutil.h"
 
@@ -189,6 +190,17 @@ TEST_CASE(fork_child_handles_refused_without_the_cache)
 		bad += st.dirty_bytes != 0;
 		pc_read_end(&sp);
 		bad += pc_close(h) != 0;
+		/* The cache's own calls ask the process's list of segments. */
+		memset(&st, 0xff, sizeof(st));
+		pc_cache_stats(c, &st);
+		bad += st.cached_bytes != 0;
+		struct pc_config cfg;
+		bad += !FAILS_EPERM(pc_cache_config(c, &cfg));
+		errno = 0;
+		bad += pc_open(c, "x", O_RDONLY, 0) != NULL || errno != EPERM;
+		bad += pc_fault_count(c, 1) != 0;
+		struct pc_file_info info;
+		bad += !FAILS_EPERM(pc_cache_file_info(c, 0, 0, &info));
 		_exit(bad ? 3 : 0);
 	}
 	CHECK(tu_wait_child(pid, 40) == 0);

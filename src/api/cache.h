@@ -17,6 +17,7 @@
 #include "lib/progress.h"
 #include "lib/radix.h"
 #include "lib/shlock.h"
+#include "mem/segment.h"
 #include "mem/mapping.h"
 #include "wb/flusher.h"
 #include "lib/util.h"
@@ -52,8 +53,6 @@ struct pc_proc {
 	 * radix pool, written ranges) point here: the same address, each
 	 * process's own slot. */
 	struct pc_shlock_ctx lockcx;
-	/* process.c: the process that owns it (cache_inherited) */
-	unsigned owner_generation;
 	bool use_uring;
 	/* arena.c: the background fault-in's thread */
 	pthread_t populate_thread;
@@ -214,9 +213,6 @@ struct pc_cache {
 	_Atomic uint64_t file_slot_bits[FILE_SLOTS / 64];
 };
 
-/* Is c a copy inherited through fork() (this process does not own it)?
- * Inline: every cache hit asks (api.c, pc_pread); every entry point of the
- * library asks, whichever layer it is in (forkgen.h). */
 /* The process's part of c: one page-rounded struct pc_proc, right below
  * c in the memory cache.c maps for the two. */
 #define CACHE_PROC_BYTES (((sizeof(struct pc_proc) + PC_PAGE_SIZE - 1) / PC_PAGE_SIZE) * PC_PAGE_SIZE)
@@ -268,9 +264,14 @@ static inline void cache_unlock_at(const struct pc_cache *c, struct pc_shmutex *
 #define files_lock(c) cache_lock((c), &(c)->files_lock, LOCK_FILES)
 #define files_unlock(c) cache_unlock((c), &(c)->files_lock)
 
+/* Is c a copy inherited through fork()?  Asked of the process's list of
+ * segments, not of the cache: a child has no shared cache's memory
+ * mapped, not even the window (docs/shared.md, 2.7).  For the calls on
+ * the cache itself; handle and span calls ask the handle or span
+ * (handle_inherited, span_inherited), which costs one load. */
 static inline bool cache_inherited(const struct pc_cache *c)
 {
-	return cache_proc(c)->owner_generation != forkgen_now();
+	return segment_inherited_at(c);
 }
 
 #endif

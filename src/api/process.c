@@ -64,7 +64,7 @@ void process_claim(struct pc_cache *c)
 {
 	pthread_once(&atfork_once, register_atfork);
 	counter_init(); /* here, not at a first count that could follow a fork */
-	cache_proc(c)->owner_generation = forkgen_now();
+	(void)c;
 }
 
 static void free_handle_list(struct pc_file *h, bool closed_list)

@@ -9,7 +9,8 @@
 #include "api/cache.h"
 #include "lib/util.h"
 
-/* Record that the calling process owns c (pc_cache_new). */
+/* The process's fork handling and counters, set up for c (pc_cache_new);
+ * whose c is, the list of segments says (cache_inherited). */
 HIDDEN void process_claim(struct pc_cache *c);
 /* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
 HIDDEN void cache_free_inherited(struct pc_cache *c);

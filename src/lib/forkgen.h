@@ -1,8 +1,9 @@
 /*
  * forkgen.h - which process this is: a generation that the child of every
- * fork() bumps (process.c's atfork handler calls forkgen_child).  A cache
- * records the generation it was made in, so a child can tell a copy it
- * inherited from one it made (cache_inherited, api/cache.h) with one load.
+ * fork() bumps (process.c's atfork handler calls forkgen_child).  A
+ * handle and a span record the generation they were made in, so a child
+ * can tell a copy it inherited from one it made (handle_inherited,
+ * span_inherited in api/) with one load.
  */
 #ifndef PC_FORKGEN_H
 #define PC_FORKGEN_H

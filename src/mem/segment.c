@@ -107,6 +107,20 @@ static void reg_add(struct pc_segment *s)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+bool segment_inherited_at(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	bool inherited = false;
+	pthread_mutex_lock(&reg_lock);
+	for (struct pc_segment *s = reg_head; s; s = s->next)
+		if (a >= (uintptr_t)s->hdr && a - (uintptr_t)s->hdr < s->size) {
+			inherited = atomic_load(&s->inherited);
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	return inherited;
+}
+
 static void reg_del(struct pc_segment *s)
 {
 	pthread_mutex_lock(&reg_lock);

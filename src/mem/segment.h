@@ -229,6 +229,13 @@ static inline const void *segment_config(const struct pc_segment *s, size_t *len
 	return (const char *)s->hdr + s->hdr->config_off;
 }
 
+/* Is addr inside a segment this process holds as an inherited copy (in a
+ * child of fork(), before the copy is detached)?  False for a segment of
+ * its own, and for an address in none.  Reads only the process's list of
+ * its segments (never the segment, which a child does not have mapped):
+ * under a mutex, for calls that are not on a data path. */
+HIDDEN bool segment_inherited_at(const void *addr);
+
 /* A child of fork(): drop its copy of an inherited segment's window
  * (segment_private's address and the window's bytes, read before). */
 HIDDEN void segment_window_forget(void *window, size_t bytes);
