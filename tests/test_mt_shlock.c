@@ -268,21 +268,29 @@ TEST_CASE(threads_as_slots_share_plain_data_prefer_readers)
 	threads_as_slots(true);
 }
 
-struct waiting_writer {
+/* A thread of a slot of its own that takes the counted lock once (for
+ * writing: and sets the pair to 7), then says it is done. */
+struct one_lock {
 	struct area *a;
+	bool write;
 	pthread_t thread;
 	_Atomic int done;
 };
 
-static void *writer_main(void *arg)
+static void *one_lock_main(void *arg)
 {
-	struct waiting_writer *w = arg;
-	struct slot_thread t = { .a = w->a };
+	struct one_lock *o = arg;
+	struct slot_thread t = { .a = o->a };
 	slot_attach(&t);
-	REQUIRE(shrwlock_wrlock(&w->a->rw, &t.cx) == 0);
-	w->a->pair[0] = w->a->pair[1] = 7;
-	shrwlock_wrunlock(&w->a->rw, &t.cx);
-	atomic_store(&w->done, 1);
+	if (o->write) {
+		REQUIRE(shrwlock_wrlock(&o->a->rw, &t.cx) == 0);
+		o->a->pair[0] = o->a->pair[1] = 7;
+		shrwlock_wrunlock(&o->a->rw, &t.cx);
+	} else {
+		REQUIRE(shrwlock_rdlock(&o->a->rw, &t.cx) == 0);
+		shrwlock_rdunlock(&o->a->rw, &t.cx);
+	}
+	atomic_store(&o->done, 1);
 	slot_detach(&t);
 	return NULL;
 }
@@ -301,8 +309,8 @@ TEST_CASE(readers_pass_a_waiting_writer)
 		slot_attach(&r1);
 		slot_attach(&r2);
 		REQUIRE(shrwlock_rdlock(&a->rw, &r1.cx) == 0);
-		struct waiting_writer w = { .a = a };
-		REQUIRE(pthread_create(&w.thread, NULL, writer_main, &w) == 0);
+		struct one_lock w = { .a = a, .write = true };
+		REQUIRE(pthread_create(&w.thread, NULL, one_lock_main, &w) == 0);
 		CHECK(TU_POLL(shlock_word_owner(atomic_load(&a->rw.word)) >= 0, 10000));
 		CHECK(!atomic_load(&w.done));
 		if (prefer) {
@@ -327,24 +335,6 @@ TEST_CASE(readers_pass_a_waiting_writer)
 	}
 }
 
-struct backed_off_reader {
-	struct area *a;
-	pthread_t thread;
-	_Atomic int got;
-};
-
-static void *backed_off_main(void *arg)
-{
-	struct backed_off_reader *r = arg;
-	struct slot_thread t = { .a = r->a };
-	slot_attach(&t);
-	REQUIRE(shrwlock_rdlock(&r->a->rw, &t.cx) == 0);
-	atomic_store(&r->got, 1);
-	shrwlock_rdunlock(&r->a->rw, &t.cx);
-	slot_detach(&t);
-	return NULL;
-}
-
 /* A reader of a reader-preferring lock that backed off from
  * SHLOCK_DRAINED waits only for the bit, not for the writer: a writer
  * that set the bit, saw a reader come past and took the bit back lets the
@@ -357,14 +347,14 @@ TEST_CASE(backed_off_reader_waits_for_the_bit_not_the_writer)
 	struct slot_thread w = { .a = a };
 	slot_attach(&w);
 	atomic_store(&a->rw.word, (w.cx.self + 1) | SHLOCK_DRAINED);
-	struct backed_off_reader r = { .a = a };
-	REQUIRE(pthread_create(&r.thread, NULL, backed_off_main, &r) == 0);
+	struct one_lock r = { .a = a, .write = false };
+	REQUIRE(pthread_create(&r.thread, NULL, one_lock_main, &r) == 0);
 	CHECK(TU_POLL(atomic_load(&a->rw.word) & SHLOCK_WAITERS, 10000)); /* it sleeps */
-	CHECK(!atomic_load(&r.got));
+	CHECK(!atomic_load(&r.done));
 	if (atomic_fetch_and(&a->rw.word, ~SHLOCK_DRAINED) & SHLOCK_WAITERS)
 		shfutex_wake(&a->rw.word, INT_MAX);
 	/* In while the word still names the writer. */
-	CHECK(TU_POLL(atomic_load(&r.got), 10000));
+	CHECK(TU_POLL(atomic_load(&r.done), 10000));
 	CHECK(shlock_word_owner(atomic_load(&a->rw.word)) == (int)w.cx.self);
 	REQUIRE(pthread_join(r.thread, NULL) == 0);
 	atomic_store(&a->rw.word, 0);

@@ -260,7 +260,7 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	cache_proc(c)->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
 #endif
 	c->start_ms = now_ms();
-	process_claim(c);
+	process_setup();
 	if ((c->cfg.flags & PC_CFG_FLUSH_AT_EXIT) && (err = process_flush_at_exit(c)) != 0) {
 		pc_cache_destroy(c);
 		errno = -err;

@@ -12,7 +12,6 @@
 #define PC_CACHE_H
 
 #include "lib/counter.h"
-#include "lib/forkgen.h"
 #include "mem/folio.h"
 #include "lib/progress.h"
 #include "lib/radix.h"
@@ -225,10 +224,8 @@ static inline struct pc_proc *cache_proc(const struct pc_cache *c)
 /*
  * The cache's locks (lib/shlock.h: in the segment, owned by process
  * slots) at their levels of the lock order (lib/check.h), recorded in
- * the checking builds.  Until the recovery of a dead process's locks is
- * written (docs/shared.md, section 9, step 5), a lock call that finds its
- * owner dead fails a check: only shared caches' other processes can die
- * holding one, and there are none yet.
+ * the checking builds.  A lock call that finds its owner dead fails a
+ * check until the recovery exists (shlock_owner_lives).
  */
 static inline const struct pc_shlock_ctx *cache_lockcx(const struct pc_cache *c)
 {
@@ -238,17 +235,13 @@ static inline const struct pc_shlock_ctx *cache_lockcx(const struct pc_cache *c)
 static inline void cache_lock_at(const struct pc_cache *c, struct pc_shmutex *mu, enum pc_lock_level level,
 				 const char *file, int line)
 {
-	int r = noted_shmutex_lock_at(mu, cache_lockcx(c), level, false, file, line);
-	PC_ASSERT(r == 0);
-	(void)r;
+	shlock_owner_lives(noted_shmutex_lock_at(mu, cache_lockcx(c), level, false, file, line));
 }
 
 static inline bool cache_trylock_at(const struct pc_cache *c, struct pc_shmutex *mu, enum pc_lock_level level,
 				    const char *file, int line)
 {
-	int r = noted_shmutex_trylock_at(mu, cache_lockcx(c), level, file, line);
-	PC_ASSERT(r != -EOWNERDEAD);
-	return r == 0;
+	return shlock_owner_lives(noted_shmutex_trylock_at(mu, cache_lockcx(c), level, file, line)) == 0;
 }
 
 static inline void cache_unlock_at(const struct pc_cache *c, struct pc_shmutex *mu, const char *file, int line)

@@ -43,6 +43,7 @@
 #include "api/files.h"
 #include "wb/flusher.h"
 #include "io/fs_sync.h"
+#include "mem/file_slots.h"
 #include "mem/mapping.h"
 #include "pagecache.h"
 #include "lib/util.h"
@@ -129,11 +130,7 @@ static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;
 	}
-	close(mproc(m)->fd);
-	mproc(m)->fd = -1;
-	if (mproc(m)->old_fd >= 0)
-		close(mproc(m)->old_fd);
-	mproc(m)->old_fd = -1;
+	file_descriptors_close(m);
 }
 
 /* Too many settled files keep descriptors: the oldest give theirs up. */

@@ -199,9 +199,10 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 		cache_free(c, m);
 		return NULL;
 	}
-	mproc(m)->fd = fd;
-	mproc(m)->direct = direct;
-	mproc(m)->writable = writable;
+	struct pc_mapping_proc *mp = mproc(m);
+	mp->fd = fd;
+	mp->direct = direct;
+	mp->writable = writable;
 	m->dev = st->st_dev;
 	m->ino = st->st_ino;
 	atomic_store(&m->i_size, st->st_size);
@@ -216,8 +217,8 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 		*err = direct_unless_known(c, m->dom, fd, &direct, &lazy);
 	}
 	if (!*err) {
-		mproc(m)->direct = direct;
-		atomic_store(&mproc(m)->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
+		mp->direct = direct;
+		atomic_store(&mp->fd_mode, lazy ? FD_DIRECT_LATER : FD_AS_OPENED);
 		*err = choose_block_size(c, m, st);
 	}
 	if (*err) {
@@ -333,22 +334,23 @@ void file_save_attrs(struct pc_mapping *m, const struct stat *st)
 /* Give a read-only mapping the writable descriptor fd and a write lock. */
 static int upgrade_to_writable(struct pc_mapping *m, int fd)
 {
-	ofd_lock(mproc(m)->fd, F_UNLCK);
+	struct pc_mapping_proc *mp = mproc(m);
+	ofd_lock(mp->fd, F_UNLCK);
 	int err = ofd_lock(fd, F_WRLCK);
 	if (err) {
 		/* Put back the read lock its handles hold; a closed, settled
 		 * mapping held none. */
 		if (m->nhandles > 0)
-			ofd_lock(mproc(m)->fd, F_RDLCK);
+			ofd_lock(mp->fd, F_RDLCK);
 		return err;
 	}
-	if (mproc(m)->old_fd >= 0)
-		close(mproc(m)->old_fd);
-	mproc(m)->old_fd = mproc(m)->fd; /* I/O may still be in flight on it */
-	mproc(m)->fd = fd;
-	atomic_store(&mproc(m)->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
-	mproc(m)->writable = true;
-	mproc(m)->wrlocked = true;
+	if (mp->old_fd >= 0)
+		close(mp->old_fd);
+	mp->old_fd = mp->fd; /* I/O may still be in flight on it */
+	mp->fd = fd;
+	atomic_store(&mp->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	mp->writable = true;
+	mp->wrlocked = true;
 	return 0;
 }
 
@@ -369,7 +371,8 @@ static void note_open_attrs(struct pc_mapping *m, const struct stat *st)
  */
 static bool can_reuse_fd(struct pc_mapping *m, bool want_write, const struct stat *st)
 {
-	return mproc(m)->fd >= 0 && (mproc(m)->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
+	struct pc_mapping_proc *mp = mproc(m);
+	return mp->fd >= 0 && (mp->writable || !want_write) && st->st_mode == m->open_mode && st->st_uid == m->open_uid &&
 	       st->st_gid == m->open_gid;
 }
 
@@ -389,21 +392,22 @@ static void revalidate_locked(struct pc_mapping *m)
  * needs, and take it off the closed lists. */
 static int attach_handle(struct pc_mapping *m, bool want_write)
 {
+	struct pc_mapping_proc *mp = mproc(m);
 	assert_held(&m->c->files_lock);
 	int err = 0;
 	if (m->nhandles == 0 && !m->closed_dirty) {
 		/* Reopened after a clean close: the lock was released. */
-		mproc(m)->wrlocked = want_write && mproc(m)->writable;
-		err = ofd_lock(mproc(m)->fd, mproc(m)->wrlocked ? F_WRLCK : F_RDLCK);
+		mp->wrlocked = want_write && mp->writable;
+		err = ofd_lock(mp->fd, mp->wrlocked ? F_WRLCK : F_RDLCK);
 		if (err)
 			return err;
 		revalidate_locked(m);
-	} else if (want_write && !mproc(m)->wrlocked) {
+	} else if (want_write && !mp->wrlocked) {
 		/* Converts this description's read lock in place. */
-		err = ofd_lock(mproc(m)->fd, F_WRLCK);
+		err = ofd_lock(mp->fd, F_WRLCK);
 		if (err)
 			return err;
-		mproc(m)->wrlocked = true;
+		mp->wrlocked = true;
 	}
 	closed_reopened(m->c, m);
 	m->nhandles++;
@@ -429,11 +433,12 @@ static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, con
 /* A mapping whose descriptor was released gets the new one. */
 static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 {
-	mproc(m)->fd = fd;
-	mproc(m)->direct = direct;
-	atomic_store(&mproc(m)->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
-	mproc(m)->writable = writable;
-	mproc(m)->wrlocked = false;
+	struct pc_mapping_proc *mp = mproc(m);
+	mp->fd = fd;
+	mp->direct = direct;
+	atomic_store(&mp->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
+	mp->writable = writable;
+	mp->wrlocked = false;
 }
 
 
@@ -475,37 +480,39 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	if (m)
 		err = direct_unless_known(c, NULL, fd, &direct, &lazy);
 	if (m && !err) {
-		bool adopted = mproc(m)->fd < 0;
+		struct pc_mapping_proc *mp = mproc(m);
+		bool adopted = mp->fd < 0;
 		if (adopted) {
 			adopt_fd(m, fd, direct, want_write);
 			fd = -1;
-		} else if (want_write && !mproc(m)->writable) {
+		} else if (want_write && !mp->writable) {
 			err = upgrade_to_writable(m, fd);
 			if (!err)
 				fd = -1;
 		}
 		if (fd < 0)
-			mproc(m)->noatime = flags & O_NOATIME; /* the descriptor is this open's */
+			mp->noatime = flags & O_NOATIME; /* the descriptor is this open's */
 		if (!err) {
 			note_open_attrs(m, &st);
 			err = attach_handle(m, want_write);
 		}
 		if (err && adopted) {
-			fd = mproc(m)->fd; /* closed below: the mapping stays without one */
-			mproc(m)->fd = -1;
+			fd = mp->fd; /* closed below: the mapping stays without one */
+			mp->fd = -1;
 		}
 	} else if (!m) {
 		m = file_mapping_new(c, fd, direct, lazy, want_write, &st, &err);
 		if (m) {
+			struct pc_mapping_proc *mp = mproc(m);
 			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
-			mproc(m)->wrlocked = want_write;
+			mp->wrlocked = want_write;
 			if (err) {
-				mproc(m)->fd = -1;
+				mp->fd = -1;
 				mapping_put(m);
 				m = NULL;
 			} else {
 				fd = -1;
-				mproc(m)->noatime = flags & O_NOATIME;
+				mp->noatime = flags & O_NOATIME;
 				note_open_attrs(m, &st);
 				file_save_attrs(m, &st);
 				files_hash_insert(c, m);

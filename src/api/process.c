@@ -60,11 +60,10 @@ static void register_atfork(void)
 	pthread_atfork(NULL, NULL, on_fork_child);
 }
 
-void process_claim(struct pc_cache *c)
+void process_setup(void)
 {
 	pthread_once(&atfork_once, register_atfork);
 	counter_init(); /* here, not at a first count that could follow a fork */
-	(void)c;
 }
 
 static void free_handle_list(struct pc_file *h, bool closed_list)

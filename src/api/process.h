@@ -9,9 +9,10 @@
 #include "api/cache.h"
 #include "lib/util.h"
 
-/* The process's fork handling and counters, set up for c (pc_cache_new);
- * whose c is, the list of segments says (cache_inherited). */
-HIDDEN void process_claim(struct pc_cache *c);
+/* The process's fork handling and counters, set up before its first cache
+ * is used (pc_cache_new); whose a cache is, the list of segments says
+ * (cache_inherited). */
+HIDDEN void process_setup(void);
 /* Free a child's copy of an inherited cache: no lock, no I/O, no wait. */
 HIDDEN void cache_free_inherited(struct pc_cache *c);
 /* PC_CFG_FLUSH_AT_EXIT: write c back at exit(3) (0 or -ENOMEM); and no

@@ -31,16 +31,16 @@ int io_fd_set_direct(int fd)
  */
 int io_fd(struct pc_mapping *m)
 {
-	int mode = atomic_load_explicit(&mproc(m)->fd_mode, memory_order_acquire);
-	if (mode == FD_DIRECT_LATER &&
-	    atomic_compare_exchange_strong(&mproc(m)->fd_mode, &mode, FD_DIRECT_SWITCHING)) {
-		int err = io_fd_set_direct(mproc(m)->fd);
-		atomic_store_explicit(&mproc(m)->fd_mode, err ? FD_DIRECT_REFUSED : FD_AS_OPENED, memory_order_release);
-		return mproc(m)->fd;
+	struct pc_mapping_proc *mp = mproc(m);
+	int mode = atomic_load_explicit(&mp->fd_mode, memory_order_acquire);
+	if (mode == FD_DIRECT_LATER && atomic_compare_exchange_strong(&mp->fd_mode, &mode, FD_DIRECT_SWITCHING)) {
+		int err = io_fd_set_direct(mp->fd);
+		atomic_store_explicit(&mp->fd_mode, err ? FD_DIRECT_REFUSED : FD_AS_OPENED, memory_order_release);
+		return mp->fd;
 	}
 	while (mode == FD_DIRECT_SWITCHING) {
 		sched_yield();
-		mode = atomic_load_explicit(&mproc(m)->fd_mode, memory_order_acquire);
+		mode = atomic_load_explicit(&mp->fd_mode, memory_order_acquire);
 	}
-	return mproc(m)->fd;
+	return mp->fd;
 }

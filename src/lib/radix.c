@@ -115,7 +115,7 @@ static void set_root(struct rt_root *r, struct rt_node *n)
 	__atomic_store_n(&r->shift, n ? n->shift : 0, __ATOMIC_RELAXED);
 }
 
-static struct rt_node *spare_take(struct rt_pool *p)
+struct rt_node *rt_pool_take(struct rt_pool *p)
 {
 	shmutex_lock_live(&p->lock, p->cx);
 	struct rt_node *n = p->spare;
@@ -126,17 +126,6 @@ static struct rt_node *spare_take(struct rt_pool *p)
 	}
 	shmutex_unlock(&p->lock, p->cx);
 	return n;
-}
-
-/* n (its slots empty) becomes a spare. */
-static void spare_put(struct rt_pool *p, struct rt_node *n)
-{
-	shmutex_lock_live(&p->lock, p->cx);
-	n->parent = p->spare;
-	p->spare = n;
-	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	shmutex_unlock(&p->lock, p->cx);
 }
 
 static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_node *parent, unsigned offset)
@@ -150,7 +139,7 @@ static struct rt_node *node_alloc(struct rt_root *r, unsigned shift, struct rt_n
 	/* A spare's slots are all empty (node_free, or zeroed when given),
 	 * and a lockless reader may still be looking at it: only the fields
 	 * it does not read are reset with plain stores. */
-	struct rt_node *n = spare_take(r->pool);
+	struct rt_node *n = rt_pool_take(r->pool);
 	if (!n)
 		return NULL;
 	n->count = 0;
@@ -170,7 +159,7 @@ static void node_free(struct rt_root *r, struct rt_node *n)
 	for (unsigned i = 0; i < RT_SLOTS; i++)
 		if (n->slots[i])
 			SET_SLOT(n, i, NULL);
-	spare_put(r->pool, n);
+	rt_pool_give(r->pool, n, 1); /* its slots empty: a spare */
 }
 
 void rt_pool_init(struct rt_pool *p, const struct pc_shlock_ctx *cx)
@@ -199,11 +188,6 @@ void rt_pool_give(struct rt_pool *p, struct rt_node *nodes, size_t n)
 	atomic_store_explicit(&p->nr_spare, atomic_load_explicit(&p->nr_spare, memory_order_relaxed) + n,
 			      memory_order_relaxed);
 	shmutex_unlock(&p->lock, p->cx);
-}
-
-struct rt_node *rt_pool_take(struct rt_pool *p)
-{
-	return spare_take(p);
 }
 
 /* A change of the tree's shape is bracketed by these (count odd between). */

@@ -236,16 +236,22 @@ static inline bool shmutex_held(struct pc_shmutex *m, const struct pc_shlock_ctx
 	       atomic_load_explicit(&m->tid, memory_order_relaxed) == shlock_thread_id();
 }
 
-/* shmutex_lock for a lock whose repair after its owner's death is not
- * written yet (docs/shared.md, section 9, step 5: the cache's recovery).
- * Only a shared cache's other processes can die holding a lock; a
- * private cache's one slot is the caller's own live process, so there
- * -EOWNERDEAD cannot happen, and the checking builds say so. */
+/* What a lock call returned, for a lock whose repair after its owner's
+ * death is not written yet (docs/shared.md, section 9, step 5: the
+ * cache's recovery): -EOWNERDEAD fails a check.  Only a shared cache's
+ * other processes can die holding a lock; a private cache's one slot is
+ * the caller's own live process, so there it cannot happen.  The one
+ * place that says so, for every lock of the cache. */
+static inline int shlock_owner_lives(int r)
+{
+	PC_ASSERT(r != -EOWNERDEAD);
+	return r;
+}
+
+/* shmutex_lock for such a lock. */
 static inline void shmutex_lock_live(struct pc_shmutex *m, const struct pc_shlock_ctx *cx)
 {
-	int r = shmutex_lock(m, cx);
-	PC_ASSERT(r == 0);
-	(void)r;
+	shlock_owner_lives(shmutex_lock(m, cx));
 }
 
 /* ----------------------------------------------------------- counted shared lock */

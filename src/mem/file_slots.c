@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define SLOT_WORDS (FILE_SLOTS / 64)
 
@@ -83,6 +84,16 @@ int file_slot_get(struct pc_mapping *m)
 	m->slot = slot;
 	*mproc(m) = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1 };
 	return 0;
+}
+
+void file_descriptors_close(struct pc_mapping *m)
+{
+	struct pc_mapping_proc *mp = mproc(m);
+	if (mp->fd >= 0)
+		close(mp->fd);
+	if (mp->old_fd >= 0)
+		close(mp->old_fd);
+	mp->fd = mp->old_fd = -1;
 }
 
 void file_slot_put(struct pc_mapping *m)

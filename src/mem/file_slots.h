@@ -22,6 +22,9 @@ struct pc_proc;
  * descriptor (fd and old_fd -1, everything else false): 0, -ENFILE
  * (FILE_SLOTS files held at once), or -ENOMEM. */
 HIDDEN int file_slot_get(struct pc_mapping *m);
+/* Close this process's descriptors of m (fd and old_fd, those it has):
+ * m stays without one. */
+HIDDEN void file_descriptors_close(struct pc_mapping *m);
 /* m is gone: its slot is free again. */
 HIDDEN void file_slot_put(struct pc_mapping *m);
 /* The cache's end (or a fork child's copy of it): free the process's

@@ -350,10 +350,7 @@ void mapping_put(struct pc_mapping *m)
 		return;
 	cache_proc(m->c)->mapping_teardown(m);
 	rt_destroy(&m->tree);
-	if (mproc(m)->fd >= 0)
-		close(mproc(m)->fd);
-	if (mproc(m)->old_fd >= 0)
-		close(mproc(m)->old_fd);
+	file_descriptors_close(m);
 	cache_free(m->c, written_destroy(&m->written));
 	file_slot_put(m);
 	cache_free(m->c, m);

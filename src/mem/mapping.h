@@ -195,7 +195,7 @@ static inline struct pc_mapping_proc *mproc(const struct pc_mapping *m)
  * checking builds' record refuses that).  One unlock for both kinds: this thread
  * holds the lock for writing exactly when the writer word names its slot
  * and thread (shrwlock_wrheld).  A dead writer (-EOWNERDEAD) fails a
- * check until the recovery exists, as the cache's mutexes do (cache.h).
+ * check until the recovery exists (shlock_owner_lives).
  */
 static inline const struct pc_shlock_ctx *mapping_lockcx(const struct pc_mapping *m)
 {
@@ -204,16 +204,12 @@ static inline const struct pc_shlock_ctx *mapping_lockcx(const struct pc_mapping
 static inline void rw_lock_shared_at(struct pc_mapping *m, struct pc_shrwlock *rw, enum pc_lock_level level,
 				     const char *file, int line)
 {
-	int r = noted_shrwlock_rdlock_at(rw, mapping_lockcx(m), level, file, line);
-	PC_ASSERT(r == 0);
-	(void)r;
+	shlock_owner_lives(noted_shrwlock_rdlock_at(rw, mapping_lockcx(m), level, file, line));
 }
 static inline void rw_lock_excl_at(struct pc_mapping *m, struct pc_shrwlock *rw, enum pc_lock_level level,
 				   const char *file, int line)
 {
-	int r = noted_shrwlock_wrlock_at(rw, mapping_lockcx(m), level, file, line);
-	PC_ASSERT(r == 0);
-	(void)r;
+	shlock_owner_lives(noted_shrwlock_wrlock_at(rw, mapping_lockcx(m), level, file, line));
 }
 static inline void rw_unlock_at(struct pc_mapping *m, struct pc_shrwlock *rw, const char *file, int line)
 {

@@ -375,17 +375,18 @@ int backing_write_tail(struct pc_mapping *m, const void *buf, uint64_t off, size
 	 * direct: it fails (EINVAL) where it ends inside a block, and the
 	 * caller then writes the block directly; whole blocks land as a
 	 * direct write would.  The descriptor never goes back to buffered. */
-	int fd = mproc(m)->fd;
-	bool alias = atomic_load(&mproc(m)->fd_mode) != FD_DIRECT_LATER;
+	struct pc_mapping_proc *mp = mproc(m);
+	int fd = mp->fd;
+	bool alias = atomic_load(&mp->fd_mode) != FD_DIRECT_LATER;
 	if (alias) {
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", mproc(m)->fd);
-		fd = open(path, O_WRONLY | O_CLOEXEC | (mproc(m)->noatime ? O_NOATIME : 0));
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", mp->fd);
+		fd = open(path, O_WRONLY | O_CLOEXEC | (mp->noatime ? O_NOATIME : 0));
 		if (fd < 0)
 			return -errno;
 	}
 	struct iovec v = { (void *)buf, len };
-	ssize_t n = sync_io_pwritev_alias(m->c, mproc(m)->fd, fd, &v, 1, (off_t)off, 0);
+	ssize_t n = sync_io_pwritev_alias(m->c, mp->fd, fd, &v, 1, (off_t)off, 0);
 	if (alias)
 		close(fd);
 	if (n < 0)
