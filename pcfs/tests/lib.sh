@@ -67,14 +67,21 @@ setup_scratch() {
 	trap cleanup EXIT
 }
 
+# mounted DIR: DIR is in the mount table.  Not mountpoint(1), which
+# stats DIR: a mount whose daemon died answers ENOTCONN, so mountpoint
+# says no and the mount (and the scratch directory under it) stayed.
+mounted() {
+	awk -v m="$(realpath -m "$1")" '$2 == m { found = 1 } END { exit !found }' /proc/self/mounts
+}
+
 cleanup() {
 	local m
 	for m in "${MOUNTS[@]}"; do
-		mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true
-		mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
+		mounted "$m" && fusermount3 -u "$m" 2>/dev/null || true
+		mounted "$m" && umount -l "$m" 2>/dev/null || true
 	done
 	for m in "${LATE_MOUNTS[@]}"; do
-		mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
+		mounted "$m" && umount -l "$m" 2>/dev/null || true
 	done
 	rm -rf "$T"
 }
