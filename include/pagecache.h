@@ -76,6 +76,13 @@ struct pc_config {
 	unsigned max_closed_files;
 	/* Bit flags, PC_CFG_*; any other bit is EINVAL. */
 	unsigned flags;
+	/* NULL: a cache of this process alone.  A name (1 to 200 bytes, no
+	 * '/', not "." or ".."; else EINVAL): the cache of that name shared
+	 * by the processes of one user, created by the first pc_cache_new of
+	 * the name and attached to by the others (another user's: EACCES).
+	 * The creator's settings rule; an attacher's explicit settings that
+	 * differ from them are EINVAL.  See pc_cache_new(3), pagecache(7). */
+	const char *shared_name;
 };
 
 /* Use the file's buffered I/O where O_DIRECT is refused (else EINVAL). */

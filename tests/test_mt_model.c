@@ -592,8 +592,12 @@ static uint64_t records_round(uint64_t R, uint64_t total, int flags)
 
 /* ------------------------------------------------------------- cases */
 
+/* The cases of a shared cache set this. */
+static bool in_shared_cache;
+
 /* The cache of configuration cfgno (the globals the workers read set for
- * it); its seed from the base seed, printed. */
+ * it, a shared cache's when in_shared_cache); its seed from the base seed,
+ * printed. */
 static uint64_t start_config(int cfgno, const char *what)
 {
 	const struct mtcfg *mc = &mtconfigs[cfgno];
@@ -601,6 +605,14 @@ static uint64_t start_config(int cfgno, const char *what)
 	cfg.block_size = mc->block_size;
 	cfg.max_folio_size = mc->max_folio;
 	cfg.flags |= mc->flags;
+	char name[64];
+	if (in_shared_cache) {
+		/* A shared cache, used by this process's threads: what
+		 * processes share (heap records, shared futex words, the
+		 * descriptor server's thread) under ThreadSanitizer's eyes. */
+		snprintf(name, sizeof(name), "mtmodel-%d-%d", (int)getpid(), cfgno);
+		cfg.shared_name = name;
+	}
 	cfgname = mc->name;
 	bs = mc->block_size;
 	max_folio = mc->max_folio;
@@ -733,6 +745,20 @@ TEST_CASE(own_stripes_match_model_bs16384)
 TEST_CASE(interleaved_records_bs16384)
 {
 	interleaved_records(1);
+}
+
+TEST_CASE(own_stripes_match_model_shared_cache)
+{
+	in_shared_cache = true;
+	own_stripes(0);
+	in_shared_cache = false;
+}
+
+TEST_CASE(interleaved_records_shared_cache)
+{
+	in_shared_cache = true;
+	interleaved_records(0);
+	in_shared_cache = false;
 }
 
 static void mt_model_setup(void)

@@ -51,36 +51,13 @@ static void area_free(struct area *a)
 	munmap(a, sizeof(*a));
 }
 
-/* The case's names: "seg-<pid>-<tag>" (so parallel runs never meet), and
- * the path of its object in /dev/shm. */
+/* The case's names: "seg-<pid>-<tag>" (so parallel runs never meet);
+ * testutil.h's tu_shm_* name, find and remove their objects. */
 static void seg_name(char *out, size_t n, const char *tag)
 {
 	snprintf(out, n, "seg-%d-%s", (int)getpid(), tag);
 }
 
-static void shm_path(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "/pagecache-%u-%s", (unsigned)geteuid(), name);
-}
-
-static bool name_exists(const char *name)
-{
-	char path[300];
-	shm_path(path, sizeof(path), name);
-	int fd = shm_open(path, O_RDONLY, 0);
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
-}
-
-/* Whatever a failed case left. */
-static void unlink_name(const char *name)
-{
-	char path[300];
-	shm_path(path, sizeof(path), name);
-	shm_unlink(path);
-}
 
 static struct seg_params params(void)
 {
@@ -165,7 +142,7 @@ TEST_CASE(bad_names_and_sizes_einval)
 	s = open_ok(name);
 	CHECK(segment_created(s));
 	CHECK(leave(s) == 1);
-	CHECK(!name_exists(name));
+	CHECK(!tu_shm_exists(name));
 	char dots[64];
 	seg_name(dots, sizeof(dots), "...");
 	s = open_ok(dots);
@@ -181,16 +158,16 @@ TEST_CASE(bad_names_and_sizes_einval)
 	p.config = ok;
 	CHECK(segment_open(ok, &p, &s) == -EINVAL);
 	CHECK(segment_open(ok, NULL, &s) == -EINVAL);
-	CHECK(!name_exists(ok));
-	unlink_name(name);
-	unlink_name(dots);
+	CHECK(!tu_shm_exists(ok));
+	tu_shm_unlink(name);
+	tu_shm_unlink(dots);
 }
 
 /* Make the object of a name by hand, as another program could. */
 static int make_object(const char *name, mode_t mode)
 {
 	char path[300];
-	shm_path(path, sizeof(path), name);
+	tu_shm_name(path, sizeof(path), name);
 	int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	REQUIRE(fd >= 0);
 	REQUIRE(fchmod(fd, mode) == 0);
@@ -208,9 +185,9 @@ TEST_CASE(group_or_other_mode_eacces)
 	for (unsigned i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		int fd = make_object(name, modes[i]);
 		CHECK(segment_open(name, &p, &s) == -EACCES);
-		CHECK(name_exists(name)); /* refused, not taken over */
+		CHECK(tu_shm_exists(name)); /* refused, not taken over */
 		close(fd);
-		unlink_name(name);
+		tu_shm_unlink(name);
 	}
 	/* The same object at 0600 is ours: not READY, nobody holds it, so
 	 * it is taken over (a creator that died). */
@@ -219,7 +196,7 @@ TEST_CASE(group_or_other_mode_eacces)
 	CHECK(segment_created(s));
 	close(fd);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 TEST_CASE(other_users_segment_eacces)
@@ -237,8 +214,8 @@ TEST_CASE(other_users_segment_eacces)
 	char name[64];
 	seg_name(name, sizeof(name), "user");
 	char ours[300], theirs[300];
-	shm_path(ours, sizeof(ours), name); /* root's name */
-	snprintf(theirs, sizeof(theirs), "/pagecache-%u-%s", (unsigned)uid, name);
+	tu_shm_name(ours, sizeof(ours), name); /* root's name */
+	snprintf(theirs, sizeof(theirs), "/pagecache-%s", name); /* one namespace */
 
 	/* pcfs-u1 makes an object under root's name (anybody may create in
 	 * /dev/shm): root's attach refuses it, although root could open it. */
@@ -254,7 +231,7 @@ TEST_CASE(other_users_segment_eacces)
 	struct seg_params p = params();
 	struct pc_segment *s = NULL;
 	CHECK(segment_open(name, &p, &s) == -EACCES);
-	CHECK(name_exists(name));
+	CHECK(tu_shm_exists(name));
 	shm_unlink(ours);
 
 	/* Root's segment under pcfs-u1's name: pcfs-u1 cannot even open it. */
@@ -315,7 +292,7 @@ TEST_CASE(other_abi_or_magic_eproto)
 	}
 	CHECK(tu_wait_child(pid, 60) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 static int config_equal(const void *theirs, size_t len, void *arg)
@@ -353,7 +330,7 @@ TEST_CASE(config_blob_copied_and_checked)
 	}
 	CHECK(tu_wait_child(pid, 60) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 /* docs/shared.md, 13: the cache in the segment, its process part right
@@ -392,7 +369,7 @@ TEST_CASE(private_window_per_process_fixed_area_shared)
 	CHECK(win[0] == 'P' && win[8191] == 'P');
 	CHECK(fixed[0] == 'G' && fixed[99] == 'G');
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 	/* A private segment lays out the same. */
 	REQUIRE(segment_new_private(&p, &s) == 0);
 	CHECK(segment_fixed(s) == (char *)segment_private(s) + 8192);
@@ -442,7 +419,7 @@ TEST_CASE(addresses_hashed_in_this_builds_free_range)
 	struct pc_segment *s = open_named(name, "range");
 	CHECK((uint64_t)(uintptr_t)segment_base(s) == segment_pick_addr(name, segment_size(s), 0));
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 TEST_CASE(same_address_in_parent_and_attached_child)
@@ -470,10 +447,10 @@ TEST_CASE(same_address_in_parent_and_attached_child)
 	CHECK(atomic_load(&a->word) == 0x1234abcdull);
 	CHECK(atomic_load(segment_anchor(s)) == 0x5678ull);
 	CHECK(slot_word_state(slots_word(segment_slots(s), 1)) == SLOT_FREE); /* released */
-	CHECK(name_exists(name));
+	CHECK(tu_shm_exists(name));
 	CHECK(leave(s) == 1);
-	CHECK(!name_exists(name));
-	unlink_name(name);
+	CHECK(!tu_shm_exists(name));
+	tu_shm_unlink(name);
 	area_free(a);
 }
 
@@ -502,7 +479,7 @@ TEST_CASE(attach_where_range_taken_enomem)
 	CHECK(tu_wait_child(pid, 60) == 0);
 	CHECK(segment_check(s) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 /* ------------------------------------------------ creation races and deaths */
@@ -557,8 +534,8 @@ TEST_CASE(creators_racing_one_creates_all_same_address)
 			slots_seen |= 1ull << sl;
 		}
 		CHECK(slots_seen == (1ull << RACERS) - 1);
-		CHECK(!name_exists(name));
-		unlink_name(name);
+		CHECK(!tu_shm_exists(name));
+		tu_shm_unlink(name);
 	}
 	area_free(a);
 }
@@ -623,7 +600,7 @@ TEST_CASE(creator_killed_initialising_taken_over)
 			 * gives up after its wait. */
 			p.wait_ms = 300;
 			CHECK(segment_open(name, &p, &s) == -ETIMEDOUT);
-			CHECK(name_exists(name));
+			CHECK(tu_shm_exists(name));
 			/* One that waits longer is there when the creator
 			 * dies: it takes the name over. */
 			pid_t waiter = tu_fork(60);
@@ -655,8 +632,8 @@ TEST_CASE(creator_killed_initialising_taken_over)
 		}
 		CHECK(segment_check(s) == 0);
 		CHECK(leave(s) == 1);
-		CHECK(!name_exists(name));
-		unlink_name(name);
+		CHECK(!tu_shm_exists(name));
+		tu_shm_unlink(name);
 	}
 	area_free(a);
 }
@@ -681,7 +658,7 @@ TEST_CASE(slow_creator_overtaken_rejoins)
 	atomic_store(&a->result[1], 1);
 	CHECK(tu_wait_child(creator, 60) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 	area_free(a);
 }
 
@@ -710,7 +687,7 @@ TEST_CASE(all_slots_taken_emfile)
 	for (int i = 0; i < n - 1; i++)
 		slots_release(segment_slots(s), (unsigned)taken[i]);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 /* ------------------------------------------------ membership */
@@ -744,7 +721,7 @@ TEST_CASE(last_detacher_found_after_killed_member)
 	CHECK(tu_wait_child(c, 60) == 128 + SIGKILL);
 	atomic_store(&a->go, 1);
 	CHECK(tu_wait_child(b, 60) == 0); /* not last: we are here */
-	CHECK(name_exists(name));
+	CHECK(tu_shm_exists(name));
 	/* C's slot is still LIVE (recovery is the cache's), but C holds no
 	 * lock: we are last. */
 	int cs = atomic_load(&a->slot[0]);
@@ -769,8 +746,8 @@ TEST_CASE(last_detacher_found_after_killed_member)
 		segment_destroy(s, false);
 		CHECK(tu_wait_child(d, 60) == 0);
 	}
-	CHECK(!name_exists(name));
-	unlink_name(name);
+	CHECK(!tu_shm_exists(name));
+	tu_shm_unlink(name);
 	area_free(a);
 }
 
@@ -784,7 +761,7 @@ TEST_CASE(last_one_may_keep_the_name)
 	atomic_store(segment_anchor(s), (uintptr_t)p);
 	REQUIRE(segment_detach(s) == 1);
 	segment_destroy(s, true); /* write-back failed: the data waits */
-	CHECK(name_exists(name));
+	CHECK(tu_shm_exists(name));
 	/* The next process finds it READY with nobody in it, and joins. */
 	pid_t pid = tu_fork(60);
 	if (pid == 0) {
@@ -795,8 +772,8 @@ TEST_CASE(last_one_may_keep_the_name)
 		exit(leave(t) == 1 ? 0 : 1);
 	}
 	CHECK(tu_wait_child(pid, 60) == 0);
-	CHECK(!name_exists(name));
-	unlink_name(name);
+	CHECK(!tu_shm_exists(name));
+	tu_shm_unlink(name);
 }
 
 TEST_CASE(fork_child_inherits_no_mapping_nor_membership)
@@ -827,7 +804,7 @@ TEST_CASE(fork_child_inherits_no_mapping_nor_membership)
 	REQUIRE(TU_POLL(atomic_load(&a->ready), 10000));
 	/* The child lives and held a copy of our descriptor: we are last. */
 	CHECK(leave(s) == 1);
-	CHECK(!name_exists(name));
+	CHECK(!tu_shm_exists(name));
 	atomic_store(&a->go, 1);
 	CHECK(tu_wait_child(pid, 60) == 0);
 
@@ -850,7 +827,7 @@ TEST_CASE(fork_child_inherits_no_mapping_nor_membership)
 	CHECK(seg_alloc(s, 64, 0, &q) == 0);
 	CHECK(segment_check(s) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 	area_free(a);
 }
 
@@ -890,7 +867,7 @@ TEST_CASE(heap_pointer_from_one_process_read_in_another)
 	CHECK(seg_used(s) == 0);
 	CHECK(segment_check(s) == 0);
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }
 
 TEST_CASE(heap_full_enomem_then_merges_back)
@@ -1031,7 +1008,7 @@ TEST_CASE(heap_churn_across_processes_then_check)
 	void *x;
 	CHECK(seg_alloc(s, HEAP, 0, &x) == 0); /* all merged back */
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 	area_free(a);
 }
 
@@ -1132,5 +1109,5 @@ TEST_CASE(heap_repaired_after_holder_killed)
 	}
 	/* The dead children's slots are LIVE still; ours is last anyway. */
 	CHECK(leave(s) == 1);
-	unlink_name(name);
+	tu_shm_unlink(name);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -78,6 +79,32 @@ static inline void test_rmdir(const char *dir)
 }
 
 /* xorshift64*: reproducible random numbers from a printed seed. */
+/* A shared cache's object (pagecache.h, shared_name): the name shm_open
+ * takes for cache `name`, whether it exists, and its removal (whatever a
+ * failed run left). */
+static inline void tu_shm_name(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "/pagecache-%s", name);
+}
+
+static inline bool tu_shm_exists(const char *name)
+{
+	char path[300];
+	tu_shm_name(path, sizeof(path), name);
+	int fd = shm_open(path, O_RDONLY, 0);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static inline void tu_shm_unlink(const char *name)
+{
+	char path[300];
+	tu_shm_name(path, sizeof(path), name);
+	shm_unlink(path);
+}
+
 static inline uint64_t tu_rand(uint64_t *s)
 {
 	uint64_t x = *s;

@@ -176,6 +176,27 @@ static void handle_retire(struct pc_cache *c, struct pc_file *h)
 	}
 }
 
+int handles_close_all(struct pc_cache *c)
+{
+	struct pc_proc *p = cache_proc(c);
+	int first_err = 0;
+	for (;;) {
+		files_lock(c);
+		struct pc_file *h = p->open_head;
+		if (!h) {
+			files_unlock(c);
+			return first_err;
+		}
+		struct pc_mapping *m = h->m;
+		int err = errseq_check_and_advance(&m->wb_err, &h->wb_err_seen);
+		if (err && !first_err)
+			first_err = err;
+		handle_retire(c, h);
+		files_unlock(c);
+		file_release(m);
+	}
+}
+
 void handles_free_all(struct pc_cache *c)
 {
 	struct pc_proc *p = cache_proc(c);

@@ -23,14 +23,18 @@
 #include "mem/mapping.h"
 #include "pagecache.h"
 #include "api/process.h"
+#include "api/shared.h"
 #include "lib/progress.h"
 #include "lib/radix.h"
 #include "lib/util.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define MIB (1024u * 1024u)
 
@@ -144,6 +148,8 @@ static int config_validate(struct pc_config *cfg)
 		cfg->max_closed_files = default_max_closed_files();
 	if (cfg->max_closed_files > (1u << 20))
 		return -EINVAL;
+	if (cfg->shared_name && segment_name_check(cfg->shared_name) != 0)
+		return -EINVAL;
 	return 0;
 }
 
@@ -170,7 +176,12 @@ static size_t cache_heap_bytes(const struct pc_config *cfg)
 	return arena + table + rest;
 }
 
-static int cache_memory_new(const struct pc_config *cfg, struct pc_cache **out)
+/* The cache's segment: a private one, or the named one of a shared
+ * cache, made by this call (*created) or attached to (the creator's
+ * configuration, checked against the caller's: shared.c).  user: what
+ * the caller passed (its explicit settings), cfg: that, validated. */
+static int cache_memory_new(const struct pc_config *cfg, const struct pc_config *user, struct pc_cache **out,
+			    bool *created)
 {
 	struct seg_params p = {
 		.heap_bytes = cache_heap_bytes(cfg),
@@ -178,13 +189,26 @@ static int cache_memory_new(const struct pc_config *cfg, struct pc_cache **out)
 		.fixed_bytes = sizeof(struct pc_cache),
 	};
 	struct pc_segment *seg;
-	int err = segment_new_private(&p, &seg);
+	int err;
+	if (cfg->shared_name) {
+		struct pc_config stored = *cfg;
+		stored.shared_name = NULL; /* an address of this process's */
+		struct shared_config_ask ask = { .user = user, .mine = cfg };
+		p.config = &stored;
+		p.config_len = sizeof(stored);
+		p.config_check = shared_config_check;
+		p.config_arg = &ask;
+		err = segment_open(cfg->shared_name, &p, &seg);
+	} else {
+		err = segment_new_private(&p, &seg);
+	}
 	if (err)
 		return err;
 	struct pc_cache *c = segment_fixed(seg);
 	PC_ASSERT((void *)cache_proc(c) == segment_private(seg));
 	cache_proc(c)->seg = seg;
 	cache_proc(c)->lockcx = *segment_lock_ctx(seg);
+	*created = segment_created(seg) || !cfg->shared_name;
 	*out = c;
 	return 0;
 }
@@ -205,29 +229,19 @@ static void cache_memory_forget_inherited(struct pc_cache *c)
 	segment_window_forget(cache_proc(c), CACHE_PROC_BYTES);
 }
 
-struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
+/* This process's part of the cache (struct pc_proc, in its window): the
+ * layers' hooks, its domains (none started), its descriptor server in a
+ * shared cache, at-exit write-back.  0 or a negative errno. */
+static int cache_proc_start(struct pc_cache *c)
 {
-	struct pc_config cfg;
-	if (user_cfg)
-		cfg = *user_cfg;
-	else
-		pc_config_init(&cfg);
-	int err = config_validate(&cfg);
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
-	struct pc_cache *c;
-	err = cache_memory_new(&cfg, &c);
-	if (err) {
-		errno = -err;
-		return NULL;
-	}
-	c->cfg = cfg;
-	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
-	err = arena_init(c);
-	if (err)
-		goto fail;
+	struct pc_proc *p = cache_proc(c);
+	pthread_mutex_init(&p->fd_lock, NULL);
+	domains_proc_init(c);
+#ifdef PC_NO_URING
+	p->use_uring = false;
+#else
+	p->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
+#endif
 	/* Before the cache has threads of its own (fdtable.c): room for the
 	 * descriptors of the closed files it keeps, twice over (those with
 	 * data to write may hold as many more), and some open ones. */
@@ -235,12 +249,42 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	flusher_layer_init(c);
 	file_layer_init(c);
 	closed_layer_init(c);
+	process_setup();
+	int err = cache_shared(c) ? shared_proc_start(c) : 0;
+	if (!err && (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT))
+		err = process_flush_at_exit(c);
+	return err;
+}
+
+/* A shared cache's creator: what processes share must say so before any
+ * other process can see it (counters whose slots two processes' threads
+ * may both own, futex words other processes wait on). */
+static void cache_make_shared(struct pc_cache *c)
+{
+	c->shared = true;
+	snprintf(c->name, sizeof(c->name), "%s", c->cfg.shared_name);
+	c->cfg.shared_name = c->name; /* one address in every process */
+	counter_make_atomic(&c->hits);
+	progress_share(&c->mem_progress);
+	progress_share(&c->frontier_progress);
+	progress_share(&c->wb_progress);
+	shmutex_init(&c->members_lock);
+}
+
+/* The creator makes the cache in its segment (a private cache's maker is
+ * its creator).  Attachers wait for `ready`. */
+static int cache_make(struct pc_cache *c, const struct pc_config *cfg)
+{
+	c->cfg = *cfg;
+	c->max_order = (unsigned)__builtin_ctzll(c->cfg.max_folio_size >> PC_PAGE_SHIFT);
+	int err = arena_init(c);
+	if (err)
+		return err;
 	c->file_hash_size = 256;
 	c->file_hash = cache_zalloc(c, c->file_hash_size * sizeof(*c->file_hash));
 	if (!c->file_hash) {
 		arena_destroy(c);
-		err = -ENOMEM;
-		goto fail;
+		return -ENOMEM;
 	}
 	shmutex_init(&c->arena_lock);
 	shmutex_init(&c->lru_lock);
@@ -254,25 +298,94 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 	edges_init(c);
 	rt_pool_init(&c->node_pool, cache_lockcx(c));
 	c->small_head = c->small_tail = c->main_head = c->main_tail = PC_NONE;
-#ifdef PC_NO_URING
-	cache_proc(c)->use_uring = false;
-#else
-	cache_proc(c)->use_uring = !(c->cfg.flags & PC_CFG_NO_IO_URING);
-#endif
 	c->start_ms = now_ms();
-	process_setup();
-	if ((c->cfg.flags & PC_CFG_FLUSH_AT_EXIT) && (err = process_flush_at_exit(c)) != 0) {
-		pc_cache_destroy(c);
+	if (cfg->shared_name)
+		cache_make_shared(c);
+	return 0;
+}
+
+/* The cache is made: attachers may join (shared.c, shared_join). */
+static void cache_ready(struct pc_cache *c)
+{
+	atomic_store_explicit(&c->ready, 1, memory_order_release);
+	shfutex_wake(&c->ready, INT_MAX);
+}
+
+/* An attacher that could not join gives its attachment up; the last one
+ * out of a cache that its last member tore down removes the name. */
+static void cache_memory_leave(struct pc_cache *c)
+{
+	struct pc_segment *seg = cache_proc(c)->seg;
+	file_procs_free(cache_proc(c));
+	if (segment_detach(seg) == 1)
+		segment_destroy(seg, false);
+}
+
+/* Attach to a shared cache that another process made: 0, -EAGAIN (its
+ * last member is leaving: start again), or a negative errno. */
+static int cache_join(struct pc_cache *c, uint64_t deadline)
+{
+	uint64_t now = now_ms();
+	int err = shared_join(c, deadline > now ? (unsigned)(deadline - now) : 1);
+	if (err)
+		return err;
+	err = cache_proc_start(c);
+	if (err) {
+		domains_proc_free(c);
+		shared_proc_stop(c);
+	} else {
+		arena_attach(c);
+	}
+	cache_unlock(c, &c->members_lock);
+	return err;
+}
+
+struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
+{
+	struct pc_config cfg, dflt;
+	pc_config_init(&dflt);
+	cfg = user_cfg ? *user_cfg : dflt;
+	int err = config_validate(&cfg);
+	if (err) {
 		errno = -err;
 		return NULL;
 	}
-	/* Last: a step of it holds mmap_lock, which the allocations above may
-	 * need (malloc's brk or mmap would wait for the step). */
-	arena_populate_start(c);
-	return c;
-fail:
-	cache_memory_free(c);
-	errno = -err;
+	uint64_t deadline = now_ms() + SEG_WAIT_MS;
+	for (;;) {
+		struct pc_cache *c;
+		bool created;
+		err = cache_memory_new(&cfg, user_cfg ? user_cfg : &dflt, &c, &created);
+		if (err)
+			break;
+		if (!created) {
+			err = cache_join(c, deadline);
+			if (!err)
+				return c;
+			cache_memory_leave(c);
+			if (err == -EAGAIN && now_ms() < deadline) {
+				usleep(10 * 1000); /* until the leaver has removed the name */
+				continue;
+			}
+			break;
+		}
+		err = cache_make(c, &cfg);
+		if (err) {
+			cache_memory_free(c);
+			break;
+		}
+		err = cache_proc_start(c);
+		if (err) {
+			pc_cache_destroy(c);
+			break;
+		}
+		/* Last: a step of it holds mmap_lock, which the allocations
+		 * above may need (malloc's brk or mmap would wait for the step). */
+		arena_populate_start(c);
+		if (cache_shared(c))
+			cache_ready(c);
+		return c;
+	}
+	errno = err == -EAGAIN ? ETIMEDOUT : -err;
 	return NULL;
 }
 
@@ -283,6 +396,13 @@ int pc_cache_destroy(struct pc_cache *c)
 		return -1;
 	}
 	if (cache_inherited(c)) {
+		/* A shared cache's memory is not mapped in a child at all:
+		 * only the record of it is left to free. */
+		struct pc_segment *named = segment_inherited_named_at(c);
+		if (named) {
+			segment_detach(named);
+			return 0;
+		}
 		cache_free_inherited(c);
 		file_procs_free(cache_proc(c));
 		cache_memory_forget_inherited(c);
@@ -293,8 +413,27 @@ int pc_cache_destroy(struct pc_cache *c)
 	/* Faulting in memory nobody will use again only slows the final
 	 * write-back down. */
 	arena_populate_stop(c);
+	int err = 0;
+	if (cache_shared(c)) {
+		err = handles_close_all(c);
+		int werr = 0;
+		bool last = shared_leave(c, &werr) == 1;
+		shared_proc_stop(c);
+		if (!last) {
+			fault_rules_destroy(c);
+			handles_free_all(c);
+			cache_memory_leave(c);
+			err = err ? err : werr;
+			if (err) {
+				errno = -err;
+				return -1;
+			}
+			return 0;
+		}
+	}
 	domains_stop(c);
-	int err = files_writeback_all(c);
+	int werr = files_writeback_all(c);
+	err = err ? err : werr;
 	domains_drain(c);
 	/* No I/O from here on; the rules' file references go before the files. */
 	fault_rules_destroy(c);

@@ -43,6 +43,8 @@ struct throttle_waiter; /* throttle.c */
  * no lookup, and structures in the cache may point to "this process's
  * part" as they point to the cache.
  */
+struct pc_fdpass_server;
+
 struct pc_proc {
 	/* The segment the cache lives in (cache.c): this process's
 	 * attachment, its heap (cache_mem.c), its locker. */
@@ -59,6 +61,14 @@ struct pc_proc {
 	/* This process's descriptors of the cache's files, by file slot
 	 * (mem/file_slots.c; mproc in mapping.h). */
 	struct pc_file_procs files;
+	/* Held while an entry's descriptors are closed, and by the fdpass
+	 * server while it duplicates one (file_fd_dup): a leaf. */
+	pthread_mutex_t fd_lock;
+	/* A shared cache: this process's bit in a mapping's holders (by its
+	 * slot in the segment), and the server that hands its descriptors
+	 * to the other processes (lib/fdpass.h; api/shared.c). */
+	uint64_t self_bit;
+	struct pc_fdpass_server *fdpass;
 	/* This process's flusher threads, I/O queues and file system
 	 * descriptors, by domain index (wb/flusher.c; dproc). */
 	struct pc_domain_proc domains[PC_MAX_DOMAINS];
@@ -209,6 +219,18 @@ struct pc_cache {
 	 * and the word the last claim found room in.  Last: 128 KiB, whose
 	 * pages are touched only as files are opened. */
 	_Atomic uint32_t file_slot_hint;
+	_Atomic uint32_t file_gen; /* the last mapping's gen (file_slots.c) */
+	/* A shared cache (api/shared.c): its name (cfg.shared_name points
+	 * here, one address in every process), the futex word attachers wait
+	 * on until the creator has made the cache, and members_lock, which
+	 * serialises attaching and leaving (taken before every other lock):
+	 * a leaver decides under it what it must write back, and the last
+	 * one sets `closing`, which sends late attachers away. */
+	bool shared;
+	char name[SEG_NAME_MAX + 1];
+	_Atomic uint32_t ready;
+	struct pc_shmutex members_lock;
+	bool closing;
 	_Atomic uint64_t file_slot_bits[FILE_SLOTS / 64];
 };
 
@@ -265,6 +287,11 @@ static inline void cache_unlock_at(const struct pc_cache *c, struct pc_shmutex *
 static inline bool cache_inherited(const struct pc_cache *c)
 {
 	return segment_inherited_at(c);
+}
+
+static inline bool cache_shared(const struct pc_cache *c)
+{
+	return c->shared;
 }
 
 #endif

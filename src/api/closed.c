@@ -125,12 +125,20 @@ static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 	 * the end that went through the kernel is synced first: a closed
 	 * descriptor could neither sync it nor hear its error. */
 	fs_sync_before_close(m);
-	if (closed_file_forgettable(m)) {
+	/* (In a shared cache, only this process's hold goes: others that
+	 * hold the file keep it known.) */
+	bool others = cache_shared(c) && file_held_by_others(m);
+	if (closed_file_forgettable(m) && !others) {
 		files_hash_remove(c, m);
+		if (cache_shared(c))
+			file_unhold(m);
 		mapping_put(m); /* the hash table's: clean and empty, no wait */
 		return;
 	}
-	file_descriptors_close(m);
+	if (cache_shared(c))
+		file_unhold(m);
+	else
+		file_descriptors_close(m);
 }
 
 /* Too many settled files keep descriptors: the oldest give theirs up. */
@@ -257,8 +265,12 @@ void closed_settle(struct pc_mapping *m)
 	files_lock(c);
 	if (atomic_load(&m->closed_dirty) && m->nhandles == 0 && closed_file_clean(m) && mproc(m)->fd == fd) {
 		dirty_list_del(c, m);
-		if (known && st.st_nlink == 0) {
+		/* (A shared cache's file that others hold is theirs to drop:
+		 * it stays known, settled, until the last holder settles it.) */
+		if (known && st.st_nlink == 0 && !(cache_shared(c) && file_held_by_others(m))) {
 			files_hash_remove(c, m);
+			if (cache_shared(c))
+				file_unhold(m); /* the caller's and the index's references remain */
 			files_unlock(c);
 			file_discard_all(m);
 			dirty_forget_file(m);
@@ -359,6 +371,8 @@ static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_
 	assert_held(&c->files_lock);
 	if (m->nhandles != 0 || mproc(m)->fd != fd || files_hash_find(c, m->dev, m->ino) != m)
 		return false;
+	if (cache_shared(c) && file_held_by_others(m))
+		return false; /* theirs to judge: they hold it */
 	if (fd >= 0 ? !fd_unlinked : !closed_file_forgettable(m))
 		return false;
 	if (atomic_load(&m->closed_dirty))
@@ -366,6 +380,8 @@ static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_
 	if (m->on_closed_list)
 		files_list_del(c, m);
 	files_hash_remove(c, m);
+	if (cache_shared(c))
+		file_unhold(m); /* the caller's and the index's references remain */
 	return true;
 }
 

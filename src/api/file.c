@@ -16,6 +16,7 @@
 #include "mem/cache_mem.h"
 
 #include "api/files.h"
+#include "api/shared.h"
 
 #include "io/backend.h"
 #include "wb/backing.h"
@@ -23,6 +24,7 @@
 #include "api/cache.h"
 #include "api/closed.h"
 #include "wb/dirty.h"
+#include "lib/counter.h"
 #include "lib/errseq.h"
 #include "wb/failing.h"
 #include "wb/flusher.h"
@@ -53,6 +55,14 @@ int ofd_lock(int fd, short type)
 	return (errno == EAGAIN || errno == EACCES) ? -EBUSY : -errno;
 }
 
+/* Was fd opened for writing (a shared cache's description may have been
+ * opened read-only where the file's permissions allow no more)? */
+static bool writable_fd(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+}
+
 /* Open the backing descriptor: O_DIRECT, or buffered if allowed.  An
  * O_WRONLY handle still needs a readable descriptor: a write of part of a
  * block reads the rest (read-modify-write), so ask for O_RDWR and fall
@@ -64,14 +74,18 @@ static int open_backing(struct pc_cache *c, int dirfd, const char *path, int fla
 {
 	/* The cache reads what it writes in part (the rest of a partly
 	 * written block, data for later readers): a write-only handle still
-	 * needs a descriptor that reads. */
-	int acc = (flags & O_ACCMODE) == O_WRONLY ? O_RDWR : (flags & O_ACCMODE);
+	 * needs a descriptor that reads.  A shared cache's one description
+	 * of the file serves every process's handles: it is opened for
+	 * writing too when the file allows it, and with O_DIRECT at once
+	 * (another process may get it before this one's first I/O). */
+	int want = flags & O_ACCMODE;
+	int acc = want == O_WRONLY || cache_shared(c) ? O_RDWR : want;
 	int oflags = acc | (flags & (O_CREAT | O_EXCL | O_NOATIME | O_NOFOLLOW)) | O_CLOEXEC;
-	*lazy = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+	*lazy = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) && !cache_shared(c);
 	int odirect = *lazy ? 0 : O_DIRECT;
 	int fd = openat(dirfd, path, oflags | odirect, mode);
-	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_WRONLY) {
-		oflags = (oflags & ~O_ACCMODE) | O_WRONLY;
+	if (fd < 0 && errno == EACCES && acc != want) {
+		oflags = (oflags & ~O_ACCMODE) | want;
 		fd = openat(dirfd, path, oflags | odirect, mode);
 	}
 	*direct = true;
@@ -236,6 +250,8 @@ static struct pc_mapping *file_mapping_new(struct pc_cache *c, int fd, bool dire
 	shrwlock_init(&m->tree_lock);
 	shmutex_init(&m->advice_lock);
 	rt_init(&m->tree, &c->node_pool);
+	if (cache_shared(c))
+		counter_make_atomic(&m->hits); /* threads of two processes may share a slot */
 	atomic_store(&m->refs, 1); /* the hash table's */
 	return m;
 }
@@ -388,6 +404,16 @@ static void revalidate_locked(struct pc_mapping *m)
 		file_discard_all(m); /* cannot tell: keep nothing */
 }
 
+/* Does the file's lock exclude readers?  A private cache's does while it
+ * has a writer.  A shared cache's description holds the lock for every
+ * process of the cache: a write lock whenever it can write, so that no
+ * other cache, reader or writer, uses the file while one of ours may
+ * write it (docs/shared.md, section 17). */
+static bool lock_for_writing(const struct pc_mapping *m, bool want_write)
+{
+	return (want_write || cache_shared(m->c)) && mproc(m)->writable;
+}
+
 /* A handle of m is opened (files_lock held): lock the file as much as it
  * needs, and take it off the closed lists. */
 static int attach_handle(struct pc_mapping *m, bool want_write)
@@ -395,9 +421,11 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 	struct pc_mapping_proc *mp = mproc(m);
 	assert_held(&m->c->files_lock);
 	int err = 0;
+	if (want_write && !mp->writable)
+		return -EACCES; /* a shared description that cannot write */
 	if (m->nhandles == 0 && !m->closed_dirty) {
 		/* Reopened after a clean close: the lock was released. */
-		mp->wrlocked = want_write && mp->writable;
+		mp->wrlocked = lock_for_writing(m, want_write);
 		err = ofd_lock(mp->fd, mp->wrlocked ? F_WRLCK : F_RDLCK);
 		if (err)
 			return err;
@@ -415,16 +443,80 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 	return 0;
 }
 
-/* Reopen a file whose mapping holds its descriptor: no open(2).  Returns
- * the mapping, or NULL when open(2) is needed. */
-static struct pc_mapping *reopen_cached(struct pc_cache *c, bool want_write, const struct stat *st, int *err)
+/*
+ * Shared caches.  A file has one open file description in the cache,
+ * whose OFD lock is every process's (docs/shared.md, section 17): the
+ * first process to need it opens it; the others get a descriptor of it
+ * from a process that holds one (api/shared.c, over a Unix socket), and
+ * hold it with a reference to the mapping (m->holders, file_hold) until
+ * they let go of the file or leave the cache.  A descriptor that comes
+ * without open(2) is checked as open(2) would have: access for this
+ * process's credentials (faccessat), then the file is the mapping's.
+ */
+static int take_from_holder(struct pc_mapping *m, int dirfd, const char *path, int flags, const struct stat *st)
 {
+	assert_held(&m->c->files_lock);
+	int acc = flags & O_ACCMODE;
+	int amode = (acc != O_WRONLY ? R_OK : 0) | (acc != O_RDONLY ? W_OK : 0);
+	int at = AT_EACCESS | ((flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
+	if (faccessat(dirfd, path, amode, at) != 0)
+		return -errno;
+	/* This process's part of the file's domain (its I/O queue, its
+	 * flushers) starts with its first file there. */
+	struct pc_domain *d;
+	int err = domain_get(m->c, m->dev, &d);
+	if (err)
+		return err;
+	int fd = shared_fd_from_holders(m);
+	if (fd < 0)
+		return fd;
+	struct stat got;
+	err = fstat(fd, &got) != 0 ? -errno : 0;
+	if (!err && (got.st_dev != st->st_dev || got.st_ino != st->st_ino))
+		err = -EBUSY; /* not the file asked for: cannot happen while it is held */
+	if (!err)
+		err = file_entry_claim(m);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	struct pc_mapping_proc *mp = mproc(m);
+	mp->fd = fd;
+	mp->writable = (fl & O_ACCMODE) != O_RDONLY;
+	mp->direct = (fl & O_DIRECT) != 0;
+	mp->noatime = (fl & O_NOATIME) != 0;
+	mp->wrlocked = mp->writable;
+	atomic_store(&mp->fd_mode, FD_AS_OPENED);
+	file_hold(m);
+	return 0;
+}
+
+/* Reopen a file whose mapping holds its descriptor (in a shared cache:
+ * this process's, or another's that it hands over): no open(2).  Returns
+ * the mapping, or NULL when open(2) is needed. */
+static struct pc_mapping *reopen_cached(struct pc_cache *c, int dirfd, const char *path, int flags,
+					 const struct stat *st, int *err)
+{
+	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	*err = 0;
 	files_lock(c);
 	struct pc_mapping *m = files_hash_find(c, st->st_dev, st->st_ino);
-	if (m && can_reuse_fd(m, want_write, st))
+	bool took = false; /* a shared cache's hold taken for this open */
+	if (m && cache_shared(c) && !file_held_here(m)) {
+		if (file_held_by_others(m)) {
+			*err = take_from_holder(m, dirfd, path, flags, st);
+			took = !*err;
+		} else {
+			m = NULL; /* nobody holds it: open(2) */
+		}
+	}
+	bool reused = m && !*err && can_reuse_fd(m, want_write, st);
+	if (reused)
 		*err = attach_handle(m, want_write);
-	else
+	if (took && (!reused || *err))
+		file_unhold(m);
+	if (!reused)
 		m = NULL;
 	files_unlock(c);
 	return *err ? NULL : m;
@@ -479,13 +571,30 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 	/* A known file's descriptor is not replaced lazily. */
 	if (m)
 		err = direct_unless_known(c, NULL, fd, &direct, &lazy);
+	bool took = false; /* a shared cache's hold taken for this open */
+	if (m && !err && cache_shared(c) && !file_held_here(m)) {
+		took = true;
+		if (file_held_by_others(m)) {
+			close(fd); /* the cache's description is the one to use */
+			fd = -1;
+			err = take_from_holder(m, dirfd, path, flags, &st);
+		} else {
+			struct pc_domain *d; /* this process's part of it, as above */
+			err = domain_get(c, m->dev, &d);
+			if (!err)
+				err = file_entry_claim(m);
+			if (!err)
+				file_hold(m); /* adopts fd below */
+		}
+		took = !err;
+	}
 	if (m && !err) {
 		struct pc_mapping_proc *mp = mproc(m);
 		bool adopted = mp->fd < 0;
 		if (adopted) {
-			adopt_fd(m, fd, direct, want_write);
+			adopt_fd(m, fd, direct, cache_shared(c) ? writable_fd(fd) : want_write);
 			fd = -1;
-		} else if (want_write && !mp->writable) {
+		} else if (want_write && !mp->writable && fd >= 0 && !file_held_by_others(m)) {
 			err = upgrade_to_writable(m, fd);
 			if (!err)
 				fd = -1;
@@ -500,12 +609,14 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			fd = mp->fd; /* closed below: the mapping stays without one */
 			mp->fd = -1;
 		}
+		if (err && took)
+			file_unhold(m); /* held for this open only */
 	} else if (!m) {
-		m = file_mapping_new(c, fd, direct, lazy, want_write, &st, &err);
+		m = file_mapping_new(c, fd, direct, lazy, cache_shared(c) ? writable_fd(fd) : want_write, &st, &err);
 		if (m) {
 			struct pc_mapping_proc *mp = mproc(m);
-			err = ofd_lock(fd, want_write ? F_WRLCK : F_RDLCK);
-			mp->wrlocked = want_write;
+			mp->wrlocked = lock_for_writing(m, want_write);
+			err = want_write && !mp->writable ? -EACCES : ofd_lock(fd, mp->wrlocked ? F_WRLCK : F_RDLCK);
 			if (err) {
 				mp->fd = -1;
 				mapping_put(m);
@@ -518,6 +629,8 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 				files_hash_insert(c, m);
 				m->nhandles = 1;
 				atomic_fetch_add(&m->refs, 1);
+				if (cache_shared(c))
+					file_hold(m);
 			}
 		}
 	}
@@ -532,7 +645,6 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 
 int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t mode, struct pc_mapping **out)
 {
-	bool want_write = (flags & O_ACCMODE) != O_RDONLY;
 	bool excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
 	struct stat st;
 	/* stat first: a FIFO's open(2) would wait for a peer (O_DIRECT is
@@ -556,7 +668,7 @@ int file_open(struct pc_cache *c, int dirfd, const char *path, int flags, mode_t
 		if (!S_ISREG(st.st_mode))
 			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		int err;
-		struct pc_mapping *m = reopen_cached(c, want_write, &st, &err);
+		struct pc_mapping *m = reopen_cached(c, dirfd, path, flags, &st, &err);
 		if (err)
 			return err;
 		if (m) {

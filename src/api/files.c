@@ -8,6 +8,8 @@
  * handle in one hold of it.
  */
 #include "api/files.h"
+
+#include "mem/file_slots.h"
 #include "mem/cache_mem.h"
 
 #include "api/cache.h"
@@ -85,7 +87,7 @@ void files_hash_insert(struct pc_cache *c, struct pc_mapping *m)
 }
 
 /* Snapshot every mapping of the cache with a reference. */
-static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
+unsigned files_snapshot(struct pc_cache *c, struct pc_mapping ***out)
 {
 	unsigned n = 0, cap = 0;
 	struct pc_mapping **v = NULL;
@@ -107,27 +109,40 @@ static unsigned all_mappings(struct pc_cache *c, struct pc_mapping ***out)
 	return n;
 }
 
+int files_writeback_last(struct pc_mapping *m)
+{
+	int err = writeback_file(m);
+	/* A flusher write that failed while we waited for it left its
+	 * blocks dirty again without this call having tried them. */
+	if (err && atomic_load(&m->nr_dirty) > 0)
+		(void)writeback_file(m);
+	/* An error of write-back that no handle reported (the file was
+	 * closed): this is the last one who can. */
+	uint64_t none = 0;
+	if (!err && errseq_unseen(&m->wb_err))
+		err = errseq_check_and_advance(&m->wb_err, &none);
+	if (!err)
+		err = fs_sync_mapping(m); /* its end through the kernel */
+	backing_release_reserve(m);
+	return err;
+}
+
 int files_writeback_all(struct pc_cache *c)
 {
 	struct pc_mapping **v;
-	unsigned n = all_mappings(c, &v);
+	unsigned n = files_snapshot(c, &v);
 	int first_err = 0;
 	for (unsigned i = 0; i < n; i++) {
-		int err = writeback_file(v[i]);
-		/* A flusher write that failed while we waited for it left its
-		 * blocks dirty again without this call having tried them. */
-		if (err && atomic_load(&v[i]->nr_dirty) > 0)
-			(void)writeback_file(v[i]);
-		/* An error of write-back that no handle reported (the file was
-		 * closed): destroy is the last one who can. */
-		uint64_t none = 0;
-		if (!err && errseq_unseen(&v[i]->wb_err))
-			err = errseq_check_and_advance(&v[i]->wb_err, &none);
-		if (!err)
-			err = fs_sync_mapping(v[i]); /* its end through the kernel */
+		/* A shared cache's file that this process does not hold is
+		 * its holders' to write (every file with dirty data has one):
+		 * the last member holds all that do. */
+		if (cache_shared(c) && !file_held_here(v[i])) {
+			mapping_put(v[i]);
+			continue;
+		}
+		int err = files_writeback_last(v[i]);
 		if (err && !first_err)
 			first_err = err;
-		backing_release_reserve(v[i]);
 		mapping_put(v[i]);
 	}
 	free(v);

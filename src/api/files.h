@@ -21,6 +21,13 @@ HIDDEN void files_hash_remove(struct pc_cache *c, struct pc_mapping *m);
 /* pc_cache_destroy: write back every mapping (the first error), then,
  * once no I/O is in flight, free them all. */
 HIDDEN int files_writeback_all(struct pc_cache *c);
+/* Every mapping of the cache, with a reference each (the caller puts
+ * them and frees the array): their number; *out NULL when none. */
+HIDDEN unsigned files_snapshot(struct pc_cache *c, struct pc_mapping ***out);
+/* Write m back as the last who can: its data, an unseen write error,
+ * its end through the kernel, its reservations given back.  0 or the
+ * first error. */
+HIDDEN int files_writeback_last(struct pc_mapping *m);
 HIDDEN void files_free_all(struct pc_cache *c);
 
 #endif

@@ -54,5 +54,9 @@ static inline bool handle_inherited(const struct pc_file *h)
 /* pc_cache_destroy: free every handle, open or in the quarantine
  * (api.c). */
 HIDDEN void handles_free_all(struct pc_cache *c);
+/* Close every handle this process has open, as pc_close does but without
+ * waiting (a shared cache's member leaving: what it wrote stays cached for
+ * the others): 0, or the first write error one of them had not seen. */
+HIDDEN int handles_close_all(struct pc_cache *c);
 
 #endif

@@ -19,6 +19,7 @@
 static const char *level_name(int level)
 {
 	switch (level) {
+	case LOCK_MEMBERS: return "members_lock";
 	case LOCK_INVAL: return "inval_lock";
 	case LOCK_THROTTLE: return "throttle_lock";
 	case LOCK_FILES: return "files_lock";

@@ -38,6 +38,7 @@
 #endif
 
 enum pc_lock_level {
+	LOCK_MEMBERS = 0,  /* cache->members_lock: a shared cache's attach and leave */
 	LOCK_INVAL = 1,    /* mapping->inval_lock */
 	LOCK_THROTTLE = 2, /* cache->throttle_lock (asks the file table) */
 	LOCK_FILES = 3,    /* cache->files_lock: opens and closes, the file table */

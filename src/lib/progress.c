@@ -40,6 +40,11 @@ void progress_init(struct pc_progress *p)
 	p->futex_private = FUTEX_PRIVATE_FLAG;
 }
 
+void progress_share(struct pc_progress *p)
+{
+	p->futex_private = 0;
+}
+
 void progress_destroy(struct pc_progress *p)
 {
 	(void)p;

@@ -15,6 +15,8 @@ struct pc_progress {
 	int futex_private;      /* FUTEX_PRIVATE_FLAG unless processes share it */
 };
 HIDDEN void progress_init(struct pc_progress *p);
+/* Before it is used: processes share it (a shared cache's). */
+HIDDEN void progress_share(struct pc_progress *p);
 HIDDEN void progress_destroy(struct pc_progress *p);
 /* After the state changed: wake whoever waits for a change. */
 HIDDEN void progress_signal(struct pc_progress *p);

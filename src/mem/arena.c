@@ -306,6 +306,12 @@ void arena_populate_start(struct pc_cache *c)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+void arena_attach(struct pc_cache *c)
+{
+	madvise(c->arena, c->arena_bytes, MADV_HUGEPAGE);
+	madvise(c->folios, table_bytes(c), MADV_HUGEPAGE);
+}
+
 void arena_populate_stop(struct pc_cache *c)
 {
 	if (!cache_proc(c)->populate_running)

@@ -22,6 +22,11 @@ HIDDEN int arena_init(struct pc_cache *c);
 /* Start the background fault-in (not with PC_CFG_LAZY_MEMORY); stop it
  * and wait for it (at most one step). */
 HIDDEN void arena_populate_start(struct pc_cache *c);
+/* A process attached to a shared cache: huge pages asked for over its own
+ * mapping of the arena and the folio table (the advice is a mapping's, not
+ * the memory's), where the machine gives shared memory any
+ * (transparent_hugepage/shmem_enabled "advise" or "always"). */
+HIDDEN void arena_attach(struct pc_cache *c);
 HIDDEN void arena_populate_stop(struct pc_cache *c);
 /* Bytes from the arena's start faulted in so far by the background thread. */
 HIDDEN size_t arena_populated_bytes(struct pc_cache *c);

@@ -18,6 +18,8 @@
 #include "mem/mapping.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -68,6 +70,14 @@ static int chunk_ensure(struct pc_file_procs *t, uint32_t slot)
 	return 0;
 }
 
+/* This process's entry at m's slot, whatever file it is for now. */
+static struct pc_mapping_proc *slot_entry(const struct pc_mapping *m)
+{
+	struct pc_mapping_proc *chunk =
+		atomic_load_explicit(&m->procs->chunk[m->slot / FILE_CHUNK], memory_order_acquire);
+	return &chunk[m->slot % FILE_CHUNK];
+}
+
 int file_slot_get(struct pc_mapping *m)
 {
 	struct pc_proc *p = cache_proc(m->c);
@@ -82,25 +92,95 @@ int file_slot_get(struct pc_mapping *m)
 	}
 	m->procs = &p->files;
 	m->slot = slot;
-	*mproc(m) = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1 };
+	/* Never 0, which is "no file" in an entry. */
+	do
+		m->gen = atomic_fetch_add_explicit(&m->c->file_gen, 1, memory_order_relaxed) + 1;
+	while (m->gen == 0);
+	*slot_entry(m) = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1, .gen = m->gen };
 	return 0;
 }
 
+int file_entry_claim(struct pc_mapping *m)
+{
+	int err = chunk_ensure(m->procs, m->slot);
+	if (err)
+		return err;
+	struct pc_mapping_proc *mp = slot_entry(m);
+	PC_ASSERT(mp->fd < 0 && mp->old_fd < 0); /* an earlier file's were closed with its hold */
+	*mp = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1, .gen = m->gen };
+	return 0;
+}
+
+/* A shared cache's fdpass server may be reading the entry's descriptor
+ * to duplicate it (file_fd_dup): it is closed under fd_lock, so the
+ * number is not reused for another file while the server sends it. */
 void file_descriptors_close(struct pc_mapping *m)
 {
 	struct pc_mapping_proc *mp = mproc(m);
+	if (!mproc_is_mine(m, mp))
+		return;
+	pthread_mutex_t *lock = &cache_proc(m->c)->fd_lock;
+	pthread_mutex_lock(lock);
 	if (mp->fd >= 0)
 		close(mp->fd);
 	if (mp->old_fd >= 0)
 		close(mp->old_fd);
 	mp->fd = mp->old_fd = -1;
+	pthread_mutex_unlock(lock);
+}
+
+int file_fd_dup(struct pc_cache *c, uint32_t slot, uint32_t gen)
+{
+	struct pc_proc *p = cache_proc(c);
+	if (slot >= FILE_SLOTS)
+		return -ENOENT;
+	struct pc_mapping_proc *chunk = atomic_load_explicit(&p->files.chunk[slot / FILE_CHUNK], memory_order_acquire);
+	if (!chunk)
+		return -ENOENT;
+	pthread_mutex_lock(&p->fd_lock);
+	struct pc_mapping_proc *mp = &chunk[slot % FILE_CHUNK];
+	int fd = mp->gen == gen && gen && mp->fd >= 0 ? fcntl(mp->fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int err = fd >= 0 ? 0 : (mp->gen == gen && gen && mp->fd >= 0 ? -errno : -ENOENT);
+	pthread_mutex_unlock(&p->fd_lock);
+	return err ? err : fd;
+}
+
+bool file_held_here(const struct pc_mapping *m)
+{
+	return atomic_load(&m->holders) & cache_proc(m->c)->self_bit;
+}
+
+bool file_held_by_others(const struct pc_mapping *m)
+{
+	return atomic_load(&m->holders) & ~cache_proc(m->c)->self_bit;
+}
+
+void file_hold(struct pc_mapping *m)
+{
+	PC_ASSERT(!file_held_here(m));
+	atomic_fetch_add(&m->refs, 1);
+	atomic_fetch_or(&m->holders, cache_proc(m->c)->self_bit);
+}
+
+void file_unhold(struct pc_mapping *m)
+{
+	if (!file_held_here(m))
+		return;
+	file_descriptors_close(m);
+	struct pc_mapping_proc *mp = mproc(m);
+	if (mproc_is_mine(m, mp))
+		mp->gen = 0;
+	atomic_fetch_and(&m->holders, ~cache_proc(m->c)->self_bit);
+	mapping_put(m);
 }
 
 void file_slot_put(struct pc_mapping *m)
 {
 	if (!m->procs)
 		return;
-	*mproc(m) = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1 };
+	struct pc_mapping_proc *mp = mproc(m);
+	if (mproc_is_mine(m, mp))
+		*mp = (struct pc_mapping_proc){ .fd = -1, .old_fd = -1 };
 	slot_release(m->c, m->slot);
 }
 

@@ -14,6 +14,8 @@
 
 #include "lib/util.h"
 
+#include <stdbool.h>
+
 struct pc_cache;
 struct pc_mapping;
 struct pc_proc;
@@ -22,9 +24,27 @@ struct pc_proc;
  * descriptor (fd and old_fd -1, everything else false): 0, -ENFILE
  * (FILE_SLOTS files held at once), or -ENOMEM. */
 HIDDEN int file_slot_get(struct pc_mapping *m);
+/* A shared cache: this process is to hold m's descriptor (from another
+ * process): its entry at m's slot becomes m's, with no descriptor yet.
+ * 0 or -ENOMEM. */
+HIDDEN int file_entry_claim(struct pc_mapping *m);
+/* The fdpass server's lookup (api/shared.c): a new descriptor of this
+ * process's entry at `slot` if the entry is for the file of generation
+ * `gen`, else -ENOENT. */
+HIDDEN int file_fd_dup(struct pc_cache *c, uint32_t slot, uint32_t gen);
 /* Close this process's descriptors of m (fd and old_fd, those it has):
  * m stays without one. */
 HIDDEN void file_descriptors_close(struct pc_mapping *m);
+/* A shared cache's holders (mapping.h, holders): does this process hold
+ * m's descriptor; does another? */
+HIDDEN bool file_held_here(const struct pc_mapping *m);
+HIDDEN bool file_held_by_others(const struct pc_mapping *m);
+/* This process holds m's descriptor now (its entry has it): its bit, and
+ * a reference for it. */
+HIDDEN void file_hold(struct pc_mapping *m);
+/* It lets go (if it held m): its descriptors closed, its entry emptied,
+ * its bit cleared and its reference put (which may free m). */
+HIDDEN void file_unhold(struct pc_mapping *m);
 /* m is gone: its slot is free again. */
 HIDDEN void file_slot_put(struct pc_mapping *m);
 /* The cache's end (or a fork child's copy of it): free the process's

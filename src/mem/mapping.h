@@ -62,6 +62,10 @@ struct pc_mapping_proc {
 	bool wrlocked;     /* our OFD lock is a write lock (files_lock) */
 	bool direct;       /* fd is O_DIRECT */
 	bool noatime;      /* fd is O_NOATIME */
+	/* The mapping this entry is for (its gen): an entry whose gen is not
+	 * the mapping's is another file's that held the slot before, or
+	 * none (0): mproc answers "no descriptor here" for it. */
+	uint32_t gen;
 };
 
 /* The file table of a process: slots in chunks, made on first use and
@@ -88,6 +92,14 @@ struct pc_mapping {
 	 * own descriptors): mproc(m). */
 	struct pc_file_procs *procs;
 	uint32_t slot;
+	/* Which mapping of the slot this is (never 0), so that a process's
+	 * entry of an earlier file of the slot is not taken for this one's. */
+	uint32_t gen;
+	/* A shared cache: the processes (bits by process slot) that hold a
+	 * descriptor of the file's one open file description, each with a
+	 * reference to the mapping (file.c, "Shared caches").  0 in a
+	 * private cache. */
+	_Atomic uint64_t holders;
 	_Atomic bool kernel_written; /* data went through the kernel's page cache */
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */
@@ -173,14 +185,24 @@ struct pc_mapping {
 	gid_t open_gid;
 };
 
-/* This process's descriptors of m.  The chunk exists: the process made
- * it when it opened the file (file_slot_get). */
+/* This process's descriptors of m: its entry at m's slot when the entry is
+ * m's (its gen), else an entry with no descriptor (fd -1, gen 0: not m's
+ * either), which nobody writes: a process of a shared cache may not hold
+ * this file, or may not have made the chunk.  A private cache's entries
+ * are always its mappings' (file_slot_get makes them).  mproc_is_mine
+ * tells the two apart. */
 static inline struct pc_mapping_proc *mproc(const struct pc_mapping *m)
 {
+	static struct pc_mapping_proc none = { .fd = -1, .old_fd = -1 };
 	struct pc_mapping_proc *chunk =
 		atomic_load_explicit(&m->procs->chunk[m->slot / FILE_CHUNK], memory_order_acquire);
-	PC_ASSERT(chunk != NULL);
-	return &chunk[m->slot % FILE_CHUNK];
+	struct pc_mapping_proc *mp = chunk ? &chunk[m->slot % FILE_CHUNK] : &none;
+	return mp->gen == m->gen ? mp : &none;
+}
+
+static inline bool mproc_is_mine(const struct pc_mapping *m, const struct pc_mapping_proc *mp)
+{
+	return mp->gen == m->gen;
 }
 
 /*

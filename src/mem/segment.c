@@ -107,6 +107,21 @@ static void reg_add(struct pc_segment *s)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+struct pc_segment *segment_inherited_named_at(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct pc_segment *found = NULL;
+	pthread_mutex_lock(&reg_lock);
+	for (struct pc_segment *s = reg_head; s; s = s->next)
+		if (a >= (uintptr_t)s->hdr && a - (uintptr_t)s->hdr < s->size) {
+			if (atomic_load(&s->inherited) && s->shm_name[0])
+				found = s;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	return found;
+}
+
 bool segment_inherited_at(const void *addr)
 {
 	uintptr_t a = (uintptr_t)addr;
@@ -179,7 +194,7 @@ static void seg_struct_free(struct pc_segment *s)
 
 /* ------------------------------------------------ names */
 
-static int check_name(const char *name)
+int segment_name_check(const char *name)
 {
 	if (!name)
 		return -EINVAL;
@@ -702,7 +717,7 @@ static int attach(struct pc_segment *s, const struct seg_params *p, uint64_t dea
 int segment_open(const char *name, const struct seg_params *p, struct pc_segment **out)
 {
 	struct seg_layout l;
-	int err = check_name(name);
+	int err = segment_name_check(name);
 	if (!err)
 		err = layout_of(p, &l);
 	if (err)
@@ -710,7 +725,9 @@ int segment_open(const char *name, const struct seg_params *p, struct pc_segment
 	struct pc_segment *s = seg_struct_new();
 	if (!s)
 		return -ENOMEM;
-	snprintf(s->shm_name, sizeof(s->shm_name), "/pagecache-%u-%s", (unsigned)geteuid(), name);
+	/* One namespace for every user, as file names are: another user's
+	 * object of the name is refused (-EACCES), not made anew beside it. */
+	snprintf(s->shm_name, sizeof(s->shm_name), "/pagecache-%s", name);
 	uint64_t deadline = now_ms() + (p->wait_ms ? p->wait_ms : SEG_WAIT_MS);
 	for (;;) {
 		err = reg_shm_open(s, O_RDWR | O_CREAT | O_EXCL);

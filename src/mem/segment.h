@@ -20,7 +20,8 @@
  *   table_off   the heap's block table: one byte per 64 bytes of heap
  *   heap_off    the heap (a multiple of SEG_ALIGN_MAX from the start)
  *
- * Named segments.  The object is shm_open("/pagecache-<euid>-<NAME>"),
+ * Named segments.  The object is shm_open("/pagecache-<NAME>") (one
+ * namespace for all users: another user's object is -EACCES),
  * NAME 1 to SEG_NAME_MAX bytes without '/', not "." or "..".  The first
  * process creates it (O_CREAT | O_EXCL, mode 0600, fchmod 0600), the others
  * attach; an attacher refuses an object that is not its euid's or has
@@ -235,6 +236,13 @@ static inline const void *segment_config(const struct pc_segment *s, size_t *len
  * its segments (never the segment, which a child does not have mapped):
  * under a mutex, for calls that are not on a data path. */
 HIDDEN bool segment_inherited_at(const void *addr);
+/* A child of fork()'s copy of a named segment holding addr, or NULL: its
+ * memory is not mapped here at all (not even a window), so only the
+ * record is left to free (segment_detach). */
+HIDDEN struct pc_segment *segment_inherited_named_at(const void *addr);
+/* 0 for a valid name (1 to SEG_NAME_MAX bytes, no '/', not "." or ".."),
+ * else -EINVAL. */
+HIDDEN int segment_name_check(const char *name);
 
 /* A child of fork(): drop its copy of an inherited segment's window
  * (segment_private's address and the window's bytes, read before). */

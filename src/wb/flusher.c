@@ -42,7 +42,10 @@ void flusher_kick(struct pc_domain *d)
 	atomic_store(&d->kicked, true);
 	atomic_fetch_add_explicit(&d->kick_seq, 1, memory_order_relaxed);
 	cache_unlock(d->c, &d->lock);
-	shfutex_wake(&d->kick_seq, 1);
+	/* In a shared cache each process's flushers write the files their
+	 * process holds: all of them are woken, not one that may hold none
+	 * of the files that need it. */
+	shfutex_wake(&d->kick_seq, cache_shared(d->c) ? INT_MAX : 1);
 }
 
 /* This process's flushers of d end (their round done). */
@@ -148,6 +151,14 @@ static bool flusher_backing_off(struct pc_mapping *m, uint64_t now)
 	return e && now - e < 1000;
 }
 
+/* A shared cache's file is written back by the processes that hold its
+ * descriptor (api/file.c, "Shared caches"): another process's flushers
+ * leave it to them. */
+static bool flusher_may_write(struct pc_mapping *m)
+{
+	return !cache_shared(m->c) || mproc(m)->fd >= 0;
+}
+
 /* One pass over the domain's files; returns the bytes submitted. */
 static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n, bool kicked, bool want_free,
 			  int patience)
@@ -157,7 +168,7 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 	int64_t submitted = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
-		if (flusher_backing_off(m, now))
+		if (flusher_backing_off(m, now) || !flusher_may_write(m))
 			continue;
 		/* Uncached dirty data first: its memory is meant to go now.
 		 * While uncached writers are active (they kicked), the newest
@@ -173,6 +184,8 @@ static int64_t flush_pass(struct pc_domain *d, struct pc_mapping **v, unsigned n
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
+		if (!flusher_may_write(m))
+			continue;
 		if (flusher_backing_off(m, now) || atomic_load(&m->nr_dirty) <= 0) {
 			if (atomic_load(&m->nr_dirty) <= 0)
 				m->dirtied_when_ms = 0;
@@ -318,8 +331,12 @@ int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out)
 	unsigned n = 0;
 	for (struct pc_domain *d = c->domains; d; d = d->next, n++)
 		if (d->dev == dev) {
-			*out = d;
-			return 0;
+			/* Made by another process of a shared cache: this
+			 * process's part of it starts with its first file there. */
+			int err = dproc(d)->ioq ? 0 : domain_proc_start(d);
+			if (!err)
+				*out = d;
+			return err;
 		}
 	if (n == PC_MAX_DOMAINS)
 		return -ENFILE;
@@ -365,6 +382,24 @@ void domains_drain(struct pc_cache *c)
 			ioq_destroy(dp->ioq); /* waits for completions */
 		dp->ioq = NULL;
 	}
+}
+
+void domains_proc_free(struct pc_cache *c)
+{
+	domains_drain(c);
+	for (struct pc_domain *d = c->domains; d; d = d->next) {
+		struct pc_domain_proc *dp = dproc(d);
+		if (dp->fs_fd >= 0)
+			close(dp->fs_fd);
+		free(dp->threads);
+		*dp = (struct pc_domain_proc){ .fs_fd = -1 };
+	}
+}
+
+void domains_proc_init(struct pc_cache *c)
+{
+	for (unsigned i = 0; i < PC_MAX_DOMAINS; i++)
+		cache_proc(c)->domains[i] = (struct pc_domain_proc){ .fs_fd = -1 };
 }
 
 void domains_destroy(struct pc_cache *c)

@@ -81,6 +81,11 @@ HIDDEN int domain_get(struct pc_cache *c, dev_t dev, struct pc_domain **out);
 HIDDEN void domains_stop(struct pc_cache *c);
 /* Stop flushers, wait for in-flight I/O and free the queues. */
 HIDDEN void domains_drain(struct pc_cache *c);
+/* A process leaving a shared cache: domains_drain, then free this
+ * process's part of every domain (the domains stay the cache's). */
+HIDDEN void domains_proc_free(struct pc_cache *c);
+/* A process's part of the cache is new: no domain is started here. */
+HIDDEN void domains_proc_init(struct pc_cache *c);
 /* domains_drain, then free the domains. */
 HIDDEN void domains_destroy(struct pc_cache *c);
 /* Wake the domain's flusher for a round now (uncached data, closed files,

@@ -35,6 +35,7 @@
 #include "wb/failing.h"
 #include "wb/dirty.h"
 #include "wb/flusher.h"
+#include "mem/cache_mem.h"
 #include "mem/mapping.h"
 #include "wb/pace.h"
 #include "lib/progress.h"
@@ -212,6 +213,47 @@ static int wait_in_queue(struct pc_mapping *m, struct throttle_waiter *w, bool *
 }
 
 /*
+ * The queue is in the cache's memory, which in a shared cache other
+ * processes walk and wake: a waiter's record cannot be on its stack (an
+ * address of this process only).  It comes from the cache's heap there;
+ * a private cache keeps one per thread.
+ */
+static _Thread_local struct throttle_waiter thread_waiter;
+
+static struct throttle_waiter *waiter_new(struct pc_cache *c)
+{
+	if (!cache_shared(c)) {
+		thread_waiter = (struct throttle_waiter){ .wake = 0 };
+		return &thread_waiter;
+	}
+	return cache_zalloc(c, sizeof(struct throttle_waiter));
+}
+
+static void waiter_free(struct pc_cache *c, struct throttle_waiter *w)
+{
+	if (w != &thread_waiter)
+		cache_free(c, w);
+}
+
+/* No record for the queue (the shared cache's heap is full): wait for
+ * room outside it, as the first waiter does, without its fairness. */
+static int wait_unqueued(struct pc_mapping *m, uint64_t room, uint64_t unpaced)
+{
+	struct pc_cache *c = m->c;
+	int err;
+	while (!(err = failing_write_error(m)) && over_limit_with(c, room)) {
+		uint32_t seen = progress_begin(&c->wb_progress);
+		flusher_kick(m->dom);
+		if (over_limit_with(c, room))
+			progress_wait(&c->wb_progress, seen, 20);
+		progress_end(&c->wb_progress);
+	}
+	if (!err)
+		pace_writer(c, unpaced);
+	return err;
+}
+
+/*
  * A writer of a file whose writeback keeps failing gets the error instead
  * of waiting (with PC_NOWAIT too, rather than EAGAIN for ever): its data
  * stays dirty, and the room it waits for may never come.
@@ -237,23 +279,26 @@ int balance_dirty(struct pc_mapping *m, uint64_t room, bool uncached, bool nowai
 	}
 	if (nowait)
 		return throttle_over_limit(c) ? -EAGAIN : 0;
-	struct throttle_waiter w = { .wake = 0 };
+	struct throttle_waiter *w = waiter_new(c);
+	if (!w)
+		return wait_unqueued(m, room, unpaced);
 	cache_lock(c, &c->throttle_lock, LOCK_THROTTLE);
 	if (thread_dirtied + THROTTLE_CREDIT < c->throttle_vclock)
 		thread_dirtied = c->throttle_vclock - THROTTLE_CREDIT;
-	w.vtime = thread_dirtied;
-	w.room = room;
-	queue_waiter(c, &w);
-	if (c->throttle_head != &w && !over_limit_with(c, c->throttle_head->room))
+	w->vtime = thread_dirtied;
+	w->room = room;
+	queue_waiter(c, w);
+	if (c->throttle_head != w && !over_limit_with(c, c->throttle_head->room))
 		wake_first(c); /* queued behind others under the limit: they may go */
 	bool waited = false;
-	err = wait_in_queue(m, &w, &waited);
-	dequeue_waiter(c, &w);
-	if (!err && w.vtime > c->throttle_vclock)
-		c->throttle_vclock = w.vtime;
+	err = wait_in_queue(m, w, &waited);
+	dequeue_waiter(c, w);
+	if (!err && w->vtime > c->throttle_vclock)
+		c->throttle_vclock = w->vtime;
 	/* There may be room for the next one too: it checks for itself. */
 	wake_first(c);
 	cache_unlock(c, &c->throttle_lock);
+	waiter_free(c, w);
 	thread_paced = thread_dirtied; /* moved up to the queue's clock: not dirtied */
 	if (waited)
 		atomic_fetch_add(&c->st_throttle_waits, 1);

@@ -28,6 +28,8 @@
  *   first_writes.c suite firstwrites (G)
  *   metadata.c     suite metadata (e)
  *   sqlite.c       suite sqlite (built with sqlite/, when SQLite is there)
+ *   shared.c       suite shared: processes sharing one cache, beside
+ *                  private caches and the kernel (fork()ed children)
  */
 #ifndef PCBENCH_BENCH_H
 #define PCBENCH_BENCH_H
@@ -63,6 +65,9 @@ struct bench_opts {
 	uint64_t total;        /* interleaved: bytes per run */
 	uint64_t seq_total;    /* sequential writes and cold reads: bytes */
 	int threads;           /* interleaved writers */
+	int procs;             /* shared: processes */
+	uint64_t shared_file;  /* shared: the read workload's file */
+	uint64_t shared_record; /* shared: the writers' record size */
 	uint64_t records[BENCH_MAX_RECORDS];
 	int nrecords;
 	uint64_t block_size;   /* pc_config.block_size; 0: the library's choice */
@@ -387,6 +392,11 @@ void suite_startup(void);
 void suite_firstwrites(void);
 void suite_metadata(void);
 void suite_sqlite(void);
+void suite_shared(void);
+/* shared.c: the names of its rows that are no path of bpaths (--only
+ * takes words of them too). */
+#define SHARED_NPATHS 3
+extern const char *const shared_paths[SHARED_NPATHS];
 /* warm_reads.c: warm 4 KiB random reads (a) and hits (h), for suite_read */
 void warm_reads(void);
 

@@ -19,6 +19,7 @@
 struct bench_opts bo = {
 	.dir = ".",
 	.threads = 32,
+	.procs = 4,
 };
 
 struct suite {
@@ -39,6 +40,7 @@ static const struct suite suites[] = {
 	{ "files", "f", suite_files, true, { 10, 20, 20 } },
 	{ "startup", "g", suite_startup, true, { 1, 1, 1 } },
 	{ "metadata", "e", suite_metadata, true, { 1, 6, 6 } },
+	{ "shared", "", suite_shared, true, { 6, 30, 35 } },
 	{ "firstwrites", "G", suite_firstwrites, false, { 240, 240, 240 } },
 #ifdef PCBENCH_SQLITE
 	{ "sqlite", "", suite_sqlite, true, { 5, 150, 150 } },
@@ -92,6 +94,15 @@ static void usage(FILE *fp)
 		"               for the run (sparse 1 GiB images in --dir), else on --dir\n"
 		"  startup      [g] pc_cache_new time at 256 MiB .. the machine's memory\n"
 		"  metadata     [e] metadata per cached 4 KiB folio, from the heap\n"
+		"  shared       --procs processes (fork()ed, default 4) sharing one cache\n"
+		"               (shared_name) beside a private cache each and the kernel:\n"
+		"               warm 4 KiB random reads of one --shared-file (private\n"
+		"               caches: a copy each), ops/s (all processes, and 1 with the\n"
+		"               others idle) and the PSS of all against 1 alone (targets:\n"
+		"               shared hits >= 0.9x private, segment PSS sum <= 1.1x one);\n"
+		"               interleaved --shared-record records over an existing file\n"
+		"               of --total, fsync included: records/s, device reads per\n"
+		"               write, data read back (private caches: not possible, EBUSY)\n"
 		"  firstwrites  [G] (never by default: 4 minutes, 8 GiB) first writes into a\n"
 		"               new cache, fresh / lazy / warm latencies\n"
 		"  sqlite       (built when libsqlite3-dev is there) SQLite through the unix\n"
@@ -134,6 +145,9 @@ static void usage(FILE *fp)
 		"  pagecache-span                pc_read_begin + pc_read_end, no copy\n"
 		"  pagecache-buffered-two-handles readahead: scan and hot reads on two\n"
 		"                                handles (the one-handle row's base)\n"
+		"  pagecache-buffered-private    shared: a private cache in each process\n"
+		"  pagecache-buffered-shared     shared: one shared cache, flags 0\n"
+		"  pagecache-dontcache-shared    shared: one shared cache, PC_DONTCACHE\n"
 		"  kernel-buffered#2, pagecache-buffered#2\n"
 		"                                the second writer of a competing pair\n"
 		"                                of one path\n"
@@ -145,12 +159,16 @@ static void usage(FILE *fp)
 		"  --mem BYTES       pagecache memory_limit (default 256M; --quick 64M)\n"
 		"  --seconds S       length of each timed phase (default 2; --quick 0.2;\n"
 		"                    --full 3)\n"
-		"  --total BYTES     interleaved: bytes per run (default 64M; --quick 8M;\n"
-		"                    --full 1G)\n"
+		"  --total BYTES     interleaved and shared's writes: bytes per run (default\n"
+		"                    64M; --quick 8M; --full 1G)\n"
 		"  --seq-total BYTES sequential writes and reads (default 2x --mem; --quick\n"
 		"                    half of it; --full 4x)\n"
 		"  --threads N       interleaved writers (default 32)\n"
 		"  --records LIST    interleaved record sizes (default 47008,6000,49152)\n"
+		"  --procs N         shared: processes, 2 to 32 (default 4)\n"
+		"  --shared-file B   shared: the read workload's file (default 256M;\n"
+		"                    --quick 32M), a multiple of 4 KiB, 1M at least\n"
+		"  --shared-record B shared: the writers' record size (default 6000)\n"
 		"  --block-size B    pagecache block_size (default: the library's choice)\n"
 		"  --edge-budget B   pagecache edge_budget_bytes (default: the library's,\n"
 		"                    a quarter of --mem; at most half of it)\n"
@@ -180,6 +198,7 @@ static const struct suite *find_suite(const char *name)
 /* Sizes of the scale, for what the options did not set. */
 static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq_set)
 {
+	static const uint64_t shared_file[3] = { 32 * BU_MiB, 256 * BU_MiB, 256 * BU_MiB };
 	static const double seconds[3] = { 0.2, 2, 3 };
 	static const uint64_t mem[3] = { 64 * BU_MiB, 256 * BU_MiB, 256 * BU_MiB };
 	static const uint64_t total[3] = { 8 * BU_MiB, 64 * BU_MiB, BU_GiB };
@@ -211,11 +230,19 @@ static void apply_scale(bool mem_set, bool seconds_set, bool total_set, bool seq
 	for (int i = 0; i < bo.nrecords; i++)
 		if (bo.records[i] == 0 || bo.records[i] > 64 * BU_MiB)
 			bu_die("--records: sizes from 1 byte to 64 MiB");
+	if (!bo.shared_file)
+		bo.shared_file = shared_file[bo.scale];
+	if (bo.shared_file < BU_MiB || bo.shared_file % 4096)
+		bu_die("--shared-file: a multiple of 4 KiB, 1 MiB at least");
+	if (!bo.shared_record)
+		bo.shared_record = 6000;
+	if (bo.shared_record > 64 * BU_MiB)
+		bu_die("--shared-record: 1 byte to 64 MiB");
 }
 
 enum {
 	OPT_QUICK = 1000, OPT_FULL, OPT_SEQ_TOTAL, OPT_BLOCK_SIZE, OPT_EDGE_BUDGET, OPT_NO_URING, OPT_ONLY, OPT_JSON, OPT_SVG,
-	OPT_RECORDS, OPT_THREADS,
+	OPT_RECORDS, OPT_THREADS, OPT_PROCS, OPT_SHARED_FILE, OPT_SHARED_RECORD,
 };
 
 static double parse_seconds(const char *s)
@@ -238,6 +265,16 @@ static int parse_threads(const char *s)
 	return (int)n;
 }
 
+static int parse_procs(const char *s)
+{
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	if (*end || n < 2 || n > 32)
+		bu_die("--procs: 2 to 32, not '%s'", s);
+	return (int)n;
+}
+
 /* Every word of --only must name (a part of) a path: a word that matches
  * none would select nothing of it, silently. */
 static void check_only(void)
@@ -257,6 +294,8 @@ static void check_only(void)
 		word[n] = '\0';
 		for (int i = 0; i < P_COUNT && n && !hit; i++)
 			hit = strstr(bpaths[i].name, word) != NULL;
+		for (int i = 0; i < SHARED_NPATHS && n && !hit; i++)
+			hit = strstr(shared_paths[i], word) != NULL;
 		if (n && !hit) {
 			fprintf(stderr, "pcbench: --only: '%s' matches no path, so nothing of it would run "
 				"(pcbench --help lists the paths)\n", word);
@@ -283,6 +322,9 @@ static void parse_options(int argc, char **argv, int *first)
 		{ "seq-total", required_argument, NULL, OPT_SEQ_TOTAL },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "records", required_argument, NULL, OPT_RECORDS },
+		{ "procs", required_argument, NULL, OPT_PROCS },
+		{ "shared-file", required_argument, NULL, OPT_SHARED_FILE },
+		{ "shared-record", required_argument, NULL, OPT_SHARED_RECORD },
 		{ "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
 		{ "edge-budget", required_argument, NULL, OPT_EDGE_BUDGET },
 		{ "no-io-uring", no_argument, NULL, OPT_NO_URING },
@@ -306,6 +348,13 @@ static void parse_options(int argc, char **argv, int *first)
 		case 't': bo.total = bu_size_arg("--total", optarg); total_set = true; break;
 		case OPT_SEQ_TOTAL: bo.seq_total = bu_size_arg("--seq-total", optarg); seq_set = true; break;
 		case OPT_THREADS: bo.threads = parse_threads(optarg); break;
+		case OPT_PROCS: bo.procs = parse_procs(optarg); break;
+		case OPT_SHARED_FILE: bo.shared_file = bu_size_arg("--shared-file", optarg); break;
+		case OPT_SHARED_RECORD:
+			bo.shared_record = bu_size_arg("--shared-record", optarg);
+			if (!bo.shared_record)
+				bu_die("--shared-record: 1 byte to 64 MiB");
+			break;
 		case OPT_RECORDS:
 			bo.nrecords = bu_size_list_arg("--records", optarg, bo.records, BENCH_MAX_RECORDS);
 			break;
