@@ -153,9 +153,14 @@ struct pc_stats {
 /* Defaults into *cfg.  NULL does nothing.  See pc_config_init(3). */
 PC_API void pc_config_init(struct pc_config *cfg);
 
-/* A new cache; NULL cfg means defaults.  Returns NULL/errno on failure:
- * EINVAL (a field out of range, unknown flag), ENOMEM (the machine cannot
- * back memory_limit, or an allocation failed).  See pc_cache_new(3). */
+/* A new cache, or (shared_name) the shared cache of that name, made or
+ * attached to; NULL cfg means defaults.  Returns NULL/errno on failure:
+ * EINVAL (a field out of range, unknown flag, a bad name, a setting that
+ * differs from a shared cache's), ENOMEM (the machine, or /dev/shm for a
+ * shared cache, cannot back memory_limit, or an allocation failed); for a
+ * shared cache also EACCES (another user's), EBUSY (this process is
+ * attached to it already), EMFILE (64 processes attached), EPROTO,
+ * ETIMEDOUT, EADDRINUSE.  See pc_cache_new(3). */
 PC_API struct pc_cache *pc_cache_new(const struct pc_config *cfg);
 
 /* The cache's settings, every default resolved (what the cache uses: a 0
@@ -166,8 +171,11 @@ PC_API int pc_cache_config(struct pc_cache *c, struct pc_config *cfg);
 
 /* Write back all dirty data (closed files too), close open files, stop the
  * threads and free the cache, even on error.  Failed write-back is not
- * retried.  Returns 0, or -1/errno: EINVAL (NULL), the first write error
- * (that data is lost).  0 in a child of fork().  See pc_cache_destroy(3). */
+ * retried.  A shared cache's process that is not the last one attached
+ * writes back the files it alone holds and detaches; the last one does
+ * all of this.  Returns 0, or -1/errno: EINVAL (NULL), the first write
+ * error (that data is lost).  0 in a child of fork().  See
+ * pc_cache_destroy(3). */
 PC_API int pc_cache_destroy(struct pc_cache *c);
 
 /* Open `path` through the cache, with O_DIRECT underneath.  flags: an

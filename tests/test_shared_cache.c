@@ -25,7 +25,9 @@
 #include "testutil.h"
 
 #include <grp.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -1235,5 +1237,310 @@ TEST_CASE(fork_child_eperm_then_attaches_itself)
 	CHECK(backing_is_model(path));
 	CHECK(!object_find(name1, NULL));
 	area_free();
+	names_end();
+}
+
+/* ------------------------------------------------ fixes of the first review */
+
+/* Kid 0 makes the cache (its memory faulted in by the calls that use it),
+ * kid 1 attaches and reads a 1 MiB file through it: each process's count
+ * of the memory its caches have yet to take stays its own, so a private
+ * cache made afterwards in either process is not refused (ENOMEM). */
+static void kid_budget(unsigned k)
+{
+	kid_wait();
+	struct pc_cache *c;
+	if (k == 0) {
+		struct pc_config cfg = creator_config(name1);
+		cfg.flags |= PC_CFG_LAZY_MEMORY;
+		c = pc_cache_new(&cfg);
+		KCHECK(c);
+	} else {
+		c = kid_attach(name1);
+		struct pc_file *f = kid_open(c, fpath("budget", 0), O_RDONLY);
+		kid_check_read(f, 0, (size_t)area->size, 0);
+		KCHECK(pc_close(f) == 0);
+	}
+	kid_ack();
+	kid_wait();
+	struct pc_config pcfg = tu_config(16 * MiB);
+	struct pc_cache *p = pc_cache_new(&pcfg);
+	KCHECK(p);
+	KCHECK(pc_cache_destroy(p) == 0);
+	KCHECK(pc_cache_destroy(c) == 0);
+	kid_end();
+}
+
+TEST_CASE(attacher_still_makes_private_caches)
+{
+	names_begin("budget");
+	area_new();
+	static uint8_t data[IMG_MAX];
+	tu_fill_pattern(data, sizeof(data), 91, 0);
+	tu_write_file(fpath("budget", 0), data, sizeof(data));
+	memcpy(area->img, data, sizeof(data));
+	area->size = sizeof(data);
+	kid_start(kid_budget);
+	kid_start(kid_budget);
+	step(0);
+	step(1);
+	step(1);
+	step(0);
+	kids_reap();
+	area_free();
+	names_end();
+}
+
+/* A second pc_cache_new of a name this process is attached to: EBUSY (it
+ * would be mapped where the first is), and the first still works. */
+TEST_CASE(same_name_twice_in_one_process_ebusy)
+{
+	names_begin("twice");
+	struct pc_config cfg = creator_config(name1);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	errno = 0;
+	struct pc_cache *d = pc_cache_new(&cfg);
+	CHECK(d == NULL && errno == EBUSY);
+	struct pc_file *f = pc_open(c, fpath("twice", 0), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(f != NULL);
+	CHECK(f && pc_pwrite(f, "x", 1, 0, 0) == 1);
+	CHECK(f && pc_close(f) == 0);
+	CHECK(pc_cache_destroy(c) == 0);
+	names_end();
+}
+
+/* Readers share a file as they do today: a private cache reads a file a
+ * shared cache only reads (its description's lock is a read lock), and
+ * the shared cache's first writer then gets EBUSY, as a private writer
+ * would; once the private reader is gone it may write, and then the
+ * private reader is refused. */
+static void kid_readers(unsigned k)
+{
+	kid_wait();
+	struct pc_cache *c;
+	if (k == 1) {
+		struct pc_config cfg = tu_config(8 * MiB);
+		c = pc_cache_new(&cfg);
+		KCHECK(c);
+	} else {
+		c = k == 0 ? kid_create(name1) : kid_attach(name1);
+	}
+	const char *path = fpath("readers", 0);
+	struct pc_file *f = k == 2 ? NULL : kid_open(c, path, O_RDONLY);
+	if (f)
+		kid_check_read(f, 0, (size_t)area->size, 0);
+	if (k == 2) {
+		errno = 0;
+		struct pc_file *w = pc_open(c, path, O_RDWR, 0);
+		KCHECK(w == NULL && errno == EBUSY);
+	}
+	kid_ack();
+	kid_wait();
+	if (k == 1)
+		KCHECK(pc_close(f) == 0); /* the private reader goes */
+	if (k == 2) {
+		struct pc_file *w = kid_open(c, path, O_RDWR);
+		kid_write(w, 100, 1000, 92, 0);
+		KCHECK(pc_close(w) == 0);
+	}
+	kid_ack();
+	kid_wait();
+	if (k == 1) {
+		errno = 0;
+		struct pc_file *r = pc_open(c, path, O_RDONLY, 0);
+		KCHECK(r == NULL && errno == EBUSY);
+	}
+	if (k == 0)
+		KCHECK(pc_close(f) == 0);
+	KCHECK(pc_cache_destroy(c) == 0);
+	kid_end();
+}
+
+TEST_CASE(private_reader_beside_shared_readers)
+{
+	names_begin("readers");
+	area_new();
+	static uint8_t data[50000];
+	tu_fill_pattern(data, sizeof(data), 93, 0);
+	tu_write_file(fpath("readers", 0), data, sizeof(data));
+	memcpy(area->img, data, sizeof(data));
+	area->size = sizeof(data);
+	kid_start(kid_readers);
+	kid_start(kid_readers);
+	kid_start(kid_readers);
+	step(0);
+	step(1);
+	step(2);
+	step(1); /* the private reader closes */
+	step(2); /* the shared cache writes */
+	step(0);
+	step(2);
+	step(1); /* refused, leaves */
+	step(0);
+	kids_reap();
+	CHECK(backing_is_model(fpath("readers", 0)));
+	area_free();
+	names_end();
+}
+
+#define IDLE_FILES 20
+
+/* This process's descriptors of the scratch files named "idle-*". */
+static unsigned idle_descriptors(void)
+{
+	unsigned n = 0;
+	char link[64], target[4300];
+	for (int fd = 0; fd < 4096; fd++) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		n += strstr(target, "/idle-") != NULL;
+	}
+	return n;
+}
+
+/* Kid 0 opens 20 files, kid 1 opens them too (it holds descriptors of the
+ * same descriptions), kid 0 closes its handles: its descriptors go
+ * within a sweep (a second), one holder being enough; kid 1's stay, and
+ * its reads and the write-back at its leave are whole. */
+static void kid_idle(unsigned k)
+{
+	kid_wait();
+	struct pc_cache *c = k == 0 ? kid_create(name1) : kid_attach(name1);
+	struct pc_file *f[IDLE_FILES];
+	for (unsigned i = 0; i < IDLE_FILES; i++) {
+		char file[32];
+		snprintf(file, sizeof(file), "idle-%u", i);
+		f[i] = kid_open(c, fpath(file, 0), O_RDWR | O_CREAT);
+		if (k == 0)
+			KCHECK(pc_pwrite(f[i], file, strlen(file), 0, 0) == (ssize_t)strlen(file));
+	}
+	KCHECK(idle_descriptors() == IDLE_FILES);
+	kid_ack();
+	kid_wait();
+	if (k == 0) {
+		for (unsigned i = 0; i < IDLE_FILES; i++)
+			KCHECK(pc_close(f[i]) == 0);
+		KCHECK(TU_POLL(idle_descriptors() == 0, 3000));
+	} else {
+		KCHECK(idle_descriptors() == IDLE_FILES);
+		for (unsigned i = 0; i < IDLE_FILES; i++) {
+			char file[32], got[32] = "";
+			snprintf(file, sizeof(file), "idle-%u", i);
+			KCHECK(pc_pread(f[i], got, sizeof(got), 0, 0) == (ssize_t)strlen(file));
+			KCHECK(memcmp(got, file, strlen(file)) == 0);
+			KCHECK(pc_close(f[i]) == 0);
+		}
+	}
+	kid_ack();
+	kid_wait();
+	KCHECK(pc_cache_destroy(c) == 0);
+	kid_end();
+}
+
+TEST_CASE(idle_holders_let_go_of_descriptors)
+{
+	names_begin("idle");
+	kid_start(kid_idle);
+	kid_start(kid_idle);
+	step(0);
+	step(1);
+	step(0); /* closes, its descriptors go */
+	step(1); /* still holds, reads, closes */
+	step(0);
+	step(1);
+	kids_reap();
+	for (unsigned i = 0; i < IDLE_FILES; i++) {
+		char file[32], want[32];
+		snprintf(file, sizeof(file), "idle-%u", i);
+		snprintf(want, sizeof(want), "idle-%u", i);
+		CHECK(backing_equals(fpath(file, 0), (const uint8_t *)want, strlen(want)));
+		unlink(fpath(file, 0));
+	}
+	names_end();
+}
+
+/* Two members with dirty data in one file leave at the same moment: one
+ * of them is the last out and writes everything back (a leaver that is
+ * not last leaves the file to the other, which must then know itself
+ * last).  Rounds, for the moment to fall anywhere. */
+static void kid_leave_together(unsigned k)
+{
+	kid_wait();
+	struct pc_cache *c = k == 0 ? kid_create(name1) : kid_attach(name1);
+	struct pc_file *f = kid_open(c, fpath("together", 0), O_RDWR);
+	kid_ack();
+	kid_wait();
+	kid_write(f, k * 70000 + 3, 60000, 95 + k, 0);
+	kid_ack();
+	kid_wait();
+	KCHECK(pc_cache_destroy(c) == 0);
+	kid_end();
+}
+
+TEST_CASE(members_leaving_at_once_write_back)
+{
+	for (unsigned round = 0; round < 10; round++) {
+		names_begin("together");
+		area_new();
+		make_empty(fpath("together", 0));
+		kid_start(kid_leave_together);
+		kid_start(kid_leave_together);
+		step(0);
+		step(1);
+		step(0);
+		step(1);
+		go(0);
+		go(1);
+		done(0);
+		done(1);
+		kids_reap();
+		CHECK(backing_is_model(fpath("together", 0)));
+		CHECK(!object_find(name1, NULL));
+		area_free();
+		names_end();
+	}
+}
+
+/* A shared cache's memory is /dev/shm's: where that tmpfs has less room
+ * than the cache's memory, pc_cache_new fails with ENOMEM at once, instead
+ * of the process dying of SIGBUS once the cache fills (a container's
+ * /dev/shm is 64 MiB by default).  In a mount namespace of the child's
+ * own, with a 24 MiB /dev/shm. */
+TEST_CASE(small_dev_shm_is_enomem_not_sigbus)
+{
+	if (geteuid() != 0)
+		TEST_SKIP("needs root, to mount a small /dev/shm in a namespace of its own");
+	names_begin("smallshm");
+	pid_t pid = tu_fork(KID_WATCHDOG_S);
+	if (pid == 0) {
+		kid_index = 0;
+		KCHECK(unshare(CLONE_NEWNS) == 0);
+		KCHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+		KCHECK(mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=24m") == 0);
+		struct pc_config cfg = creator_config(name1);
+		cfg.memory_limit = 64 * MiB;
+		errno = 0;
+		KCHECK(pc_cache_new(&cfg) == NULL && errno == ENOMEM);
+		KCHECK(!object_find(name1, NULL));
+		/* One that fits is made, and filled. */
+		cfg.memory_limit = 4 * MiB;
+		struct pc_cache *c = pc_cache_new(&cfg);
+		KCHECK(c);
+		struct pc_file *f = kid_open(c, fpath("smallshm", 0), O_RDWR | O_CREAT | O_TRUNC);
+		static uint8_t buf[1 << 20];
+		for (unsigned i = 0; i < 16; i++) {
+			tu_fill_pattern(buf, sizeof(buf), 97 + i, (uint64_t)i << 20);
+			KCHECK(pc_pwrite(f, buf, sizeof(buf), (off_t)i << 20, 0) == (ssize_t)sizeof(buf));
+		}
+		KCHECK(pc_close(f) == 0);
+		KCHECK(pc_cache_destroy(c) == 0);
+		_exit(0);
+	}
+	CHECK(tu_wait_child(pid, KID_WAIT_S) == 0);
+	unlink(fpath("smallshm", 0));
 	names_end();
 }

@@ -232,10 +232,11 @@ static void cache_memory_forget_inherited(struct pc_cache *c)
 /* This process's part of the cache (struct pc_proc, in its window): the
  * layers' hooks, its domains (none started), its descriptor server in a
  * shared cache, at-exit write-back.  0 or a negative errno. */
-static int cache_proc_start(struct pc_cache *c)
+static int cache_proc_start(struct pc_cache *c, unsigned max_closed_files)
 {
 	struct pc_proc *p = cache_proc(c);
 	pthread_mutex_init(&p->fd_lock, NULL);
+	p->max_closed_files = max_closed_files;
 	domains_proc_init(c);
 #ifdef PC_NO_URING
 	p->use_uring = false;
@@ -245,7 +246,7 @@ static int cache_proc_start(struct pc_cache *c)
 	/* Before the cache has threads of its own (fdtable.c): room for the
 	 * descriptors of the closed files it keeps, twice over (those with
 	 * data to write may hold as many more), and some open ones. */
-	fdtable_reserve(2 * c->cfg.max_closed_files + 64);
+	fdtable_reserve(2 * max_closed_files + 64);
 	flusher_layer_init(c);
 	file_layer_init(c);
 	closed_layer_init(c);
@@ -262,6 +263,7 @@ static int cache_proc_start(struct pc_cache *c)
 static void cache_make_shared(struct pc_cache *c)
 {
 	c->shared = true;
+	arena_budget_share(c);
 	snprintf(c->name, sizeof(c->name), "%s", c->cfg.shared_name);
 	c->cfg.shared_name = c->name; /* one address in every process */
 	counter_make_atomic(&c->hits);
@@ -304,6 +306,22 @@ static int cache_make(struct pc_cache *c, const struct pc_config *cfg)
 	return 0;
 }
 
+/* A shared cache's memory is the shared memory file system's (/dev/shm,
+ * a tmpfs: 64 MiB in a default container), and a page touched past its
+ * room is a SIGBUS, not an error: the room for the folios and their table
+ * (and a little of the heap) is asked for at creation (-ENOMEM).  What
+ * other programs take there later can still run it short. */
+static int shm_room_check(struct pc_cache *c, const struct pc_config *cfg)
+{
+	uint64_t need = cfg->memory_limit + (cfg->memory_limit >> PC_PAGE_SHIFT) * sizeof(struct pc_folio) + 16 * MIB;
+	uint64_t room = segment_backing_room(cache_proc(c)->seg);
+	if (room >= need)
+		return 0;
+	fprintf(stderr, "pagecache: shared cache %s: %llu MiB free where its memory lives (/dev/shm), %llu MiB needed\n",
+		cfg->shared_name, (unsigned long long)(room >> 20), (unsigned long long)(need >> 20));
+	return -ENOMEM;
+}
+
 /* The cache is made: attachers may join (shared.c, shared_join). */
 static void cache_ready(struct pc_cache *c)
 {
@@ -321,20 +339,24 @@ static void cache_memory_leave(struct pc_cache *c)
 		segment_destroy(seg, false);
 }
 
-/* Attach to a shared cache that another process made: 0, -EAGAIN (its
- * last member is leaving: start again), or a negative errno. */
-static int cache_join(struct pc_cache *c, uint64_t deadline)
+/* Attach to a shared cache that another process made: 0,
+ * SHARED_CLOSING (its last member is leaving: start again), or a negative
+ * errno. */
+static int cache_join(struct pc_cache *c, const struct pc_config *cfg, uint64_t deadline)
 {
 	uint64_t now = now_ms();
 	int err = shared_join(c, deadline > now ? (unsigned)(deadline - now) : 1);
 	if (err)
 		return err;
-	err = cache_proc_start(c);
+	err = cache_proc_start(c, cfg->max_closed_files);
 	if (err) {
+		if (c->cfg.flags & PC_CFG_FLUSH_AT_EXIT)
+			process_forget_at_exit(c);
 		domains_proc_free(c);
 		shared_proc_stop(c);
 	} else {
 		arena_attach(c);
+		shared_member_add(c);
 	}
 	cache_unlock(c, &c->members_lock);
 	return err;
@@ -350,6 +372,12 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		errno = -err;
 		return NULL;
 	}
+	/* A second attachment would be mapped where the first is: one cache
+	 * per name and process (its threads share it). */
+	if (cfg.shared_name && segment_attached_here(cfg.shared_name)) {
+		errno = EBUSY;
+		return NULL;
+	}
 	uint64_t deadline = now_ms() + SEG_WAIT_MS;
 	for (;;) {
 		struct pc_cache *c;
@@ -358,22 +386,26 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		if (err)
 			break;
 		if (!created) {
-			err = cache_join(c, deadline);
+			err = cache_join(c, &cfg, deadline);
 			if (!err)
 				return c;
 			cache_memory_leave(c);
-			if (err == -EAGAIN && now_ms() < deadline) {
+			if (err == SHARED_CLOSING && now_ms() < deadline) {
 				usleep(10 * 1000); /* until the leaver has removed the name */
 				continue;
 			}
+			if (err == SHARED_CLOSING)
+				err = -ETIMEDOUT;
 			break;
 		}
-		err = cache_make(c, &cfg);
+		err = shm_room_check(c, &cfg);
+		if (!err)
+			err = cache_make(c, &cfg);
 		if (err) {
 			cache_memory_free(c);
 			break;
 		}
-		err = cache_proc_start(c);
+		err = cache_proc_start(c, cfg.max_closed_files);
 		if (err) {
 			pc_cache_destroy(c);
 			break;
@@ -381,11 +413,13 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		/* Last: a step of it holds mmap_lock, which the allocations
 		 * above may need (malloc's brk or mmap would wait for the step). */
 		arena_populate_start(c);
-		if (cache_shared(c))
+		if (cache_shared(c)) {
+			shared_member_add(c);
 			cache_ready(c);
+		}
 		return c;
 	}
-	errno = err == -EAGAIN ? ETIMEDOUT : -err;
+	errno = -err;
 	return NULL;
 }
 
@@ -479,6 +513,7 @@ int pc_cache_config(struct pc_cache *c, struct pc_config *cfg)
 		return -1;
 	}
 	*cfg = c->cfg;
+	cfg->max_closed_files = cache_proc(c)->max_closed_files; /* the process's */
 	return 0;
 }
 

@@ -69,6 +69,10 @@ struct pc_proc {
 	 * to the other processes (lib/fdpass.h; api/shared.c). */
 	uint64_t self_bit;
 	struct pc_fdpass_server *fdpass;
+	/* Settled closed files whose descriptors this process keeps
+	 * (closed.c): its own pc_config.max_closed_files, since descriptors
+	 * are each process's and so is RLIMIT_NOFILE. */
+	unsigned max_closed_files;
 	/* This process's flusher threads, I/O queues and file system
 	 * descriptors, by domain index (wb/flusher.c; dproc). */
 	struct pc_domain_proc domains[PC_MAX_DOMAINS];
@@ -231,6 +235,7 @@ struct pc_cache {
 	_Atomic uint32_t ready;
 	struct pc_shmutex members_lock;
 	bool closing;
+	uint64_t members; /* slots of the members (members_lock) */
 	_Atomic uint64_t file_slot_bits[FILE_SLOTS / 64];
 };
 

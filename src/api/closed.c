@@ -141,13 +141,24 @@ static void release_fd(struct pc_cache *c, struct pc_mapping *m)
 		file_descriptors_close(m);
 }
 
+/* A shared cache's settled file whose descriptor is another process's:
+ * this one cannot give it up (its own closed files it can). */
+static bool others_fd(struct pc_cache *c, struct pc_mapping *m)
+{
+	return cache_shared(c) && !file_held_here(m);
+}
+
 /* Too many settled files keep descriptors: the oldest give theirs up. */
 static void enforce_fd_bound(struct pc_cache *c)
 {
-	while (c->nr_closed_fds > c->cfg.max_closed_files) {
-		struct pc_mapping *m = c->closed_files_head;
-		files_list_del(c, m);
-		release_fd(c, m);
+	struct pc_mapping *m = c->closed_files_head;
+	while (m && c->nr_closed_fds > cache_proc(c)->max_closed_files) {
+		struct pc_mapping *next = m->closed_next;
+		if (!others_fd(c, m)) {
+			files_list_del(c, m);
+			release_fd(c, m);
+		}
+		m = next;
 	}
 }
 
@@ -196,10 +207,12 @@ bool closed_add(struct pc_cache *c, struct pc_mapping *m)
 void closed_release_fds(struct pc_cache *c)
 {
 	files_lock(c);
-	while (c->closed_files_head) {
-		struct pc_mapping *m = c->closed_files_head;
-		files_list_del(c, m);
-		release_fd(c, m);
+	for (struct pc_mapping *m = c->closed_files_head, *next; m; m = next) {
+		next = m->closed_next;
+		if (!others_fd(c, m)) {
+			files_list_del(c, m);
+			release_fd(c, m);
+		}
 	}
 	files_unlock(c);
 }
@@ -215,13 +228,13 @@ void closed_reopened(struct pc_cache *c, struct pc_mapping *m)
 
 bool closed_fd_pressure(const struct pc_cache *c)
 {
-	return __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files / 2;
+	return __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= cache_proc(c)->max_closed_files / 2;
 }
 
 bool closed_must_wait(struct pc_cache *c)
 {
 	return (c->cfg.flags & PC_CFG_CLOSE_TO_OPEN) ||
-	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= c->cfg.max_closed_files;
+	       __atomic_load_n(&c->nr_closed_dirty, __ATOMIC_RELAXED) >= cache_proc(c)->max_closed_files;
 }
 
 /* ----------------------------------------------------------- settle */
@@ -300,6 +313,8 @@ static unsigned collect_clean_closed(struct pc_cache *c, struct pc_mapping **v, 
 	     m = m->closed_next) {
 		if (!closed_file_clean(m))
 			unwritten++;
+		else if (others_fd(c, m))
+			continue; /* its holder settles it */
 		else if (now - atomic_load(&m->last_error_ms) >= SETTLE_RETRY_MS) {
 			atomic_fetch_add(&m->refs, 1);
 			v[n++] = m;
@@ -324,6 +339,26 @@ static void closed_settle_written(struct pc_cache *c)
 
 /* ------------------------------------------------------------ sweep */
 
+/* A shared cache's file this process holds with none of its handles
+ * open: open by others, or closed and settled by another process. */
+static bool idle_hold(struct pc_cache *c, struct pc_mapping *m)
+{
+	return cache_shared(c) && file_held_here(m) && mproc(m)->nhandles == 0;
+}
+
+/* Let go of an idle hold that another process shares (files_lock held):
+ * one holder is enough for the file's description and its lock, and
+ * every process that keeps one holds a descriptor for nothing.  Not
+ * while write-back of the file is in flight (the descriptor may be a
+ * request's); the last holder keeps it, as a private cache keeps a
+ * closed file's. */
+static void let_go_if_others_hold(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (idle_hold(c, m) && file_held_by_others(m) && atomic_load(&m->wb_inflight) == 0 &&
+	    !atomic_load(&m->closed_dirty))
+		file_unhold(m);
+}
+
 /* The closed mappings of the buckets from *bucket on, up to max, with
  * references and the descriptors they hold now.  Taken in batches, so
  * that files_lock, which every open and close takes, is held only for a
@@ -336,11 +371,11 @@ static unsigned collect_closed(struct pc_cache *c, unsigned *bucket, struct pc_m
 	for (i = *bucket; i < c->file_hash_size && n < max; i++) {
 		unsigned in_chain = 0;
 		for (struct pc_mapping *m = c->file_hash[i]; m; m = m->hash_next)
-			in_chain += m->nhandles == 0;
+			in_chain += m->nhandles == 0 || idle_hold(c, m);
 		if (n + in_chain > max && n > 0)
 			break; /* the whole chain in the next batch */
 		for (struct pc_mapping *m = c->file_hash[i]; m && n < max; m = m->hash_next) {
-			if (m->nhandles != 0)
+			if (m->nhandles != 0 && !idle_hold(c, m))
 				continue;
 			atomic_fetch_add(&m->refs, 1);
 			fds[n] = mproc(m)->fd;
@@ -400,8 +435,11 @@ static void closed_sweep(struct pc_cache *c)
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = unlinked(v[i], fds[i]); /* outside files_lock */
 		files_lock(c);
-		for (unsigned i = 0; i < n; i++)
+		for (unsigned i = 0; i < n; i++) {
 			gone[i] = take_gone(c, v[i], fds[i], gone[i]);
+			if (!gone[i])
+				let_go_if_others_hold(c, v[i]);
+		}
 		files_unlock(c);
 		for (unsigned i = 0; i < n; i++) {
 			if (gone[i]) {

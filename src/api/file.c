@@ -347,6 +347,15 @@ void file_save_attrs(struct pc_mapping *m, const struct stat *st)
 	atomic_store(&m->changed, false);
 }
 
+/* Does the file's lock exclude readers?  Once it has a writer, until the
+ * file is settled.  A shared cache's one description holds the lock for
+ * every process of the cache, so whether it is a write lock is the
+ * mapping's to say, not one process's entry's. */
+static bool *wrlocked_of(struct pc_mapping *m)
+{
+	return cache_shared(m->c) ? &m->desc_wrlocked : &mproc(m)->wrlocked;
+}
+
 /* Give a read-only mapping the writable descriptor fd and a write lock. */
 static int upgrade_to_writable(struct pc_mapping *m, int fd)
 {
@@ -366,7 +375,7 @@ static int upgrade_to_writable(struct pc_mapping *m, int fd)
 	mp->fd = fd;
 	atomic_store(&mp->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
 	mp->writable = true;
-	mp->wrlocked = true;
+	*wrlocked_of(m) = true;
 	return 0;
 }
 
@@ -404,14 +413,9 @@ static void revalidate_locked(struct pc_mapping *m)
 		file_discard_all(m); /* cannot tell: keep nothing */
 }
 
-/* Does the file's lock exclude readers?  A private cache's does while it
- * has a writer.  A shared cache's description holds the lock for every
- * process of the cache: a write lock whenever it can write, so that no
- * other cache, reader or writer, uses the file while one of ours may
- * write it (docs/shared.md, section 17). */
 static bool lock_for_writing(const struct pc_mapping *m, bool want_write)
 {
-	return (want_write || cache_shared(m->c)) && mproc(m)->writable;
+	return want_write && mproc(m)->writable;
 }
 
 /* A handle of m is opened (files_lock held): lock the file as much as it
@@ -423,22 +427,24 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
 	int err = 0;
 	if (want_write && !mp->writable)
 		return -EACCES; /* a shared description that cannot write */
+	bool *wrlocked = wrlocked_of(m);
 	if (m->nhandles == 0 && !m->closed_dirty) {
 		/* Reopened after a clean close: the lock was released. */
-		mp->wrlocked = lock_for_writing(m, want_write);
-		err = ofd_lock(mp->fd, mp->wrlocked ? F_WRLCK : F_RDLCK);
+		*wrlocked = lock_for_writing(m, want_write);
+		err = ofd_lock(mp->fd, *wrlocked ? F_WRLCK : F_RDLCK);
 		if (err)
 			return err;
 		revalidate_locked(m);
-	} else if (want_write && !mp->wrlocked) {
+	} else if (want_write && !*wrlocked) {
 		/* Converts this description's read lock in place. */
 		err = ofd_lock(mp->fd, F_WRLCK);
 		if (err)
 			return err;
-		mp->wrlocked = true;
+		*wrlocked = true;
 	}
 	closed_reopened(m->c, m);
 	m->nhandles++;
+	mp->nhandles++;
 	atomic_fetch_add(&m->refs, 1);
 	return 0;
 }
@@ -486,7 +492,6 @@ static int take_from_holder(struct pc_mapping *m, int dirfd, const char *path, i
 	mp->writable = (fl & O_ACCMODE) != O_RDONLY;
 	mp->direct = (fl & O_DIRECT) != 0;
 	mp->noatime = (fl & O_NOATIME) != 0;
-	mp->wrlocked = mp->writable;
 	atomic_store(&mp->fd_mode, FD_AS_OPENED);
 	file_hold(m);
 	return 0;
@@ -530,7 +535,7 @@ static void adopt_fd(struct pc_mapping *m, int fd, bool direct, bool writable)
 	mp->direct = direct;
 	atomic_store(&mp->fd_mode, FD_AS_OPENED); /* direct_unless_known ran */
 	mp->writable = writable;
-	mp->wrlocked = false;
+	*wrlocked_of(m) = false;
 }
 
 
@@ -615,8 +620,9 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 		m = file_mapping_new(c, fd, direct, lazy, cache_shared(c) ? writable_fd(fd) : want_write, &st, &err);
 		if (m) {
 			struct pc_mapping_proc *mp = mproc(m);
-			mp->wrlocked = lock_for_writing(m, want_write);
-			err = want_write && !mp->writable ? -EACCES : ofd_lock(fd, mp->wrlocked ? F_WRLCK : F_RDLCK);
+			bool *wrlocked = wrlocked_of(m);
+			*wrlocked = lock_for_writing(m, want_write);
+			err = want_write && !mp->writable ? -EACCES : ofd_lock(fd, *wrlocked ? F_WRLCK : F_RDLCK);
 			if (err) {
 				mp->fd = -1;
 				mapping_put(m);
@@ -628,6 +634,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 				file_save_attrs(m, &st);
 				files_hash_insert(c, m);
 				m->nhandles = 1;
+				mp->nhandles = 1;
 				atomic_fetch_add(&m->refs, 1);
 				if (cache_shared(c))
 					file_hold(m);
@@ -686,6 +693,7 @@ void file_release(struct pc_mapping *m)
 	files_lock(c);
 	/* The last handle went: closed.c keeps the file (and drops it if it
 	 * was unlinked, when it settles it or sweeps). */
+	mproc(m)->nhandles--;
 	if (--m->nhandles == 0)
 		settle = closed_add(c, m);
 	files_unlock(c);

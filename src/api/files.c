@@ -137,6 +137,11 @@ int files_writeback_all(struct pc_cache *c)
 		 * its holders' to write (every file with dirty data has one):
 		 * the last member holds all that do. */
 		if (cache_shared(c) && !file_held_here(v[i])) {
+			/* Dirty and held by nobody: a member's write-back
+			 * failed as it left (it reported it), or a member died
+			 * (docs/shared.md, section 5).  Nobody can write it. */
+			if (!file_held_by_others(v[i]) && atomic_load(&v[i]->nr_dirty) > 0 && !first_err)
+				first_err = -EIO;
 			mapping_put(v[i]);
 			continue;
 		}

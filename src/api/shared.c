@@ -17,6 +17,7 @@
 
 #include "api/closed.h"
 #include "api/files.h"
+#include "io/fs_sync.h"
 #include "lib/fdpass.h"
 #include "lib/slots.h"
 #include "mem/file_slots.h"
@@ -39,11 +40,12 @@
 /* ------------------------------------------------------ configuration */
 
 /* The settings an attacher may leave to the creator, and the value that
- * says "left": pc_config_init's, or 0. */
+ * says "left": pc_config_init's, or 0.  (max_closed_files is each
+ * process's own: it bounds the process's descriptors.) */
 #define SHARED_CONFIG_FIELDS(X)                                                                    \
 	X(memory_limit) X(max_folio_size) X(block_size) X(dirty_background_bytes) X(dirty_limit_bytes) \
 	X(dirty_expire_ms) X(writeback_threads) X(queue_depth) X(max_io_bytes) X(readahead_max_bytes)  \
-	X(uncached_kick_bytes) X(edge_expire_ms) X(edge_budget_bytes) X(max_closed_files) X(flags)
+	X(uncached_kick_bytes) X(edge_expire_ms) X(edge_budget_bytes) X(flags)
 
 int shared_config_check(const void *theirs_bytes, size_t len, void *arg)
 {
@@ -136,23 +138,29 @@ int shared_join(struct pc_cache *c, unsigned wait_ms)
 	cache_lock(c, &c->members_lock, LOCK_MEMBERS);
 	if (c->closing) {
 		cache_unlock(c, &c->members_lock);
-		return -EAGAIN;
+		return SHARED_CLOSING;
 	}
 	return 0;
 }
 
+void shared_member_add(struct pc_cache *c)
+{
+	c->members |= 1ull << segment_slot(cache_proc(c)->seg);
+}
+
 /* ------------------------------------------------------------- leaving */
 
-/* Does a member other than this process run? */
+/* Does a member other than this process run (members_lock held)?  The
+ * members are those that joined and have not left (a leaver's slot stays
+ * LIVE until it detaches, after members_lock), less the dead. */
 static bool others_alive(struct pc_cache *c)
 {
 	struct pc_segment *seg = cache_proc(c)->seg;
-	int self = segment_slot(seg);
-	for (unsigned i = 0; i < SLOTS_MAX; i++) {
-		if ((int)i == self)
-			continue;
-		enum slot_state st = slot_word_state(slots_word(segment_slots(seg), i));
-		if ((st == SLOT_LIVE || st == SLOT_CLAIMING) && slots_alive(segment_slots(seg), &seg->peers, i) == 1)
+	uint64_t others = c->members & ~cache_proc(c)->self_bit;
+	while (others) {
+		unsigned i = (unsigned)__builtin_ctzll(others);
+		others &= others - 1;
+		if (slots_alive(segment_slots(seg), &seg->peers, i) == 1)
 			return true;
 	}
 	return false;
@@ -178,6 +186,7 @@ int shared_leave(struct pc_cache *c, int *err)
 		cache_unlock(c, &c->members_lock);
 		return 1;
 	}
+	c->members &= ~cache_proc(c)->self_bit;
 	domains_stop(c); /* this process's flushers: its I/O queues stay */
 	struct pc_mapping **v;
 	unsigned n = files_snapshot(c, &v);
@@ -191,6 +200,14 @@ int shared_leave(struct pc_cache *c, int *err)
 				*err = e;
 		}
 	}
+	/* What of those files went through the kernel's page cache reaches
+	 * the device (the last member syncs only what it holds). */
+	int e = fs_sync_domains(c);
+	if (e && !*err)
+		*err = e;
+	/* Its I/O in flight ends before its descriptors close: a request's
+	 * completion may still use its descriptor's number. */
+	domains_proc_free(c);
 	files_lock(c);
 	for (unsigned i = 0; i < n; i++) {
 		struct pc_mapping *m = v[i];
@@ -206,7 +223,6 @@ int shared_leave(struct pc_cache *c, int *err)
 	for (unsigned i = 0; i < n; i++)
 		mapping_put(v[i]);
 	free(v);
-	domains_proc_free(c); /* waits for this process's I/O in flight */
 	cache_unlock(c, &c->members_lock);
 	return 0;
 }

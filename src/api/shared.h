@@ -10,6 +10,8 @@
 #include "api/cache.h"
 #include "lib/util.h"
 
+#include <errno.h>
+
 /* segment_open's config_check for an attacher: -EINVAL when a setting
  * the attacher's caller chose (user: what it passed; mine: that,
  * validated) differs from the creator's (theirs, len bytes). */
@@ -40,10 +42,18 @@ HIDDEN int shared_fd_from_holders(struct pc_mapping *m);
  */
 HIDDEN int shared_leave(struct pc_cache *c, int *err);
 
-/* An attacher's cache is ready: wait for the creator (ETIMEDOUT), and
- * join unless the last member is leaving (-EAGAIN: start again).
- * members_lock is held on 0, for the caller to release once its process
- * part is set up. */
+/* shared_join's "the last member is tearing the cache down": start
+ * again (a code no call it makes returns). */
+#define SHARED_CLOSING (-ESTALE)
+
+/* An attacher's cache is ready: wait for the creator (-ETIMEDOUT), and
+ * join unless the last member is leaving (SHARED_CLOSING).  members_lock
+ * is held on 0, for the caller to release once its process part is set
+ * up and it is a member (shared_member_add). */
 HIDDEN int shared_join(struct pc_cache *c, unsigned wait_ms);
+/* This process is a member now (members_lock held, or the creator before
+ * the cache is ready): the last one out is whoever leaves with no other
+ * member alive. */
+HIDDEN void shared_member_add(struct pc_cache *c);
 
 #endif

@@ -121,6 +121,11 @@ static void budget_release(struct pc_cache *c)
 	budget_note_taken(c, c->arena_bytes);
 }
 
+void arena_budget_share(struct pc_cache *c)
+{
+	budget_release(c);
+}
+
 /* The parent's caches take the parent's memory, which the child sees in
  * MemAvailable as they take it; the child's own count starts at zero. */
 void arena_forget_parent_caches(void)

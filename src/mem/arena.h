@@ -27,6 +27,11 @@ HIDDEN void arena_populate_start(struct pc_cache *c);
  * the memory's), where the machine gives shared memory any
  * (transparent_hugepage/shmem_enabled "advise" or "always"). */
 HIDDEN void arena_attach(struct pc_cache *c);
+/* A shared cache is made: its arena leaves the count of what this
+ * process's caches have yet to take from the machine (pc_cache_new's
+ * ENOMEM check), which is one process's and would be changed by every
+ * process that hands the arena out.  The check at its creation stands. */
+HIDDEN void arena_budget_share(struct pc_cache *c);
 HIDDEN void arena_populate_stop(struct pc_cache *c);
 /* Bytes from the arena's start faulted in so far by the background thread. */
 HIDDEN size_t arena_populated_bytes(struct pc_cache *c);

@@ -66,6 +66,7 @@ struct pc_mapping_proc {
 	 * the mapping's is another file's that held the slot before, or
 	 * none (0): mproc answers "no descriptor here" for it. */
 	uint32_t gen;
+	int nhandles;      /* this process's handles of the file (files_lock) */
 };
 
 /* The file table of a process: slots in chunks, made on first use and
@@ -100,6 +101,9 @@ struct pc_mapping {
 	 * reference to the mapping (file.c, "Shared caches").  0 in a
 	 * private cache. */
 	_Atomic uint64_t holders;
+	/* A shared cache: the description's OFD lock is a write lock (a
+	 * private cache keeps this in its entry, wrlocked); files_lock. */
+	bool desc_wrlocked;
 	_Atomic bool kernel_written; /* data went through the kernel's page cache */
 	unsigned block_size, block_shift;
 	unsigned min_order;    /* smallest folio: max(page, block) */

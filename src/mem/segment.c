@@ -22,6 +22,7 @@
 #include <sys/auxv.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +119,64 @@ struct pc_segment *segment_inherited_named_at(const void *addr)
 				found = s;
 			break;
 		}
+	pthread_mutex_unlock(&reg_lock);
+	return found;
+}
+
+/* The object of a named segment: one namespace for every user, as file
+ * names are: another user's object of the name is refused (-EACCES),
+ * not made anew beside it. */
+static void shm_name_of(const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "/pagecache-%s", name);
+}
+
+/* s is mapped now: a child of fork()'s inherited record of a named
+ * segment at the same address (the parent's attachment, which the child
+ * may join again by name) is gone, so that the address names s alone. */
+static void reg_drop_inherited_overlapping(struct pc_segment *s)
+{
+	struct pc_segment *drop = NULL;
+	uintptr_t lo = (uintptr_t)s->hdr, hi = lo + s->size;
+	pthread_mutex_lock(&reg_lock);
+	for (struct pc_segment *r = reg_head, *next; r; r = next) {
+		next = r->next;
+		uintptr_t rlo = (uintptr_t)r->hdr, rhi = rlo + r->size;
+		if (r == s || !atomic_load(&r->inherited) || rhi <= lo || rlo >= hi)
+			continue;
+		if (r->prev)
+			r->prev->next = r->next;
+		else
+			reg_head = r->next;
+		if (r->next)
+			r->next->prev = r->prev;
+		r->next = drop;
+		drop = r;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	while (drop) {
+		struct pc_segment *r = drop;
+		drop = r->next;
+		free(r); /* an inherited record: its descriptors went at fork */
+	}
+}
+
+uint64_t segment_backing_room(const struct pc_segment *s)
+{
+	struct statvfs st;
+	if (s->fd < 0 || fstatvfs(s->fd, &st) != 0)
+		return UINT64_MAX;
+	return (uint64_t)st.f_bavail * st.f_frsize;
+}
+
+bool segment_attached_here(const char *name)
+{
+	char shm_name[SEG_NAME_MAX + 32];
+	shm_name_of(name, shm_name, sizeof(shm_name));
+	bool found = false;
+	pthread_mutex_lock(&reg_lock);
+	for (struct pc_segment *r = reg_head; r && !found; r = r->next)
+		found = !atomic_load(&r->inherited) && !strcmp(r->shm_name, shm_name);
 	pthread_mutex_unlock(&reg_lock);
 	return found;
 }
@@ -725,9 +784,7 @@ int segment_open(const char *name, const struct seg_params *p, struct pc_segment
 	struct pc_segment *s = seg_struct_new();
 	if (!s)
 		return -ENOMEM;
-	/* One namespace for every user, as file names are: another user's
-	 * object of the name is refused (-EACCES), not made anew beside it. */
-	snprintf(s->shm_name, sizeof(s->shm_name), "/pagecache-%s", name);
+	shm_name_of(name, s->shm_name, sizeof(s->shm_name));
 	uint64_t deadline = now_ms() + (p->wait_ms ? p->wait_ms : SEG_WAIT_MS);
 	for (;;) {
 		err = reg_shm_open(s, O_RDWR | O_CREAT | O_EXCL);
@@ -744,6 +801,7 @@ int segment_open(const char *name, const struct seg_params *p, struct pc_segment
 		}
 		if (!err) {
 			leak_roots_add(s);
+			reg_drop_inherited_overlapping(s);
 			*out = s;
 			return 0;
 		}

@@ -243,6 +243,13 @@ HIDDEN struct pc_segment *segment_inherited_named_at(const void *addr);
 /* 0 for a valid name (1 to SEG_NAME_MAX bytes, no '/', not "." or ".."),
  * else -EINVAL. */
 HIDDEN int segment_name_check(const char *name);
+/* Is the named segment `name` attached in this process already (not a
+ * fork child's inherited record)? */
+HIDDEN bool segment_attached_here(const char *name);
+/* Bytes the file system of a named segment's object (the tmpfs of
+ * /dev/shm) has free, UINT64_MAX when not known or private: the object is
+ * sparse, and a page touched past that room is a SIGBUS. */
+HIDDEN uint64_t segment_backing_room(const struct pc_segment *s);
 
 /* A child of fork(): drop its copy of an inherited segment's window
  * (segment_private's address and the window's bytes, read before). */
