@@ -1544,3 +1544,45 @@ TEST_CASE(small_dev_shm_is_enomem_not_sigbus)
 	unlink(fpath("smallshm", 0));
 	names_end();
 }
+
+/* A fork child attaching by name while it still has its inherited copy of
+ * the cache: EBUSY (the new attachment would be mapped at the address the
+ * inherited pointer names, and a destroy of that pointer would take it);
+ * once the copy is destroyed, the attach works. */
+TEST_CASE(fork_child_destroys_its_copy_before_attaching)
+{
+	/* A child of a process with threads that starts threads of its own
+	 * (a cache) is for the Release build only (testutil.h, tu_fork): the
+	 * sanitizer builds check the refusal and the destroy. */
+	bool attach = !TU_SANITIZED;
+	names_begin("forkfirst");
+	struct pc_config cfg = creator_config(name1);
+	struct pc_cache *c = pc_cache_new(&cfg);
+	REQUIRE(c);
+	pid_t pid = tu_fork(KID_WATCHDOG_S);
+	if (pid == 0) {
+		kid_index = 0;
+		errno = 0;
+		KCHECK(pc_cache_new(&cfg) == NULL && errno == EBUSY);
+		KCHECK(pc_cache_destroy(c) == 0);
+		if (attach) {
+			struct pc_cache *mine = pc_cache_new(&cfg);
+			KCHECK(mine);
+			struct pc_file *f = kid_open(mine, fpath("forkfirst", 0), O_RDWR | O_CREAT | O_TRUNC);
+			KCHECK(pc_pwrite(f, "child", 5, 0, 0) == 5);
+			KCHECK(pc_close(f) == 0);
+			KCHECK(pc_cache_destroy(mine) == 0);
+		}
+		_exit(0);
+	}
+	CHECK(tu_wait_child(pid, KID_WAIT_S) == 0);
+	if (attach) {
+		struct pc_file *f = pc_open(c, fpath("forkfirst", 0), O_RDONLY, 0);
+		char got[8] = "";
+		CHECK(f && pc_pread(f, got, sizeof(got), 0, 0) == 5 && memcmp(got, "child", 5) == 0);
+		CHECK(f && pc_close(f) == 0);
+	}
+	CHECK(pc_cache_destroy(c) == 0);
+	unlink(fpath("forkfirst", 0));
+	names_end();
+}

@@ -236,6 +236,7 @@ static int cache_proc_start(struct pc_cache *c, unsigned max_closed_files)
 {
 	struct pc_proc *p = cache_proc(c);
 	pthread_mutex_init(&p->fd_lock, NULL);
+	pthread_rwlock_init(&p->round_lock, NULL);
 	p->max_closed_files = max_closed_files;
 	domains_proc_init(c);
 #ifdef PC_NO_URING
@@ -373,7 +374,8 @@ struct pc_cache *pc_cache_new(const struct pc_config *user_cfg)
 		return NULL;
 	}
 	/* A second attachment would be mapped where the first is: one cache
-	 * per name and process (its threads share it). */
+	 * per name and process (its threads share it); a fork child destroys
+	 * its inherited copy before it attaches. */
 	if (cfg.shared_name && segment_attached_here(cfg.shared_name)) {
 		errno = EBUSY;
 		return NULL;

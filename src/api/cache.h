@@ -73,6 +73,14 @@ struct pc_proc {
 	 * (closed.c): its own pc_config.max_closed_files, since descriptors
 	 * are each process's and so is RLIMIT_NOFILE. */
 	unsigned max_closed_files;
+	/* The last sweep of closed files (closed.c), each process's: in a
+	 * shared cache each process lets go of what it holds idle. */
+	uint64_t last_sweep_ms;
+	/* Held shared by each flusher round of this process, which may use
+	 * this process's descriptors of files it holds; the sweep lets go of
+	 * an idle hold (closes a descriptor) only with it held exclusively,
+	 * never waiting for it. */
+	pthread_rwlock_t round_lock;
 	/* This process's flusher threads, I/O queues and file system
 	 * descriptors, by domain index (wb/flusher.c; dproc). */
 	struct pc_domain_proc domains[PC_MAX_DOMAINS];

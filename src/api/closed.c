@@ -148,17 +148,44 @@ static bool others_fd(struct pc_cache *c, struct pc_mapping *m)
 	return cache_shared(c) && !file_held_here(m);
 }
 
+/* Give a settled file's descriptor up (files_lock held).  In a shared
+ * cache another process may hold it too: then only this process's hold
+ * goes, and the file stays listed, for its other holders to bound. */
+static void give_up_fd(struct pc_cache *c, struct pc_mapping *m)
+{
+	if (cache_shared(c) && file_held_by_others(m)) {
+		file_unhold(m);
+		return;
+	}
+	files_list_del(c, m);
+	release_fd(c, m);
+}
+
+/* Settled files whose descriptors this process keeps: all of them, in a
+ * shared cache those it holds. */
+static unsigned own_closed_fds(struct pc_cache *c)
+{
+	if (!cache_shared(c))
+		return c->nr_closed_fds;
+	unsigned n = 0;
+	for (struct pc_mapping *m = c->closed_files_head; m; m = m->closed_next)
+		n += file_held_here(m);
+	return n;
+}
+
 /* Too many settled files keep descriptors: the oldest give theirs up. */
 static void enforce_fd_bound(struct pc_cache *c)
 {
-	struct pc_mapping *m = c->closed_files_head;
-	while (m && c->nr_closed_fds > cache_proc(c)->max_closed_files) {
-		struct pc_mapping *next = m->closed_next;
+	unsigned max = cache_proc(c)->max_closed_files;
+	if (c->nr_closed_fds <= max)
+		return; /* (a shared cache's count is all processes') */
+	unsigned own = own_closed_fds(c);
+	for (struct pc_mapping *m = c->closed_files_head, *next; m && own > max; m = next) {
+		next = m->closed_next;
 		if (!others_fd(c, m)) {
-			files_list_del(c, m);
-			release_fd(c, m);
+			give_up_fd(c, m);
+			own--;
 		}
-		m = next;
 	}
 }
 
@@ -209,10 +236,8 @@ void closed_release_fds(struct pc_cache *c)
 	files_lock(c);
 	for (struct pc_mapping *m = c->closed_files_head, *next; m; m = next) {
 		next = m->closed_next;
-		if (!others_fd(c, m)) {
-			files_list_del(c, m);
-			release_fd(c, m);
-		}
+		if (!others_fd(c, m))
+			give_up_fd(c, m);
 	}
 	files_unlock(c);
 }
@@ -346,12 +371,13 @@ static bool idle_hold(struct pc_cache *c, struct pc_mapping *m)
 	return cache_shared(c) && file_held_here(m) && mproc(m)->nhandles == 0;
 }
 
-/* Let go of an idle hold that another process shares (files_lock held):
- * one holder is enough for the file's description and its lock, and
- * every process that keeps one holds a descriptor for nothing.  Not
- * while write-back of the file is in flight (the descriptor may be a
- * request's); the last holder keeps it, as a private cache keeps a
- * closed file's. */
+/* Let go of an idle hold that another process shares (files_lock held,
+ * and this process's round_lock exclusively: none of its flushers is
+ * between choosing the file and starting its request): one holder is
+ * enough for the file's description and its lock, and every process that
+ * keeps one holds a descriptor for nothing.  Not while write-back of the
+ * file is in flight (the descriptor may be a request's); the last holder
+ * keeps it, as a private cache keeps a closed file's. */
 static void let_go_if_others_hold(struct pc_cache *c, struct pc_mapping *m)
 {
 	if (idle_hold(c, m) && file_held_by_others(m) && atomic_load(&m->wb_inflight) == 0 &&
@@ -423,9 +449,10 @@ static bool take_gone(struct pc_cache *c, struct pc_mapping *m, int fd, bool fd_
 static void closed_sweep(struct pc_cache *c)
 {
 	uint64_t now = now_ms();
-	uint64_t last = __atomic_load_n(&c->last_sweep_ms, __ATOMIC_RELAXED);
+	uint64_t *at = cache_shared(c) ? &cache_proc(c)->last_sweep_ms : &c->last_sweep_ms;
+	uint64_t last = __atomic_load_n(at, __ATOMIC_RELAXED);
 	if (now - last < SWEEP_EVERY_MS ||
-	    !__atomic_compare_exchange_n(&c->last_sweep_ms, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	    !__atomic_compare_exchange_n(at, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	struct pc_mapping *v[64];
 	int fds[64];
@@ -434,13 +461,18 @@ static void closed_sweep(struct pc_cache *c)
 	while ((n = collect_closed(c, &bucket, v, fds, 64)) > 0) {
 		for (unsigned i = 0; i < n; i++)
 			gone[i] = unlinked(v[i], fds[i]); /* outside files_lock */
+		/* No flusher round of this process runs meanwhile (one that
+		 * passed flusher_may_write would use the descriptor). */
+		bool may_let_go = cache_shared(c) && pthread_rwlock_trywrlock(&cache_proc(c)->round_lock) == 0;
 		files_lock(c);
 		for (unsigned i = 0; i < n; i++) {
 			gone[i] = take_gone(c, v[i], fds[i], gone[i]);
-			if (!gone[i])
+			if (!gone[i] && may_let_go)
 				let_go_if_others_hold(c, v[i]);
 		}
 		files_unlock(c);
+		if (may_let_go)
+			pthread_rwlock_unlock(&cache_proc(c)->round_lock);
 		for (unsigned i = 0; i < n; i++) {
 			if (gone[i]) {
 				file_discard_all(v[i]);

@@ -164,8 +164,8 @@ static void reg_drop_inherited_overlapping(struct pc_segment *s)
 uint64_t segment_backing_room(const struct pc_segment *s)
 {
 	struct statvfs st;
-	if (s->fd < 0 || fstatvfs(s->fd, &st) != 0)
-		return UINT64_MAX;
+	if (s->fd < 0 || fstatvfs(s->fd, &st) != 0 || st.f_blocks == 0)
+		return UINT64_MAX; /* (a tmpfs of size=0 has no limit, and says 0) */
 	return (uint64_t)st.f_bavail * st.f_frsize;
 }
 
@@ -176,7 +176,7 @@ bool segment_attached_here(const char *name)
 	bool found = false;
 	pthread_mutex_lock(&reg_lock);
 	for (struct pc_segment *r = reg_head; r && !found; r = r->next)
-		found = !atomic_load(&r->inherited) && !strcmp(r->shm_name, shm_name);
+		found = !strcmp(r->shm_name, shm_name);
 	pthread_mutex_unlock(&reg_lock);
 	return found;
 }

@@ -243,8 +243,9 @@ HIDDEN struct pc_segment *segment_inherited_named_at(const void *addr);
 /* 0 for a valid name (1 to SEG_NAME_MAX bytes, no '/', not "." or ".."),
  * else -EINVAL. */
 HIDDEN int segment_name_check(const char *name);
-/* Is the named segment `name` attached in this process already (not a
- * fork child's inherited record)? */
+/* Is the named segment `name` attached in this process already, or (in a
+ * child of fork()) inherited and not yet detached?  A new attachment would
+ * be mapped at the address the inherited pointer names. */
 HIDDEN bool segment_attached_here(const char *name);
 /* Bytes the file system of a named segment's object (the tmpfs of
  * /dev/shm) has free, UINT64_MAX when not known or private: the object is

@@ -245,7 +245,18 @@ static int64_t flush_round(struct pc_domain *d)
 	for (unsigned i = 0; i < n; i++)
 		mapping_put(v[i]);
 	free(v);
-	cache_proc(c)->closed_after_round(c);
+	return submitted;
+}
+
+/* A round, then the closed files' work (which may let go of descriptors
+ * this process holds idle: not while a round of its own runs). */
+static int64_t flush_round_and_settle(struct pc_domain *d)
+{
+	struct pc_proc *p = cache_proc(d->c);
+	pthread_rwlock_rdlock(&p->round_lock);
+	int64_t submitted = flush_round(d);
+	pthread_rwlock_unlock(&p->round_lock);
+	p->closed_after_round(d->c);
 	return submitted;
 }
 
@@ -278,7 +289,7 @@ static void *flusher_main(void *arg)
 		if (dproc(d)->stop)
 			break;
 		cache_unlock(c, &d->lock);
-		idle = flush_round(d) == 0;
+		idle = flush_round_and_settle(d) == 0;
 		cache_lock(c, &d->lock, LOCK_LEAF);
 	}
 	cache_unlock(c, &d->lock);

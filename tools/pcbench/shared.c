@@ -1002,6 +1002,28 @@ static const char *thp_setting(const char *name, char *b, size_t len)
 	return b;
 }
 
+/* The huge= option of the /dev/shm mount (the last one listed is the one
+ * seen): what decides whether a shared cache's segment, a POSIX shared
+ * memory object there, gets huge pages ("never" when not given), unless
+ * shmem_enabled is "force" or "deny". */
+static const char *dev_shm_huge(char *b, size_t len)
+{
+	char line[512];
+	FILE *fp = fopen("/proc/self/mounts", "re");
+	snprintf(b, len, "?");
+	if (!fp)
+		return b;
+	while (fgets(line, sizeof(line), fp)) {
+		char dev[128], dir[128], type[32], opts[384];
+		if (sscanf(line, "%127s %127s %31s %383s", dev, dir, type, opts) != 4 || strcmp(dir, "/dev/shm"))
+			continue;
+		char *h = strstr(opts, "huge=");
+		snprintf(b, len, "%.*s", h ? (int)strcspn(h + 5, ",") : 5, h ? h + 5 : "never");
+	}
+	fclose(fp);
+	return b;
+}
+
 /* Device reads while timed: process 1's view of a shared cache (its
  * counters are the cache's), the sum of every private cache's; for the
  * kernel the processes' read_bytes in 4 KiB units (its cache of the file
@@ -1045,10 +1067,11 @@ static void shared_reads(void)
 	       "(a private cache cannot open a file that another process's cache holds: EBUSY)\n", n, bu_human(cmem));
 	printf("pagecache-buffered-shared: %d processes attached to one shared cache of %s, every one opening the one "
 	       "file\n", n, bu_human(cmem));
-	char thp_anon[32], thp_shmem[32];
-	printf("transparent huge pages: anonymous memory (a private cache) %s, shmem (a shared cache's segment) %s\n",
-	       thp_setting("enabled", thp_anon, sizeof(thp_anon)), thp_setting("shmem_enabled", thp_shmem,
-									    sizeof(thp_shmem)));
+	char thp_anon[32], thp_shmem[32], shm_huge[32];
+	printf("transparent huge pages: anonymous memory (a private cache) %s; a shared cache's segment: /dev/shm "
+	       "mounted huge=%s (shmem_enabled %s; pagecache(7), \"Shared caches\")\n",
+	       thp_setting("enabled", thp_anon, sizeof(thp_anon)), dev_shm_huge(shm_huge, sizeof(shm_huge)),
+	       thp_setting("shmem_enabled", thp_shmem, sizeof(thp_shmem)));
 	printf("caches PC_CFG_LAZY_MEMORY (memory faulted in when used); process 1 of each opens and reads its file "
 	       "whole alone (PSS taken), then the others at once (PSS of all); every warming read checks the data\n");
 
