@@ -131,6 +131,16 @@ static void shm_name_of(const char *name, char *out, size_t n)
 	snprintf(out, n, "/pagecache-%s", name);
 }
 
+/* s's object name, written under reg_lock: s is on the list already, and
+ * segment_attached_here reads the names of the list's records in other
+ * threads. */
+static void reg_set_name(struct pc_segment *s, const char *name)
+{
+	pthread_mutex_lock(&reg_lock);
+	shm_name_of(name, s->shm_name, sizeof(s->shm_name));
+	pthread_mutex_unlock(&reg_lock);
+}
+
 /* s is mapped now: a child of fork()'s inherited record of a named
  * segment at the same address (the parent's attachment, which the child
  * may join again by name) is gone, so that the address names s alone. */
@@ -784,7 +794,7 @@ int segment_open(const char *name, const struct seg_params *p, struct pc_segment
 	struct pc_segment *s = seg_struct_new();
 	if (!s)
 		return -ENOMEM;
-	shm_name_of(name, s->shm_name, sizeof(s->shm_name));
+	reg_set_name(s, name);
 	uint64_t deadline = now_ms() + (p->wait_ms ? p->wait_ms : SEG_WAIT_MS);
 	for (;;) {
 		err = reg_shm_open(s, O_RDWR | O_CREAT | O_EXCL);
