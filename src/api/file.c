@@ -459,6 +459,16 @@ static int attach_handle(struct pc_mapping *m, bool want_write)
  * without open(2) is checked as open(2) would have: access for this
  * process's credentials (faccessat), then the file is the mapping's.
  */
+/* This process starts to hold m: its part of the file's domain (its I/O
+ * queue, its flushers) starts with its first file there, and its entry
+ * becomes m's, with no descriptor yet.  0 or a negative errno. */
+static int hold_start(struct pc_mapping *m)
+{
+	struct pc_domain *d;
+	int err = domain_get(m->c, m->dev, &d);
+	return err ? err : file_entry_claim(m);
+}
+
 static int take_from_holder(struct pc_mapping *m, int dirfd, const char *path, int flags, const struct stat *st)
 {
 	assert_held(&m->c->files_lock);
@@ -467,21 +477,15 @@ static int take_from_holder(struct pc_mapping *m, int dirfd, const char *path, i
 	int at = AT_EACCESS | ((flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
 	if (faccessat(dirfd, path, amode, at) != 0)
 		return -errno;
-	/* This process's part of the file's domain (its I/O queue, its
-	 * flushers) starts with its first file there. */
-	struct pc_domain *d;
-	int err = domain_get(m->c, m->dev, &d);
-	if (err)
-		return err;
 	int fd = shared_fd_from_holders(m);
 	if (fd < 0)
 		return fd;
 	struct stat got;
-	err = fstat(fd, &got) != 0 ? -errno : 0;
+	int err = fstat(fd, &got) != 0 ? -errno : 0;
 	if (!err && (got.st_dev != st->st_dev || got.st_ino != st->st_ino))
 		err = -EBUSY; /* not the file asked for: cannot happen while it is held */
 	if (!err)
-		err = file_entry_claim(m);
+		err = hold_start(m);
 	if (err) {
 		close(fd);
 		return err;
@@ -584,10 +588,7 @@ static int open_backing_file(struct pc_cache *c, int dirfd, const char *path, in
 			fd = -1;
 			err = take_from_holder(m, dirfd, path, flags, &st);
 		} else {
-			struct pc_domain *d; /* this process's part of it, as above */
-			err = domain_get(c, m->dev, &d);
-			if (!err)
-				err = file_entry_claim(m);
+			err = hold_start(m);
 			if (!err)
 				file_hold(m); /* adopts fd below */
 		}

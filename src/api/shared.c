@@ -69,10 +69,7 @@ int shared_config_check(const void *theirs_bytes, size_t len, void *arg)
  * (a name may be longer than a socket's), with the user's id. */
 static void server_name(const struct pc_cache *c, unsigned slot, char *out, size_t n)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (const char *p = c->name; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	snprintf(out, n, "pagecache-%u-%016llx-%u", (unsigned)geteuid(), (unsigned long long)h, slot);
+	snprintf(out, n, "pagecache-%u-%016llx-%u", (unsigned)geteuid(), (unsigned long long)hash_name(c->name), slot);
 }
 
 static int serve_descriptor(void *arg, uint64_t key, uint64_t gen)

@@ -74,3 +74,11 @@ void iov_copy_to(const struct iovec *iov, int iovcnt, size_t skip, const void *s
 {
 	iov_walk(iov, iovcnt, skip, (uint8_t *)src, len, true);
 }
+
+uint64_t hash_name(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}

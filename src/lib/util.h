@@ -84,6 +84,8 @@ struct pc_folio;
 
 /* util.c: clocks */
 HIDDEN uint64_t now_ms(void);
+/* FNV-1a of a string: names hashed into addresses and socket names. */
+HIDDEN uint64_t hash_name(const char *s);
 /* A condition variable that timed_wait_ms may wait on (CLOCK_MONOTONIC:
  * a change of the wall clock neither ends nor prolongs a wait). */
 HIDDEN void cond_init_monotonic(pthread_cond_t *cv);

@@ -108,19 +108,35 @@ static void reg_add(struct pc_segment *s)
 	pthread_mutex_unlock(&reg_lock);
 }
 
-struct pc_segment *segment_inherited_named_at(const void *addr)
+/* The record whose segment holds addr, or NULL (reg_lock held). */
+static struct pc_segment *reg_at(const void *addr)
 {
 	uintptr_t a = (uintptr_t)addr;
-	struct pc_segment *found = NULL;
-	pthread_mutex_lock(&reg_lock);
 	for (struct pc_segment *s = reg_head; s; s = s->next)
-		if (a >= (uintptr_t)s->hdr && a - (uintptr_t)s->hdr < s->size) {
-			if (atomic_load(&s->inherited) && s->shm_name[0])
-				found = s;
-			break;
-		}
+		if (a >= (uintptr_t)s->hdr && a - (uintptr_t)s->hdr < s->size)
+			return s;
+	return NULL;
+}
+
+/* Take s off the list (reg_lock held). */
+static void reg_unlink(struct pc_segment *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		reg_head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+}
+
+struct pc_segment *segment_inherited_named_at(const void *addr)
+{
+	pthread_mutex_lock(&reg_lock);
+	struct pc_segment *s = reg_at(addr);
+	if (s && !(atomic_load(&s->inherited) && s->shm_name[0]))
+		s = NULL;
 	pthread_mutex_unlock(&reg_lock);
-	return found;
+	return s;
 }
 
 /* The object of a named segment: one namespace for every user, as file
@@ -154,12 +170,7 @@ static void reg_drop_inherited_overlapping(struct pc_segment *s)
 		uintptr_t rlo = (uintptr_t)r->hdr, rhi = rlo + r->size;
 		if (r == s || !atomic_load(&r->inherited) || rhi <= lo || rlo >= hi)
 			continue;
-		if (r->prev)
-			r->prev->next = r->next;
-		else
-			reg_head = r->next;
-		if (r->next)
-			r->next->prev = r->prev;
+		reg_unlink(r);
 		r->next = drop;
 		drop = r;
 	}
@@ -193,14 +204,9 @@ bool segment_attached_here(const char *name)
 
 bool segment_inherited_at(const void *addr)
 {
-	uintptr_t a = (uintptr_t)addr;
-	bool inherited = false;
 	pthread_mutex_lock(&reg_lock);
-	for (struct pc_segment *s = reg_head; s; s = s->next)
-		if (a >= (uintptr_t)s->hdr && a - (uintptr_t)s->hdr < s->size) {
-			inherited = atomic_load(&s->inherited);
-			break;
-		}
+	struct pc_segment *s = reg_at(addr);
+	bool inherited = s && atomic_load(&s->inherited);
 	pthread_mutex_unlock(&reg_lock);
 	return inherited;
 }
@@ -208,12 +214,7 @@ bool segment_inherited_at(const void *addr)
 static void reg_del(struct pc_segment *s)
 {
 	pthread_mutex_lock(&reg_lock);
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		reg_head = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	reg_unlink(s);
 	pthread_mutex_unlock(&reg_lock);
 }
 
@@ -358,10 +359,7 @@ uint64_t segment_pick_addr(const char *name, size_t size, unsigned attempt)
 	uint64_t need = round_up(size, SEG_ADDR_ALIGN);
 	if (!size || need < size || need > hi - lo)
 		return 0;
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (const char *c = name; *c; c++)
-		h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
-	h = mix64(h + attempt * 0x9e3779b97f4a7c15ull);
+	uint64_t h = mix64(hash_name(name) + attempt * 0x9e3779b97f4a7c15ull);
 	uint64_t places = (hi - lo - need) / SEG_ADDR_ALIGN + 1;
 	return lo + h % places * SEG_ADDR_ALIGN;
 }
